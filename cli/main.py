@@ -1,0 +1,134 @@
+"""``tsfix`` command line: a thin click layer over :func:`tsfix.codemods.engine.run`."""
+
+from __future__ import annotations
+
+import sys
+from pathlib import Path
+
+import click
+
+from tsfix.codemods import __version__
+from tsfix.codemods.config import ConfigError
+from tsfix.codemods.engine import Options, run
+from tsfix.codemods.registry import ALL_RULES, UnknownRuleError
+from tsfix.codemods.report import (
+    EXIT_FAILED,
+    EXIT_USAGE,
+    REJECTED,
+    UNVERIFIED,
+    VERIFIED,
+    RunResult,
+)
+
+EXIT_CODES = """\b
+Exit codes:
+  0  nothing to change, or every rewrite applied
+  1  --check / --dry-run: changes would be made
+  2  usage or configuration error
+  3  a rewrite was rejected by validation, a file failed (cannot be read or
+     parsed, bad example spec), or --require-verified and a rewrite is unverified
+"""
+
+
+@click.group(context_settings={"help_option_names": ["-h", "--help"]})
+@click.version_option(__version__, prog_name="tsfix")
+def main() -> None:
+    """Rewrite PyTorch model code so that torch.jit.script and export keep its behaviour.
+
+    Every rewrite is validated: the rewritten class must script, and its outputs must match
+    the original's on the example inputs of every configuration.
+    """
+
+
+@main.command(epilog=EXIT_CODES)
+@click.argument("paths", nargs=-1, required=True,
+                type=click.Path(exists=True, path_type=Path))
+@click.option("--rule", "rule_names", multiple=True, metavar="NAME",
+              help="Rule to run (repeat or comma-separate; 'all' for every rule). "
+                   "Default: [tool.tsfix] rules, else all.")
+@click.option("--dry-run", "--diff", "dry_run", is_flag=True,
+              help="Print a unified diff of what would be written; write nothing.")
+@click.option("--check", is_flag=True,
+              help="Write nothing; exit 1 if any file would change.")
+@click.option("--no-verify", is_flag=True,
+              help="Skip validation (never imports torch); rewrites are reported unverified.")
+@click.option("--require-verified", is_flag=True, default=None,
+              help="Treat unverified rewrites as failures: do not write them, exit 3.")
+@click.option("--report", "report_path", type=click.Path(dir_okay=False, path_type=Path),
+              help="Write a JSON report: one record per file and per rewritten class.")
+@click.option("--config", "config_path",
+              type=click.Path(exists=True, dir_okay=False, path_type=Path),
+              help="Read [tool.tsfix] from this file instead of the nearest pyproject.toml.")
+@click.option("-j", "--jobs", type=click.IntRange(min=0), default=0,
+              help="Validation worker processes (default: one per core).")
+@click.option("--timeout", type=click.FloatRange(min=1), default=None,
+              help="Seconds allowed for validating one file (default 120).")
+@click.option("-q", "--quiet", is_flag=True, help="Only errors (and the diff with --dry-run).")
+@click.option("-v", "--verbose", is_flag=True,
+              help="Also say what each rewrite did and why candidates were skipped.")
+def apply(paths: tuple[Path, ...], rule_names: tuple[str, ...], dry_run: bool, check: bool,
+          no_verify: bool, require_verified: bool | None, report_path: Path | None,
+          config_path: Path | None, jobs: int, timeout: float | None, quiet: bool,
+          verbose: bool) -> None:
+    """Rewrite the model files under PATHS, validating every rewritten class."""
+    rules = [name.strip() for value in rule_names for name in value.split(",") if name.strip()]
+    mode = "diff" if dry_run else "check" if check else "write"
+    options = Options(rules=rules or None, mode=mode, verify=not no_verify,
+                      require_verified=require_verified, config=config_path, jobs=jobs,
+                      timeout=timeout)
+    try:
+        result = run(list(paths), options)
+    except (ConfigError, UnknownRuleError) as exc:
+        click.echo(f"error: {exc}", err=True)
+        sys.exit(EXIT_USAGE)
+    if mode == "diff":
+        for file in result.files:
+            if file.diff:
+                click.echo(file.diff, nl=False)
+    _print_outcome(result, quiet=quiet, verbose=verbose)
+    code = result.exit_code
+    if report_path is not None:
+        try:
+            result.write_json(report_path)
+        except OSError as exc:
+            click.echo(f"error: cannot write report {report_path}: {exc.strerror or exc}",
+                       err=True)
+            code = max(code, EXIT_FAILED)
+    sys.exit(code)
+
+
+def _print_outcome(result: RunResult, *, quiet: bool, verbose: bool) -> None:
+    colour = {VERIFIED: "green", REJECTED: "red", UNVERIFIED: "yellow"}
+    for file in result.files:
+        if file.error:
+            click.secho(f"error: {file.error}", err=True, fg="red")
+        if quiet:
+            continue
+        for c in file.classes:
+            verdict = click.style(c.verdict, fg=colour.get(c.verdict))
+            detail = f": {c.reason}" if c.reason and (c.verdict != VERIFIED or verbose) else ""
+            click.echo(f"{file.display}:{c.lines[0]}: {c.class_name} [{c.rule}] "
+                       f"{verdict}{detail}", err=True)
+            if verbose:
+                click.echo(f"    {c.summary}", err=True)
+        if verbose:
+            for s in file.skips:
+                click.echo(f"{file.display}:{s.line}: {s.class_name} [{s.rule}] skipped: "
+                           f"{s.reason}", err=True)
+        if file.status == "changed":
+            action = "rewrote" if file.written else "would rewrite"
+            click.echo(f"{action} {file.display}", err=True)
+    if not quiet:
+        click.echo(result.summary_line(), err=True)
+
+
+@main.command("rules")
+def list_rules() -> None:
+    """List the rules: name and one-line summary."""
+    width = max(len(name) for name in ALL_RULES)
+    for name, rule in ALL_RULES.items():
+        click.echo(f"{name:<{width}}  {rule.summary}")
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,347 @@
+"""Static facts about model source that several rules need.
+
+Everything here is a pure function of the LibCST tree: which classes are ``nn.Module``-like,
+what ``__init__`` assigns to ``self``, the scalar type of a value, which methods ``forward``
+reaches. Nothing imports torch.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Iterator
+from dataclasses import dataclass
+
+import libcst as cst
+import libcst.matchers as m
+from libcst.helpers import get_full_name_for_node
+
+SCALAR_TYPES = ("bool", "int", "float", "str")
+
+_CLASS_WITH_BASES = re.compile(r"^[ \t]*class\s+\w+\s*\(", re.MULTILINE)
+
+
+def may_define_module(text: str) -> bool:
+    """Cheap pre-parse filter: could this file define an nn.Module-like class at all?"""
+    return bool(_CLASS_WITH_BASES.search(text)) and ("Module" in text or "nn." in text or
+                                                      "def forward" in text)
+
+
+def import_map(module: cst.Module) -> dict[str, str]:
+    """Local name -> dotted name it was imported as (``nn`` -> ``torch.nn``)."""
+    names: dict[str, str] = {}
+    for stmt in module.body:
+        if not isinstance(stmt, cst.SimpleStatementLine):
+            continue
+        for small in stmt.body:
+            if isinstance(small, cst.Import):
+                for alias in small.names:
+                    full = get_full_name_for_node(alias.name) or ""
+                    if alias.asname is not None:
+                        local = get_full_name_for_node(alias.asname.name) or full
+                        names[local] = full
+                    else:
+                        names[full.split(".")[0]] = full.split(".")[0]
+            elif isinstance(small, cst.ImportFrom) and small.relative == ():
+                if small.module is None or isinstance(small.names, cst.ImportStar):
+                    continue
+                origin = get_full_name_for_node(small.module) or ""
+                for alias in small.names:
+                    imported = get_full_name_for_node(alias.name) or ""
+                    local = imported
+                    if alias.asname is not None:
+                        local = get_full_name_for_node(alias.asname.name) or imported
+                    names[local] = f"{origin}.{imported}"
+    return names
+
+
+def qualified_name(expr: cst.BaseExpression, imports: dict[str, str]) -> str | None:
+    """Dotted name of ``expr`` with its first component resolved through the imports."""
+    dotted = get_full_name_for_node(expr)
+    if dotted is None:
+        return None
+    head, _, rest = dotted.partition(".")
+    resolved = imports.get(head, head)
+    return f"{resolved}.{rest}" if rest else resolved
+
+
+def methods_of(cls: cst.ClassDef) -> dict[str, cst.FunctionDef]:
+    found: dict[str, cst.FunctionDef] = {}
+    if isinstance(cls.body, cst.IndentedBlock):
+        for stmt in cls.body.body:
+            if isinstance(stmt, cst.FunctionDef):
+                found[stmt.name.value] = stmt
+    return found
+
+
+def module_class_names(module: cst.Module, imports: dict[str, str]) -> set[str]:
+    """Names of the top-level classes that are nn.Module-like.
+
+    A class counts when a base resolves into ``torch.nn`` (``nn.Module``, ``nn.Conv2d``, ...),
+    when a base is another such class in the file, or when it defines ``forward`` and has a base
+    we cannot see (``class Block(BaseLayer)`` imported from elsewhere).
+    """
+    classes = [s for s in module.body if isinstance(s, cst.ClassDef)]
+    found: set[str] = set()
+    changed = True
+    while changed:
+        changed = False
+        for cls in classes:
+            if cls.name.value in found:
+                continue
+            for base in cls.bases:
+                if base.keyword is not None:
+                    continue
+                qual = qualified_name(base.value, imports) or ""
+                local = get_full_name_for_node(base.value) or ""
+                if (qual.startswith("torch.nn.") or local in found
+                        or (local not in ("object", "") and "forward" in methods_of(cls))):
+                    found.add(cls.name.value)
+                    changed = True
+                    break
+    return found
+
+
+def self_name(func: cst.FunctionDef) -> str | None:
+    """The name of a method's instance parameter (``self`` by convention), if any."""
+    decorators = {get_full_name_for_node(d.decorator) for d in func.decorators}
+    if decorators & {"staticmethod", "classmethod"}:
+        return None
+    params = func.params.posonly_params or func.params.params
+    return params[0].name.value if params else None
+
+
+def self_attr(expr: cst.CSTNode, self_var: str) -> str | None:
+    """``self.x`` -> ``"x"``; anything else -> None."""
+    if (isinstance(expr, cst.Attribute) and isinstance(expr.value, cst.Name)
+            and expr.value.value == self_var):
+        return expr.attr.value
+    return None
+
+
+@dataclass
+class AttrAssignment:
+    attr: str
+    value: cst.BaseExpression | None  # None for augmented assignments and unpacking
+    statement: cst.CSTNode
+    method: str
+
+
+def _targets(node: cst.CSTNode) -> Iterator[tuple[cst.BaseExpression, cst.BaseExpression | None]]:
+    if isinstance(node, cst.Assign):
+        for target in node.targets:
+            yield from _pair(target.target, node.value)
+    elif isinstance(node, cst.AnnAssign) and node.value is not None:
+        yield from _pair(node.target, node.value)
+    elif isinstance(node, cst.AugAssign):
+        yield node.target, None
+
+
+def _pair(target: cst.BaseExpression,
+          value: cst.BaseExpression | None) -> Iterator[tuple[cst.BaseExpression,
+                                                              cst.BaseExpression | None]]:
+    if isinstance(target, cst.Tuple | cst.List):
+        values: list[cst.BaseExpression | None]
+        if isinstance(value, cst.Tuple | cst.List) and len(value.elements) == len(target.elements):
+            values = [e.value for e in value.elements]
+        else:
+            values = [None] * len(target.elements)
+        for element, element_value in zip(target.elements, values, strict=True):
+            yield from _pair(element.value, element_value)
+    else:
+        yield target, value
+
+
+class _AssignmentCollector(cst.CSTVisitor):
+    def __init__(self, self_var: str, method: str) -> None:
+        self.self_var = self_var
+        self.method = method
+        self.found: list[AttrAssignment] = []
+        self._statement: cst.CSTNode | None = None
+
+    def visit_SimpleStatementLine(self, node: cst.SimpleStatementLine) -> None:
+        self._statement = node
+
+    def _record(self, node: cst.CSTNode) -> None:
+        for target, value in _targets(node):
+            attr = self_attr(target, self.self_var)
+            if attr is not None:
+                self.found.append(AttrAssignment(attr, value, self._statement or node, self.method))
+            elif (isinstance(target, cst.Attribute | cst.Subscript)
+                  and _root_self_attr(target, self.self_var) is not None):
+                # self.cfg.x = ... / self.cfg["x"] = ...: a write into what self.cfg holds.
+                root = _root_self_attr(target, self.self_var)
+                assert root is not None
+                self.found.append(AttrAssignment(root + ".*", None, self._statement or node,
+                                                 self.method))
+
+    def visit_Assign(self, node: cst.Assign) -> None:
+        self._record(node)
+
+    def visit_AnnAssign(self, node: cst.AnnAssign) -> None:
+        self._record(node)
+
+    def visit_AugAssign(self, node: cst.AugAssign) -> None:
+        self._record(node)
+
+    def visit_Call(self, node: cst.Call) -> None:
+        # setattr(self, "x", v) and the in-place register_* helpers assign attributes too.
+        name = get_full_name_for_node(node.func) or ""
+        if (name == "setattr" and len(node.args) >= 2
+                and m.matches(node.args[0].value, m.Name(self.self_var))
+                and isinstance(node.args[1].value, cst.SimpleString)):
+            attr = node.args[1].value.evaluated_value
+            if isinstance(attr, str):
+                self.found.append(AttrAssignment(attr, None, self._statement or node, self.method))
+
+
+def _root_self_attr(expr: cst.BaseExpression, self_var: str) -> str | None:
+    while isinstance(expr, cst.Attribute | cst.Subscript):
+        attr = self_attr(expr, self_var)
+        if attr is not None:
+            return attr
+        expr = expr.value
+    return None
+
+
+def attribute_assignments(cls: cst.ClassDef) -> list[AttrAssignment]:
+    """Every assignment to ``self.<attr>`` in every method, in source order."""
+    found: list[AttrAssignment] = []
+    for name, func in methods_of(cls).items():
+        self_var = self_name(func)
+        if self_var is None:
+            continue
+        collector = _AssignmentCollector(self_var, name)
+        func.body.visit(collector)
+        found.extend(collector.found)
+    return found
+
+
+def registered_names(init: cst.FunctionDef) -> set[str]:
+    """Names given to ``self.register_buffer/register_parameter/add_module`` in ``__init__``."""
+    self_var = self_name(init) or "self"
+    names: set[str] = set()
+    for call in m.findall(init.body, m.Call(func=m.Attribute(value=m.Name(self_var)))):
+        assert isinstance(call, cst.Call) and isinstance(call.func, cst.Attribute)
+        if call.func.attr.value in ("register_buffer", "register_parameter", "add_module",
+                                    "register_module") and call.args:
+            first = call.args[0].value
+            if isinstance(first, cst.SimpleString) and isinstance(first.evaluated_value, str):
+                names.add(first.evaluated_value)
+    return names
+
+
+def called_methods(func: cst.FunctionDef) -> set[str]:
+    """Methods called as ``self.m(...)`` in ``func``."""
+    self_var = self_name(func)
+    if self_var is None:
+        return set()
+    found: set[str] = set()
+    for call in m.findall(func.body, m.Call(func=m.Attribute(value=m.Name(self_var)))):
+        assert isinstance(call, cst.Call) and isinstance(call.func, cst.Attribute)
+        found.add(call.func.attr.value)
+    return found
+
+
+def reachable_methods(methods: dict[str, cst.FunctionDef], start: str = "forward") -> list[str]:
+    """``start`` and every method of the class it calls, transitively: what script compiles."""
+    if start not in methods:
+        return []
+    order = [start]
+    for name in order:
+        for callee in sorted(called_methods(methods[name])):
+            if callee in methods and callee not in order and callee != "__init__":
+                order.append(callee)
+    return order
+
+
+def literal_type(expr: cst.BaseExpression | None) -> str | None:
+    """bool/int/float/str for a literal (``-1`` and ``"a" "b"`` included), else None."""
+    if isinstance(expr, cst.Name) and expr.value in ("True", "False"):
+        return "bool"
+    if isinstance(expr, cst.Integer):
+        return "int"
+    if isinstance(expr, cst.Float):
+        return "float"
+    if isinstance(expr, cst.UnaryOperation) and isinstance(expr.operator, cst.Minus | cst.Plus):
+        return literal_type(expr.expression)
+    if isinstance(expr, cst.SimpleString | cst.ConcatenatedString):
+        return "str" if isinstance(expr.evaluated_value, str) else None
+    return None
+
+
+def annotation_type(annotation: cst.Annotation | None) -> str | None:
+    """A scalar type name from an annotation; ``"optional"`` for ``Optional[...]``/``X | None``."""
+    if annotation is None:
+        return None
+    node = annotation.annotation
+    if isinstance(node, cst.SimpleString) and isinstance(node.evaluated_value, str):
+        text = node.evaluated_value.strip()
+        return text if text in SCALAR_TYPES else ("optional" if "Optional" in text
+                                                 or "None" in text else None)
+    name = get_full_name_for_node(node)
+    if name in SCALAR_TYPES:
+        return name
+    if isinstance(node, cst.Subscript) and (get_full_name_for_node(node.value) or "").endswith(
+            "Optional"):
+        return "optional"
+    if isinstance(node, cst.BinaryOperation) and isinstance(node.operator, cst.BitOr):
+        return "optional"
+    return None
+
+
+def unify_types(types: list[str]) -> str | None:
+    """One type for several assigned values: int and float unify to float; others must agree."""
+    distinct = set(types)
+    if len(distinct) == 1:
+        return types[0]
+    if distinct == {"int", "float"}:
+        return "float"
+    return None
+
+
+def parameters_of(func: cst.FunctionDef) -> dict[str, cst.Param]:
+    p = func.params
+    found = {param.name.value: param for param in (*p.posonly_params, *p.params,
+                                                   *p.kwonly_params)}
+    for star in (p.star_arg, p.star_kwarg):
+        if isinstance(star, cst.Param):
+            found[star.name.value] = star
+    return found
+
+
+def declared_field_types(module: cst.Module) -> dict[str, dict[str, str]]:
+    """For each top-level class, its class-level annotated scalar fields (dataclass style)."""
+    found: dict[str, dict[str, str]] = {}
+    for stmt in module.body:
+        if not isinstance(stmt, cst.ClassDef) or not isinstance(stmt.body, cst.IndentedBlock):
+            continue
+        fields: dict[str, str] = {}
+        for line in stmt.body.body:
+            if isinstance(line, cst.SimpleStatementLine):
+                for small in line.body:
+                    if isinstance(small, cst.AnnAssign) and isinstance(small.target, cst.Name):
+                        kind = annotation_type(small.annotation)
+                        if kind in SCALAR_TYPES:
+                            fields[small.target.value] = kind
+        if fields:
+            found[stmt.name.value] = fields
+    return found
+
+
+def names_used(node: cst.CSTNode) -> set[str]:
+    """Every identifier ``node`` binds or reads (parameters, locals, globals), not ``.attr`` names."""
+    attribute_names = {id(a.attr) for a in m.findall(node, m.Attribute())
+                       if isinstance(a, cst.Attribute)}
+    return {n.value for n in m.findall(node, m.Name())
+            if isinstance(n, cst.Name) and id(n) not in attribute_names}
+
+
+def docstring_count(body: cst.BaseSuite) -> int:
+    """1 when the block starts with a docstring, so inserted code goes after it."""
+    if isinstance(body, cst.IndentedBlock) and body.body:
+        first = body.body[0]
+        if (isinstance(first, cst.SimpleStatementLine) and len(first.body) == 1
+                and isinstance(first.body[0], cst.Expr)
+                and isinstance(first.body[0].value, cst.SimpleString | cst.ConcatenatedString)):
+            return 1
+    return 0

@@ -1,0 +1,273 @@
+"""``[tool.tsfix]`` configuration and the example inputs that drive validation.
+
+Configuration comes from the nearest ``pyproject.toml`` above the given paths that has a
+``[tool.tsfix]`` table (or from ``--config``)::
+
+    [tool.tsfix]
+    rules = ["lift-branch"]          # default for --rule
+    exclude = ["build/**", "legacy/*.py"]   # globs, relative to this file
+    line-length = 100                # else [tool.black] line-length, else 88
+    timeout = 120                    # seconds per file's validation
+    require-verified = false
+
+    [tool.tsfix.examples."models/custom.py:CustomModel"]
+    init = [{ branch_testing = true }, { branch_testing = false }]
+    inputs = ["rand(1, 3, 64, 64)"]
+    kwargs = { }
+
+    [tool.tsfix.examples."models/tts.py:Decoder"]
+    factory = "examples_module:function"
+
+Tensor strings are a small language parsed with :mod:`ast` (never evaluated): ``randn``,
+``rand``, ``zeros``, ``ones`` (shape as arguments or one tuple), ``randint(low, high, (shape))``,
+``arange(n)`` / ``arange(start, end)``, each with an optional ``dtype=``. A string that looks
+like a call to anything else is an error, so a typo is not silently passed on as a string.
+Other TOML values are passed as they are, lists and tables recursively.
+
+A mistake in one example table does not stop a run: it is kept as that class's
+:class:`ExampleError` and reported against the class. Mistakes in the rest of ``[tool.tsfix]``
+are a :class:`ConfigError` (exit code 2).
+"""
+
+from __future__ import annotations
+
+import ast
+import re
+import sys
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+if sys.version_info >= (3, 11):
+    import tomllib
+else:  # pragma: no cover
+    import tomli as tomllib
+
+TENSOR_FUNCTIONS = ("randn", "rand", "zeros", "ones", "randint", "arange")
+DTYPES = ("float16", "float32", "float64", "bfloat16", "half", "float", "double", "int8",
+          "int16", "int32", "int64", "uint8", "int", "long", "bool", "complex64", "complex128")
+TENSOR_KEY = "__tensor__"
+
+_LOOKS_LIKE_CALL = re.compile(r"^\s*[A-Za-z_][\w.]*\s*\(.*\)\s*$", re.DOTALL)
+_KNOWN_KEYS = {"rules", "exclude", "line-length", "timeout", "require-verified", "examples"}
+_EXAMPLE_KEYS = {"init", "inputs", "kwargs", "factory"}
+
+
+class ConfigError(Exception):
+    """The configuration as a whole cannot be used."""
+
+
+class ExampleError(Exception):
+    """One example table is wrong; only its class is affected."""
+
+
+@dataclass
+class ExampleSpec:
+    """How to build and call one class. Tensors are kept as JSON-able descriptions; the
+    validation worker turns them into tensors, so the parent process never needs torch."""
+
+    key: str
+    init: list[dict[str, Any]] = field(default_factory=lambda: [{}])
+    inputs: list[Any] = field(default_factory=list)
+    kwargs: dict[str, Any] = field(default_factory=dict)
+    factory: str | None = None
+
+    def to_json(self) -> dict[str, Any]:
+        return {"key": self.key, "init": self.init, "inputs": self.inputs,
+                "kwargs": self.kwargs, "factory": self.factory}
+
+
+@dataclass
+class Config:
+    root: Path | None = None          # folder of the pyproject.toml; example paths are relative
+    source: Path | None = None
+    rules: list[str] | None = None
+    exclude: list[str] = field(default_factory=list)
+    line_length: int = 88
+    timeout: float = 120.0
+    require_verified: bool = False
+    # (resolved file path, class name) -> spec, or the error that makes the spec unusable
+    examples: dict[tuple[Path, str], ExampleSpec | ExampleError] = field(default_factory=dict)
+
+    def example_for(self, path: Path, class_name: str) -> ExampleSpec | ExampleError | None:
+        return self.examples.get((path.resolve(), class_name))
+
+
+def find_pyproject(paths: list[Path]) -> Path | None:
+    """The nearest pyproject.toml with a [tool.tsfix] table at or above the common parent."""
+    resolved = [p.resolve() for p in paths] or [Path.cwd().resolve()]
+    common = resolved[0] if resolved[0].is_dir() else resolved[0].parent
+    for p in resolved[1:]:
+        while not p.is_relative_to(common):
+            common = common.parent
+    for folder in (common, *common.parents):
+        candidate = folder / "pyproject.toml"
+        if candidate.is_file():
+            try:
+                data = tomllib.loads(candidate.read_text(encoding="utf-8"))
+            except (OSError, UnicodeDecodeError, tomllib.TOMLDecodeError):
+                return candidate  # load_config reports the problem with the file's name
+            if "tsfix" in data.get("tool", {}):
+                return candidate
+        if (folder / ".git").exists():
+            break
+    return None
+
+
+def load_config(path: Path | None) -> Config:
+    if path is None:
+        return Config()
+    try:
+        data = tomllib.loads(path.read_text(encoding="utf-8"))
+    except OSError as exc:
+        raise ConfigError(f"{path}: cannot read: {exc.strerror or exc}") from exc
+    except UnicodeDecodeError as exc:
+        raise ConfigError(f"{path}: not UTF-8: {exc.reason}") from exc
+    except tomllib.TOMLDecodeError as exc:
+        raise ConfigError(f"{path}: invalid TOML: {exc}") from exc
+    tool = data.get("tool", {})
+    table = tool.get("tsfix", {})
+    where = f"{path}: [tool.tsfix]"
+    if not isinstance(table, dict):
+        raise ConfigError(f"{where} must be a table")
+    unknown = set(table) - _KNOWN_KEYS
+    if unknown:
+        raise ConfigError(f"{where}: unknown key(s) {', '.join(sorted(unknown))} "
+                          f"(known: {', '.join(sorted(_KNOWN_KEYS))})")
+    config = Config(root=path.parent.resolve(), source=path)
+    black_length = tool.get("black", {}).get("line-length")
+    config.line_length = _typed(table.get("line-length", black_length or 88), int,
+                                f"{where} line-length")
+    config.timeout = float(_typed(table.get("timeout", 120), (int, float), f"{where} timeout"))
+    config.require_verified = _typed(table.get("require-verified", False), bool,
+                                     f"{where} require-verified")
+    if "rules" in table:
+        config.rules = _string_list(table["rules"], f"{where} rules")
+    config.exclude = _string_list(table.get("exclude", []), f"{where} exclude")
+    examples = _typed(table.get("examples", {}), dict, f"{where} examples")
+    for key, spec in examples.items():
+        file_part, sep, class_name = key.rpartition(":")
+        if not sep or not file_part or not class_name.isidentifier():
+            raise ConfigError(f'{path}: [tool.tsfix.examples."{key}"]: the key must be '
+                              '"<path relative to pyproject.toml>:<ClassName>"')
+        target = (config.root / file_part).resolve()
+        try:
+            config.examples[(target, class_name)] = parse_example(key, spec)
+        except ExampleError as exc:
+            config.examples[(target, class_name)] = ExampleError(
+                f'{path}: [tool.tsfix.examples."{key}"] {exc}')
+    return config
+
+
+def _typed(value: Any, kind: type | tuple[type, ...], where: str) -> Any:
+    if not isinstance(value, kind) or (kind is int and isinstance(value, bool)):
+        names = kind.__name__ if isinstance(kind, type) else " or ".join(k.__name__ for k in kind)
+        raise ConfigError(f"{where}: expected {names}, got {value!r}")
+    return value
+
+
+def _string_list(value: Any, where: str) -> list[str]:
+    if isinstance(value, str):
+        return [value]
+    if not isinstance(value, list) or not all(isinstance(v, str) for v in value):
+        raise ConfigError(f"{where}: expected a list of strings, got {value!r}")
+    return value
+
+
+def parse_example(key: str, spec: Any) -> ExampleSpec:
+    if not isinstance(spec, dict):
+        raise ExampleError(f"must be a table, got {spec!r}")
+    unknown = set(spec) - _EXAMPLE_KEYS
+    if unknown:
+        raise ExampleError(f"unknown key(s) {', '.join(sorted(unknown))} "
+                           f"(known: {', '.join(sorted(_EXAMPLE_KEYS))})")
+    if "factory" in spec:
+        if set(spec) != {"factory"}:
+            raise ExampleError("factory cannot be combined with init/inputs/kwargs")
+        factory = spec["factory"]
+        if not isinstance(factory, str) or not re.fullmatch(r"[\w.]+:\w+", factory):
+            raise ExampleError(f'factory: expected "module:function", got {factory!r}')
+        return ExampleSpec(key, init=[], factory=factory)
+    init = spec.get("init", [{}])
+    if isinstance(init, dict):
+        init = [init]
+    if not isinstance(init, list) or not init or not all(isinstance(i, dict) for i in init):
+        raise ExampleError(f"init: expected a list of tables (one per instance), got {init!r}")
+    inputs = spec.get("inputs", [])
+    if not isinstance(inputs, list):
+        raise ExampleError(f"inputs: expected a list of positional arguments, got {inputs!r}")
+    kwargs = spec.get("kwargs", {})
+    if not isinstance(kwargs, dict):
+        raise ExampleError(f"kwargs: expected a table, got {kwargs!r}")
+    return ExampleSpec(
+        key,
+        init=[{k: parse_value(v, f"init[{i}].{k}") for k, v in variant.items()}
+              for i, variant in enumerate(init)],
+        inputs=[parse_value(v, f"inputs[{i}]") for i, v in enumerate(inputs)],
+        kwargs={k: parse_value(v, f"kwargs.{k}") for k, v in kwargs.items()},
+    )
+
+
+def parse_value(value: Any, where: str) -> Any:
+    """A TOML value with tensor strings replaced by ``{"__tensor__": {...}}`` descriptions."""
+    if isinstance(value, str) and _LOOKS_LIKE_CALL.match(value):
+        return {TENSOR_KEY: parse_tensor(value, where)}
+    if isinstance(value, list):
+        return [parse_value(v, f"{where}[{i}]") for i, v in enumerate(value)]
+    if isinstance(value, dict):
+        return {k: parse_value(v, f"{where}.{k}") for k, v in value.items()}
+    return value
+
+
+def parse_tensor(text: str, where: str = "tensor") -> dict[str, Any]:
+    """Parse ``randn(1, 3, dtype=float64)`` into ``{"fn": "randn", "args": [1, 3], ...}``."""
+    def fail(message: str) -> ExampleError:
+        return ExampleError(f"{where}: {message} in {text!r}")
+
+    try:
+        tree = ast.parse(text.strip(), mode="eval").body
+    except SyntaxError as exc:
+        raise fail(f"cannot parse ({exc.msg})") from None
+    if not isinstance(tree, ast.Call) or not isinstance(tree.func, ast.Name):
+        raise fail("expected a call like randn(2, 3)")
+    fn = tree.func.id
+    if fn not in TENSOR_FUNCTIONS:
+        raise fail(f"unknown tensor function {fn!r} (expected one of "
+                   f"{', '.join(TENSOR_FUNCTIONS)})")
+    args = [_literal(a, fail) for a in tree.args]
+    dtype = None
+    for kw in tree.keywords:
+        if kw.arg != "dtype" or not isinstance(kw.value, ast.Name | ast.Attribute):
+            raise fail(f"unexpected argument {kw.arg or '**'}= (only dtype= is allowed)")
+        dtype = ast.unparse(kw.value).removeprefix("torch.")
+        if dtype not in DTYPES:
+            raise fail(f"unknown dtype {dtype!r} (expected one of {', '.join(DTYPES)})")
+    if fn == "randint":
+        if len(args) != 3 or not all(isinstance(a, int) for a in args[:2]):
+            raise fail("randint takes (low, high, (shape))")
+        shape = _shape(args[2:], fail)
+        return {"fn": fn, "low": args[0], "high": args[1], "shape": shape, "dtype": dtype}
+    if fn == "arange":
+        if not 1 <= len(args) <= 2 or not all(isinstance(a, int | float) for a in args):
+            raise fail("arange takes (end) or (start, end)")
+        return {"fn": fn, "args": args, "dtype": dtype}
+    return {"fn": fn, "shape": _shape(args, fail), "dtype": dtype}
+
+
+def _literal(node: ast.expr, fail: Any) -> Any:
+    if isinstance(node, ast.Constant) and isinstance(node.value, int | float):
+        return node.value
+    if isinstance(node, ast.Tuple | ast.List):
+        return [_literal(e, fail) for e in node.elts]
+    if (isinstance(node, ast.UnaryOp) and isinstance(node.op, ast.USub)
+            and isinstance(node.operand, ast.Constant)):
+        return -node.operand.value
+    raise fail(f"expected numbers, got {ast.unparse(node)!r}")
+
+
+def _shape(args: list[Any], fail: Any) -> list[int]:
+    if len(args) == 1 and isinstance(args[0], list):
+        args = args[0]
+    if not all(isinstance(a, int) and not isinstance(a, bool) and a >= 0 for a in args):
+        raise fail("a shape is non-negative integers")
+    return list(args)

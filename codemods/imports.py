@@ -1,0 +1,79 @@
+"""Adding ``from typing import X`` the way the file (and isort) would have it.
+
+An existing ``from typing import ...`` gets the names merged in. Otherwise the new line joins
+the standard-library import group, or, when the file has none, becomes its own group before the
+first third-party import, so a diff never puts ``typing`` after ``torch`` or after relative
+imports.
+"""
+
+from __future__ import annotations
+
+import sys
+from collections.abc import Collection
+
+import libcst as cst
+from libcst.helpers import get_full_name_for_node
+
+
+def _imported_root(statement: cst.BaseStatement) -> str | None:
+    """The top-level module a top-level import line imports ('.' for relative imports)."""
+    if not isinstance(statement, cst.SimpleStatementLine) or len(statement.body) != 1:
+        return None
+    small = statement.body[0]
+    if isinstance(small, cst.Import):
+        return (get_full_name_for_node(small.names[0].name) or "").split(".")[0]
+    if isinstance(small, cst.ImportFrom):
+        if small.relative:
+            return "."
+        return (get_full_name_for_node(small.module) or "").split(".")[0] if small.module else None
+    return None
+
+
+def add_typing_names(module: cst.Module, names: Collection[str]) -> cst.Module:
+    if not names:
+        return module
+    body = list(module.body)
+    for index, statement in enumerate(body):
+        if _imported_root(statement) != "typing":
+            continue
+        small = statement.body[0]  # type: ignore[attr-defined]
+        if (isinstance(small, cst.ImportFrom) and not isinstance(small.names, cst.ImportStar)
+                and get_full_name_for_node(small.module) == "typing"):
+            present = {get_full_name_for_node(a.name) for a in small.names}
+            if all(a.asname is None for a in small.names):
+                missing = sorted(set(names) - present)
+                if not missing:
+                    return module
+                aliases = [a.with_changes(comma=cst.MaybeSentinel.DEFAULT) for a in small.names]
+                aliases += [cst.ImportAlias(cst.Name(n)) for n in missing]
+                aliases.sort(key=lambda a: get_full_name_for_node(a.name) or "")
+                new_small = small.with_changes(names=aliases)
+                body[index] = statement.with_changes(body=[new_small])  # type: ignore[attr-defined]
+                return module.with_changes(body=body)
+    line = cst.parse_statement(f"from typing import {', '.join(sorted(names))}\n")
+    assert isinstance(line, cst.SimpleStatementLine)
+    roots = [(i, _imported_root(s)) for i, s in enumerate(body)]
+    imports = [(i, r) for i, r in roots if r is not None]
+    stdlib = [i for i, r in imports if r in sys.stdlib_module_names and r != "__future__"]
+    if stdlib:
+        at = stdlib[-1] + 1
+        body.insert(at, line)
+        return module.with_changes(body=body)
+    others = [i for i, r in imports if r != "__future__"]
+    if others:
+        # Its own group before the first third-party import; that import keeps its comments.
+        first = body[others[0]]
+        body[others[0]] = first.with_changes(leading_lines=[cst.EmptyLine()])
+        body.insert(others[0], line.with_changes(leading_lines=first.leading_lines))
+        return module.with_changes(body=body)
+    future = [i for i, r in imports if r == "__future__"]
+    at = future[-1] + 1 if future else _after_docstring(body)
+    body.insert(at, line)
+    return module.with_changes(body=body)
+
+
+def _after_docstring(body: list[cst.BaseStatement]) -> int:
+    if body and isinstance(body[0], cst.SimpleStatementLine) and isinstance(
+            body[0].body[0], cst.Expr) and isinstance(body[0].body[0].value, cst.SimpleString):
+        return 1
+    return 0

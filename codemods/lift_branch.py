@@ -1,0 +1,827 @@
+"""``lift-branch``: config-attribute branches in ``forward()`` become a typed ``forward()`` argument.
+
+What it does
+    Finds tests in ``forward()`` (and in the methods ``forward()`` calls) that read a configuration
+    attribute -- ``if self.use_x:``, ``elif self.mode == "avg":``, ``while i < self.depth``,
+    ``a if self.flag else b``, ``self.a and not self.b`` -- and turns each such attribute into a
+    ``forward()`` parameter ``use_x: Optional[bool] = None`` that defaults to the attribute::
+
+        def forward(self, x, use_x: Optional[bool] = None):
+            if use_x is None:
+                use_x = self.use_x
+            if use_x:
+                ...
+
+    Every read of the attribute in the compiled methods then reads the local. Helper methods that
+    read it get the same parameter and ``forward()`` passes it on (``self._fuse(a, b, use_x=use_x)``).
+    Fields of config objects (``self.cfg.use_x``, ``self.cfg["use_x"]``) that the compiled methods
+    read are first copied to plain attributes in ``__init__`` (``self.use_x = self.cfg.use_x``).
+
+Why it breaks export
+    ``torch.jit.freeze``, ``Final`` attributes, the TorchScript-based ONNX exporter and
+    ``torch.export`` turn module attributes into constants, so the exported artifact keeps only the
+    branch chosen at construction. A graph input keeps every branch: one artifact serves every
+    configuration, and the caller chooses at run time. Config objects (dataclasses, namespaces,
+    dicts) cannot be held by a ScriptModule at all.
+
+Example
+    Before::
+
+        class Net(nn.Module):
+            def __init__(self, branch_testing=True):
+                super().__init__()
+                self.branch_testing = branch_testing
+                self.act = Swish()
+
+            def forward(self, x):
+                if self.branch_testing == True:
+                    x = self.act(x)
+                return x
+
+    After::
+
+        class Net(nn.Module):
+            ...
+            def forward(self, x, branch_testing: Optional[bool] = None):
+                if branch_testing is None:
+                    branch_testing = self.branch_testing
+                if branch_testing == True:
+                    x = self.act(x)
+                return x
+
+Fix safety
+    Safe for callers: the new parameter comes last and defaults to the attribute, so existing calls,
+    state dicts and eager behaviour are unchanged. The attribute is read at call time, as before.
+    Never lifted: ``self.training``; submodules, parameters and buffers; attributes assigned outside
+    ``__init__``; tensors and values that may be None; values computed in ``__init__`` whose type
+    cannot be known; and structural flags, i.e. attributes whose value decides in ``__init__``
+    which submodules exist (both branches must compile, and the other branch's modules are absent).
+    The parameter type comes from the attribute's annotation, default or literal value, else from
+    how the test uses it (``== "avg"`` is str, a bare test is bool); a wrong guess fails re-script,
+    and validation rejects the rewrite rather than writing it.
+"""
+
+from __future__ import annotations
+
+import keyword
+import re
+from collections.abc import Iterable
+from dataclasses import dataclass, field
+
+import libcst as cst
+import libcst.matchers as m
+from libcst.helpers import get_full_name_for_node
+
+from tsfix.codemods.analysis import (
+    SCALAR_TYPES,
+    AttrAssignment,
+    annotation_type,
+    attribute_assignments,
+    declared_field_types,
+    docstring_count,
+    import_map,
+    literal_type,
+    methods_of,
+    module_class_names,
+    names_used,
+    parameters_of,
+    qualified_name,
+    reachable_methods,
+    registered_names,
+    self_attr,
+    self_name,
+    unify_types,
+)
+from tsfix.codemods.rule import ClassChange, Example, Rule
+
+# What a test reads: ("attr", name) for self.name, ("cfg", holder, field) for self.holder.field
+# or self.holder["field"].
+ReadKey = tuple[str, ...]
+
+_CONFIG_NAME = re.compile(r"^_?(cfg|conf|config|configs|opt|opts|options|args|hparams|hp|params)$|"
+                          r"(_cfg|_config|_conf)$", re.IGNORECASE)
+
+
+def _describe(key: ReadKey) -> str:
+    return f"self.{key[1]}" if key[0] == "attr" else f"self.{key[1]}.{key[2]}"
+
+
+def _dotted_read(expr: cst.BaseExpression) -> str | None:
+    """``cfg.a.b`` / ``cfg["a"]`` -> ``"cfg.a.b"`` / ``"cfg.a"``; else None."""
+    if isinstance(expr, cst.Subscript) and len(expr.slice) == 1:
+        index = expr.slice[0].slice
+        if (isinstance(index, cst.Index) and isinstance(index.value, cst.SimpleString)
+                and isinstance(index.value.evaluated_value, str)):
+            base = _dotted_read(expr.value)
+            return f"{base}.{index.value.evaluated_value}" if base else None
+        return None
+    return get_full_name_for_node(expr) if isinstance(expr, cst.Name | cst.Attribute) else None
+
+
+def _test_expressions(body: cst.CSTNode) -> list[cst.BaseExpression]:
+    """Expressions evaluated for their truth value: if/elif/while/ternary tests, and/or/not."""
+    tests: list[cst.BaseExpression] = []
+    for node in m.findall(body, m.If() | m.While() | m.IfExp() | m.CompIf()):
+        assert isinstance(node, cst.If | cst.While | cst.IfExp | cst.CompIf)
+        tests.append(node.test)
+    for node in m.findall(body, m.BooleanOperation()):
+        assert isinstance(node, cst.BooleanOperation)
+        tests.extend((node.left, node.right))
+    for node in m.findall(body, m.UnaryOperation(operator=m.Not())):
+        assert isinstance(node, cst.UnaryOperation)
+        tests.append(node.expression)
+    return tests
+
+
+@dataclass
+class _Lift:
+    key: ReadKey
+    attr: str              # plain attribute the parameter defaults to
+    type: str
+    param: str = ""
+    methods: set[str] = field(default_factory=set)   # methods that receive the parameter
+
+
+@dataclass
+class _ConfigCopy:
+    key: ReadKey
+    attr: str              # new plain attribute in __init__
+    subscript: bool        # read as self.cfg["x"] (a dict), not self.cfg.x
+
+
+@dataclass
+class _Plan:
+    lifts: list[_Lift]
+    copies: list[_ConfigCopy]
+    copy_after: dict[str, int]   # config holder -> index of the __init__ statement to follow
+    reachable: list[str]
+
+
+class _ClassAnalysis:
+    """Decides, for one nn.Module class, what may be lifted and why the rest may not."""
+
+    def __init__(self, rule: LiftBranch, cls: cst.ClassDef) -> None:
+        self.rule = rule
+        self.cls = cls
+        self.name = cls.name.value
+        self.methods = methods_of(cls)
+        self.init = self.methods.get("__init__")
+        self.assignments = attribute_assignments(cls)
+        self.init_params = parameters_of(self.init) if self.init else {}
+        self.registered = registered_names(self.init) if self.init else set()
+        self.structural = self._structural_reads()
+        self.config_holders = self._config_holders()
+
+    # ---- facts about __init__ ---------------------------------------------------------------
+
+    def _structural_reads(self) -> dict[str, cst.CSTNode]:
+        """Dotted names __init__ reads where they decide which submodules exist or their shape:
+        tests, loop ranges, and arguments of module constructors."""
+        found: dict[str, cst.CSTNode] = {}
+        if self.init is None:
+            return found
+        regions: list[cst.CSTNode] = list(_test_expressions(self.init.body))
+        for node in m.findall(self.init.body, m.For()):
+            assert isinstance(node, cst.For)
+            regions.append(node.iter)
+        for call in m.findall(self.init.body, m.Call()):
+            assert isinstance(call, cst.Call)
+            if self._is_module_constructor(call):
+                regions.extend(arg.value for arg in call.args)
+        for region in regions:
+            for node in m.findall(region, m.Name() | m.Attribute() | m.Subscript()):
+                assert isinstance(node, cst.BaseExpression)
+                dotted = _dotted_read(node)
+                if dotted is not None:
+                    found.setdefault(dotted, region)
+            if isinstance(region, cst.BaseExpression):
+                dotted = _dotted_read(region)
+                if dotted is not None:
+                    found.setdefault(dotted, region)
+        return found
+
+    def _is_module_constructor(self, call: cst.Call) -> bool:
+        qual = qualified_name(call.func, self.rule.imports) or ""
+        local = get_full_name_for_node(call.func) or ""
+        return qual.startswith("torch.nn.") or local in self.rule.module_classes
+
+    def _init_assignments(self, attr: str) -> list[AttrAssignment]:
+        return [a for a in self.assignments if a.attr == attr and a.method == "__init__"]
+
+    def _config_holders(self) -> set[str]:
+        """Attributes holding a config object (dataclass, namespace, dict) set in __init__."""
+        holders: set[str] = set()
+        for attr in {a.attr for a in self.assignments if a.method == "__init__"}:
+            if self._assigned_outside_init(attr) or attr + ".*" in {a.attr for a in
+                                                                    self.assignments}:
+                continue
+            values = [a.value for a in self._init_assignments(attr)]
+            if values and all(v is not None and self._looks_like_config(attr, v) for v in values):
+                holders.add(attr)
+        return holders
+
+    def _looks_like_config(self, attr: str, value: cst.BaseExpression) -> bool:
+        if isinstance(value, cst.Dict):
+            return True
+        if isinstance(value, cst.Name) and value.value in self.init_params:
+            param = self.init_params[value.value]
+            declared = get_full_name_for_node(param.annotation.annotation) if \
+                param.annotation else None
+            return bool(declared in self.rule.field_types or _CONFIG_NAME.search(value.value)
+                        or _CONFIG_NAME.search(attr))
+        if isinstance(value, cst.Call):
+            called = get_full_name_for_node(value.func) or ""
+            return (called in self.rule.field_types or called.endswith("SimpleNamespace")
+                    or called == "dict")
+        return False
+
+    def _assigned_outside_init(self, attr: str) -> str | None:
+        for a in self.assignments:
+            if a.attr == attr and a.method != "__init__":
+                return a.method
+        return None
+
+    def _holder_field_types(self, holder: str) -> dict[str, str]:
+        for a in self._init_assignments(holder):
+            declared: str | None = None
+            if isinstance(a.value, cst.Name) and a.value.value in self.init_params:
+                param = self.init_params[a.value.value]
+                if param.annotation is not None:
+                    declared = get_full_name_for_node(param.annotation.annotation)
+            elif isinstance(a.value, cst.Call):
+                declared = get_full_name_for_node(a.value.func)
+            if declared in self.rule.field_types:
+                return self.rule.field_types[declared]
+        return {}
+
+    # ---- reads in compiled methods --------------------------------------------------------------
+
+    def read_key(self, node: cst.CSTNode, self_var: str) -> ReadKey | None:
+        if isinstance(node, cst.Attribute):
+            holder = self_attr(node.value, self_var)
+            if holder in self.config_holders:
+                return ("cfg", holder, node.attr.value)
+            attr = self_attr(node, self_var)
+            if attr is not None and attr not in self.config_holders:
+                return ("attr", attr)
+        if isinstance(node, cst.Subscript) and len(node.slice) == 1:
+            holder = self_attr(node.value, self_var)
+            index = node.slice[0].slice
+            if (holder in self.config_holders and isinstance(index, cst.Index)
+                    and isinstance(index.value, cst.SimpleString)
+                    and isinstance(index.value.evaluated_value, str)):
+                return ("cfg", holder, index.value.evaluated_value)
+        return None
+
+    def reads_in(self, node: cst.CSTNode, self_var: str) -> dict[ReadKey, cst.CSTNode]:
+        """Every attribute/config read in ``node`` that is a value (not a call target)."""
+        found: dict[ReadKey, cst.CSTNode] = {}
+        called = {id(c.func) for c in m.findall(node, m.Call()) if isinstance(c, cst.Call)}
+        for candidate in m.findall(node, m.Attribute() | m.Subscript()):
+            if id(candidate) in called:
+                continue
+            key = self.read_key(candidate, self_var)
+            if key is not None:
+                found.setdefault(key, candidate)
+        if isinstance(node, cst.Attribute | cst.Subscript) and id(node) not in called:
+            key = self.read_key(node, self_var)
+            if key is not None:
+                found.setdefault(key, node)
+        return found
+
+    def usage_type(self, key: ReadKey, reachable: list[str]) -> str | None:
+        """Type implied by how tests use the value: compared with a literal, or a bare test."""
+        seen: list[str] = []
+        for name in reachable:
+            func = self.methods[name]
+            self_var = self_name(func) or "self"
+            for comparison in m.findall(func.body, m.Comparison()):
+                assert isinstance(comparison, cst.Comparison)
+                operands = [comparison.left, *(t.comparator for t in comparison.comparisons)]
+                if not any(self.read_key(o, self_var) == key for o in operands):
+                    continue
+                for operand in operands:
+                    kind = literal_type(operand)
+                    if kind is not None:
+                        seen.append(kind)
+                    elif m.matches(operand, m.Name("None")):
+                        return "none"
+        if not seen:
+            return "bool"
+        return unify_types(seen)
+
+    # ---- eligibility ----------------------------------------------------------------------------
+
+    def classify(self, key: ReadKey, reachable: list[str]) -> tuple[str | None, str]:
+        """(type, "") when ``key`` may be lifted, else (None, reason)."""
+        if key[0] == "cfg":
+            return self._classify_config_field(key, reachable)
+        attr = key[1]
+        if attr == "training":
+            return None, "self.training is set by train()/eval(), not configuration"
+        if attr in self.methods:
+            return None, f"self.{attr} is a method or property"
+        if attr in self.registered:
+            return None, f"self.{attr} is a registered buffer, parameter or submodule"
+        other = self._assigned_outside_init(attr)
+        if other is not None:
+            return None, f"self.{attr} is also assigned in {other}() (state, not configuration)"
+        assignments = self._init_assignments(attr)
+        if not assignments:
+            return None, f"self.{attr} is not assigned in {self.name}.__init__"
+        types: list[str] = []
+        for a in assignments:
+            kind, detail = self._value_kind(a.value)
+            if kind not in SCALAR_TYPES and kind != "scalar":
+                return None, f"self.{attr} {detail}"
+            for source in self._sources(a.value) | {f"self.{attr}"}:
+                if source in self.structural:
+                    line = self.rule.line_of(self.structural[source])
+                    return None, (f"self.{attr} decides which submodules __init__ builds "
+                                  f"(line {line}); both branches must compile")
+            if kind in SCALAR_TYPES:
+                types.append(kind)
+        return self._settle_type(key, types, len(types) < len(assignments), reachable)
+
+    def _classify_config_field(self, key: ReadKey,
+                               reachable: list[str]) -> tuple[str | None, str]:
+        holder, name = key[1], key[2]
+        sources = {f"self.{holder}.{name}"}
+        for a in self._init_assignments(holder):
+            if isinstance(a.value, cst.Name):
+                sources.add(f"{a.value.value}.{name}")
+        for source in sources:
+            if source in self.structural:
+                line = self.rule.line_of(self.structural[source])
+                return None, (f"self.{holder}.{name} decides which submodules __init__ builds "
+                              f"(line {line}); both branches must compile")
+        declared = self._holder_field_types(holder).get(name)
+        return self._settle_type(key, [declared] if declared else [], not declared, reachable)
+
+    def _settle_type(self, key: ReadKey, known: list[str], has_unknown: bool,
+                     reachable: list[str]) -> tuple[str | None, str]:
+        usage = self.usage_type(key, reachable)
+        if usage == "none":
+            return None, f"{_describe(key)} is compared with None (optional, not configuration)"
+        if known:
+            kind = unify_types(known + ([usage] if has_unknown and usage != "bool" else []))
+        else:
+            kind = usage
+        if kind is None:
+            return None, f"{_describe(key)} is given values of different types"
+        return kind, ""
+
+    def _value_kind(self, value: cst.BaseExpression | None) -> tuple[str, str]:
+        """A scalar type name, "scalar" (unknown scalar), or a non-config kind and its wording."""
+        if value is None:
+            return "computed", "is assigned by unpacking or in place"
+        kind = literal_type(value)
+        if kind is not None:
+            return kind, ""
+        if m.matches(value, m.Name("None")):
+            return "none", "may be None"
+        if isinstance(value, cst.Name) and value.value in self.init_params:
+            param = self.init_params[value.value]
+            declared = annotation_type(param.annotation)
+            if declared == "optional" or m.matches(param.default, m.Name("None")):
+                return "none", f"comes from {value.value}, which may be None"
+            if declared is not None:
+                return declared, ""
+            if param.annotation is not None:
+                text = cst.Module([]).code_for_node(param.annotation.annotation)
+                return "other", f"comes from {value.value}: {text}, not a bool/int/float/str"
+            default_kind = literal_type(param.default)
+            return (default_kind, "") if default_kind else ("scalar", "")
+        if isinstance(value, cst.Call):
+            called = get_full_name_for_node(value.func) or ""
+            if called in SCALAR_TYPES:
+                return called, ""
+            qual = qualified_name(value.func, self.rule.imports) or ""
+            if qual in ("torch.nn.Parameter", "torch.nn.parameter.Parameter") or (
+                    qual.startswith("torch.") and not qual.startswith("torch.nn.")):
+                return "tensor", "is a tensor"
+            if self._is_module_constructor(value):
+                return "module", "is a submodule"
+            if (isinstance(value.func, cst.Attribute) and value.func.attr.value == "get"
+                    and isinstance(value.func.value, cst.Name)
+                    and value.func.value.value in self.init_params):
+                default = value.args[1].value if len(value.args) > 1 else None
+                kind = literal_type(default)
+                return (kind, "") if kind else ("scalar", "")
+            return "computed", "is computed in __init__ and its type is unknown"
+        if isinstance(value, cst.Attribute | cst.Subscript):
+            dotted = _dotted_read(value)
+            if dotted and dotted.split(".")[0] in self.init_params:
+                return "scalar", ""
+            return "computed", "is computed in __init__ and its type is unknown"
+        if isinstance(value, cst.IfExp):
+            kinds = {self._value_kind(value.body)[0], self._value_kind(value.orelse)[0]}
+            if "module" in kinds:
+                return "module", "is a submodule (or None)"
+            if "none" in kinds:
+                return "none", "may be None"
+            if len(kinds) == 1 and kinds <= set(SCALAR_TYPES):
+                return kinds.pop(), ""
+        if isinstance(value, cst.Comparison) or m.matches(value,
+                                                          m.UnaryOperation(operator=m.Not())):
+            return "bool", ""
+        return "computed", "is computed in __init__ and its type is unknown"
+
+    def _sources(self, value: cst.BaseExpression | None) -> set[str]:
+        if value is None:
+            return set()
+        found = set()
+        for node in (value, *m.findall(value, m.Name() | m.Attribute() | m.Subscript())):
+            if isinstance(node, cst.BaseExpression):
+                dotted = _dotted_read(node)
+                if dotted:
+                    found.add(dotted)
+        return found
+
+    # ---- the plan -----------------------------------------------------------------------------
+
+    def plan(self) -> _Plan | None:
+        rule = self.rule
+        forward = self.methods.get("forward")
+        if forward is None or self.init is None:
+            return None
+        reachable = [n for n in reachable_methods(self.methods) if self_name(self.methods[n])]
+        lifts: dict[ReadKey, _Lift] = {}
+        for method_name in reachable:
+            func = self.methods[method_name]
+            self_var = self_name(func) or "self"
+            for test in _test_expressions(func.body):
+                for key, node in self.reads_in(test, self_var).items():
+                    if key in lifts:
+                        continue
+                    kind, reason = self.classify(key, reachable)
+                    if kind is None:
+                        if not any(s.reason == reason for s in rule.skips):
+                            rule.skip(self.name, node, reason)
+                        continue
+                    lifts[key] = _Lift(key, key[1] if key[0] == "attr" else "", kind)
+        # Config fields read anywhere in compiled code are copied out of the holder.
+        copies: dict[ReadKey, _ConfigCopy] = {}
+        taken_attrs = {a.attr for a in self.assignments} | set(self.methods) | {
+            key[1] for name in self.methods
+            for key in self.reads_in(self.methods[name].body, self_name(self.methods[name])
+                                     or "self") if key[0] == "attr"}
+        for method_name in reachable:
+            func = self.methods[method_name]
+            for key, node in self.reads_in(func.body, self_name(func) or "self").items():
+                if key[0] == "cfg" and key not in copies:
+                    attr = _fresh(key[2].lstrip("_") or key[2], taken_attrs, f"{key[1]}_{key[2]}")
+                    taken_attrs.add(attr)
+                    copies[key] = _ConfigCopy(key, attr, isinstance(node, cst.Subscript))
+        for key, lift in lifts.items():
+            if key[0] == "cfg":
+                lift.attr = copies[key].attr
+        copy_after: dict[str, int] = {}
+        assert isinstance(self.init.body, cst.IndentedBlock)
+        top_level = {id(s): index for index, s in enumerate(self.init.body.body)}
+        for holder in {k[1] for k in copies}:
+            statements = [a.statement for a in self._init_assignments(holder)]
+            if not all(id(s) in top_level for s in statements):
+                rule.skip(self.name, statements[0], f"self.{holder} is assigned inside a block "
+                          "of __init__; its fields are not copied")
+                for key in [k for k in copies if k[1] == holder]:
+                    del copies[key]
+                    lifts.pop(key, None)
+                continue
+            copy_after[holder] = max(top_level[id(s)] for s in statements)
+        if not lifts and not copies:
+            return None
+        self._thread(list(lifts.values()), reachable)
+        return _Plan(list(lifts.values()), list(copies.values()), copy_after, reachable)
+
+    def _thread(self, lifts: list[_Lift], reachable: list[str]) -> None:
+        """Which compiled methods need each parameter (they read it, or call one that does),
+        and a parameter name free in all of them."""
+        calls = {name: {c for c in _called(self.methods[name]) if c in reachable}
+                 for name in reachable}
+        taken: set[str] = set()
+        for lift in lifts:
+            needing = {name for name in reachable
+                       if lift.key in self.reads_in(self.methods[name].body,
+                                                    self_name(self.methods[name]) or "self")}
+            needing.add("forward")
+            changed = True
+            while changed:
+                changed = False
+                for name in reachable:
+                    if name not in needing and calls[name] & needing:
+                        needing.add(name)
+                        changed = True
+            lift.methods = needing
+            for name in needing:
+                taken |= names_used(self.methods[name])
+        chosen: set[str] = set()
+        for lift in lifts:
+            base = lift.attr.lstrip("_") or lift.attr
+            lift.param = _fresh(base, taken | chosen, f"{base}_value")
+            chosen.add(lift.param)
+
+
+def _called(func: cst.FunctionDef) -> set[str]:
+    self_var = self_name(func) or "self"
+    return {c.func.attr.value for c in m.findall(func.body, m.Call(func=m.Attribute(
+        value=m.Name(self_var)))) if isinstance(c, cst.Call) and isinstance(c.func, cst.Attribute)}
+
+
+def _fresh(preferred: str, taken: Iterable[str], fallback: str) -> str:
+    taken = set(taken)
+    for candidate in (preferred, fallback):
+        if candidate not in taken and not keyword.iskeyword(candidate):
+            return candidate
+    n = 2
+    while f"{fallback}{n}" in taken:
+        n += 1
+    return f"{fallback}{n}"
+
+
+class _ReadReplacer(cst.CSTTransformer):
+    """Replaces attribute/config reads in one method and passes lifted values on to helpers."""
+
+    def __init__(self, analysis: _ClassAnalysis, self_var: str,
+                 replacements: dict[ReadKey, str], forwarded: dict[str, list[str]]) -> None:
+        self.analysis = analysis
+        self.self_var = self_var
+        self.replacements = replacements
+        self.forwarded = forwarded
+
+    def _replace(self, original: cst.BaseExpression,
+                 updated: cst.BaseExpression) -> cst.BaseExpression:
+        key = self.analysis.read_key(original, self.self_var)
+        if key is None or key not in self.replacements:
+            return updated
+        return cst.parse_expression(self.replacements[key])
+
+    def leave_Attribute(self, original_node: cst.Attribute,
+                        updated_node: cst.Attribute) -> cst.BaseExpression:
+        return self._replace(original_node, updated_node)
+
+    def leave_Subscript(self, original_node: cst.Subscript,
+                        updated_node: cst.Subscript) -> cst.BaseExpression:
+        return self._replace(original_node, updated_node)
+
+    def leave_Call(self, original_node: cst.Call, updated_node: cst.Call) -> cst.Call:
+        callee = self_attr(original_node.func, self.self_var)
+        if callee is None or callee not in self.forwarded:
+            return updated_node
+        present = {a.keyword.value for a in updated_node.args if a.keyword is not None}
+        extra = [cst.Arg(keyword=cst.Name(p), value=cst.Name(p),
+                         equal=cst.AssignEqual(cst.SimpleWhitespace(""), cst.SimpleWhitespace("")))
+                 for p in self.forwarded[callee] if p not in present]
+        return updated_node.with_changes(args=[*updated_node.args, *extra]) if extra else \
+            updated_node
+
+
+def _with_parameters(func: cst.FunctionDef, lifts: list[_Lift], self_var: str) -> cst.FunctionDef:
+    new_params = [cst.Param(cst.Name(lift.param),
+                            annotation=cst.Annotation(cst.parse_expression(
+                                f"Optional[{lift.type}]")),
+                            default=cst.Name("None"),
+                            equal=cst.AssignEqual(cst.SimpleWhitespace(" "),
+                                                  cst.SimpleWhitespace(" ")))
+                  for lift in lifts]
+    params = func.params
+    if isinstance(params.star_arg, cst.Param) or params.kwonly_params:
+        # After *args (or among keyword-only parameters) so positional calls bind as before.
+        params = params.with_changes(kwonly_params=[*params.kwonly_params, *new_params])
+    else:
+        params = params.with_changes(params=[*params.params, *new_params])
+    preamble = [cst.parse_statement(f"if {lift.param} is None:\n"
+                                    f"    {lift.param} = {self_var}.{lift.attr}\n")
+                for lift in lifts]
+    body = func.body
+    if isinstance(body, cst.SimpleStatementSuite):
+        body = cst.IndentedBlock([cst.SimpleStatementLine(body.body)])
+    assert isinstance(body, cst.IndentedBlock)
+    at = docstring_count(body)
+    body = body.with_changes(body=[*body.body[:at], *preamble, *body.body[at:]])
+    return func.with_changes(params=params, body=body)
+
+
+class LiftBranch(Rule):
+    __doc__ = __doc__
+    name = "lift-branch"
+    summary = ("Config-attribute branches in forward() become a typed forward() argument, so one "
+               "scripted or exported artifact keeps every path.")
+
+    VALID = (
+        # self.training is not configuration.
+        """
+import torch.nn as nn
+class M(nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.drop = nn.Dropout(0.1)
+    def forward(self, x):
+        if self.training:
+            x = self.drop(x)
+        return x
+""",
+        # A structural flag decides which submodule exists.
+        """
+import torch.nn as nn
+class M(nn.Module):
+    def __init__(self, use_proj=True):
+        super().__init__()
+        self.use_proj = use_proj
+        if use_proj:
+            self.proj = nn.Linear(4, 4)
+    def forward(self, x):
+        if self.use_proj:
+            x = self.proj(x)
+        return x
+""",
+        # State mutated outside __init__.
+        """
+import torch.nn as nn
+class M(nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.warm = True
+    def forward(self, x):
+        if self.warm:
+            self.warm = False
+        return x
+""",
+    )
+    INVALID = (
+        Example(
+            """
+import torch.nn as nn
+class M(nn.Module):
+    def __init__(self, use_act=True):
+        super().__init__()
+        self.use_act = use_act
+    def forward(self, x):
+        if self.use_act == True:
+            x = x.relu()
+        return x
+""",
+            """
+from typing import Optional
+
+import torch.nn as nn
+class M(nn.Module):
+    def __init__(self, use_act=True):
+        super().__init__()
+        self.use_act = use_act
+    def forward(self, x, use_act: Optional[bool] = None):
+        if use_act is None:
+            use_act = self.use_act
+        if use_act == True:
+            x = x.relu()
+        return x
+""",
+        ),
+        Example(
+            """
+from typing import Optional
+import torch.nn as nn
+class Pool(nn.Module):
+    def __init__(self, mode: str = "avg"):
+        super().__init__()
+        self.mode = mode
+    def forward(self, x, mode=None):
+        \"\"\"Pool over time.\"\"\"
+        return self._pool(x)
+    def _pool(self, x):
+        return x.mean(1) if self.mode == "avg" else x.amax(1)
+""",
+            """
+from typing import Optional
+import torch.nn as nn
+class Pool(nn.Module):
+    def __init__(self, mode: str = "avg"):
+        super().__init__()
+        self.mode = mode
+    def forward(self, x, mode=None, mode_value: Optional[str] = None):
+        \"\"\"Pool over time.\"\"\"
+        if mode_value is None:
+            mode_value = self.mode
+        return self._pool(x, mode_value=mode_value)
+    def _pool(self, x, mode_value: Optional[str] = None):
+        if mode_value is None:
+            mode_value = self.mode
+        return x.mean(1) if mode_value == "avg" else x.amax(1)
+""",
+        ),
+        Example(
+            """
+import torch.nn as nn
+class Block(nn.Module):
+    def __init__(self, cfg):
+        super().__init__()
+        self.cfg = cfg
+        self.fc = nn.Linear(4, 4)
+    def forward(self, x):
+        y = self.fc(x) * self.cfg.scale
+        if self.cfg["residual"]:
+            y = y + x
+        return y
+""",
+            """
+from typing import Optional
+
+import torch.nn as nn
+class Block(nn.Module):
+    def __init__(self, cfg):
+        super().__init__()
+        self.cfg = cfg
+        self.scale = self.cfg.scale
+        self.residual = self.cfg["residual"]
+        self.fc = nn.Linear(4, 4)
+    def forward(self, x, residual: Optional[bool] = None):
+        if residual is None:
+            residual = self.residual
+        y = self.fc(x) * self.scale
+        if residual:
+            y = y + x
+        return y
+""",
+        ),
+    )
+
+    def visit_Module(self, node: cst.Module) -> bool:
+        self.imports = import_map(node)
+        self.module_classes = module_class_names(node, self.imports)
+        self.field_types = declared_field_types(node)
+        self._depth = 0
+        return True
+
+    def visit_ClassDef(self, node: cst.ClassDef) -> bool:
+        self._depth += 1
+        return True
+
+    def leave_ClassDef(self, original_node: cst.ClassDef,
+                       updated_node: cst.ClassDef) -> cst.ClassDef:
+        self._depth -= 1
+        name = original_node.name.value
+        if self._depth or name not in self.module_classes or name in self.skip_classes:
+            return updated_node
+        analysis = _ClassAnalysis(self, original_node)
+        plan = analysis.plan()
+        if plan is None:
+            return updated_node
+        rewritten = self._apply(analysis, plan, updated_node)
+        self.need_typing("Optional")
+        parts = [f"lifted {_describe(lift.key)} as {lift.param}: Optional[{lift.type}]"
+                 for lift in plan.lifts]
+        parts += [f"copied {_describe(c.key)} to self.{c.attr}" for c in plan.copies
+                  if c.key not in {lift.key for lift in plan.lifts}]
+        self.changes.append(ClassChange(self.name, name, self.span_of(original_node),
+                                        "; ".join(parts),
+                                        {lift.param: lift.attr for lift in plan.lifts}))
+        return rewritten
+
+    def _apply(self, analysis: _ClassAnalysis, plan: _Plan,
+               cls: cst.ClassDef) -> cst.ClassDef:
+        assert isinstance(cls.body, cst.IndentedBlock)
+        new_body: list[cst.BaseStatement] = []
+        for statement in cls.body.body:
+            if isinstance(statement, cst.FunctionDef):
+                name = statement.name.value
+                self_var = self_name(statement) or "self"
+                if name in plan.reachable:
+                    statement = self._rewrite_method(analysis, plan, statement, self_var)
+                if name == "__init__":
+                    statement = self._copy_config_fields(plan, statement, self_var)
+            new_body.append(statement)
+        return cls.with_changes(body=cls.body.with_changes(body=new_body))
+
+    def _rewrite_method(self, analysis: _ClassAnalysis, plan: _Plan, func: cst.FunctionDef,
+                        self_var: str) -> cst.FunctionDef:
+        name = func.name.value
+        mine = [lift for lift in plan.lifts if name in lift.methods]
+        replacements = {lift.key: lift.param for lift in mine}
+        for copy in plan.copies:
+            replacements.setdefault(copy.key, f"{self_var}.{copy.attr}")
+        forwarded: dict[str, list[str]] = {}
+        for lift in mine:
+            for callee in lift.methods - {name}:
+                forwarded.setdefault(callee, []).append(lift.param)
+        func = func.with_changes(body=func.body.visit(
+            _ReadReplacer(analysis, self_var, replacements, forwarded)))
+        return _with_parameters(func, mine, self_var) if mine else func
+
+    def _copy_config_fields(self, plan: _Plan, init: cst.FunctionDef,
+                            self_var: str) -> cst.FunctionDef:
+        if not plan.copies:
+            return init
+        assert isinstance(init.body, cst.IndentedBlock)
+        anchors = {index: holder for holder, index in plan.copy_after.items()}
+        body: list[cst.BaseStatement] = []
+        for index, statement in enumerate(init.body.body):
+            body.append(statement)
+            holder = anchors.get(index)
+            if holder is None:
+                continue
+            for copy in plan.copies:
+                if copy.key[1] == holder:
+                    source = (f'{self_var}.{holder}["{copy.key[2]}"]' if copy.subscript
+                              else f"{self_var}.{holder}.{copy.key[2]}")
+                    body.append(cst.parse_statement(f"{self_var}.{copy.attr} = {source}\n"))
+        return init.with_changes(body=init.body.with_changes(body=body))

@@ -1,0 +1,26 @@
+"""Every rule tsfix knows, by name, in the order ``--rule all`` runs them."""
+
+from __future__ import annotations
+
+from tsfix.codemods.lift_branch import LiftBranch
+from tsfix.codemods.rule import Rule
+
+ALL_RULES: dict[str, type[Rule]] = {rule.name: rule for rule in (LiftBranch,)}
+
+
+class UnknownRuleError(ValueError):
+    pass
+
+
+def select_rules(names: list[str]) -> list[type[Rule]]:
+    """Rule classes for ``names`` (``all`` selects every rule), in registry order."""
+    wanted = set()
+    for name in names:
+        if name == "all":
+            wanted.update(ALL_RULES)
+        elif name in ALL_RULES:
+            wanted.add(name)
+        else:
+            known = ", ".join(["all", *ALL_RULES])
+            raise UnknownRuleError(f"unknown rule {name!r} (known: {known})")
+    return [rule for rule_name, rule in ALL_RULES.items() if rule_name in wanted]

@@ -1,0 +1,117 @@
+"""What a run did, per file and per rewritten class, as data, JSON and a closing summary."""
+
+from __future__ import annotations
+
+import json
+from collections import Counter
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
+from typing import Any
+
+from tsfix.codemods.rule import Skip
+
+VERIFIED, REJECTED, UNVERIFIED = "verified", "rejected", "unverified"
+
+# Exit codes, black/ruff style (documented in the README and `tsfix apply --help`).
+EXIT_OK = 0               # nothing to do, or everything applied
+EXIT_PENDING = 1          # --check / --dry-run: changes would be made
+EXIT_USAGE = 2            # bad command line or configuration
+EXIT_FAILED = 3           # a rewrite was rejected by validation, or a file failed
+
+
+@dataclass
+class ClassResult:
+    rule: str
+    class_name: str
+    lines: tuple[int, int]
+    summary: str
+    lifted: dict[str, str]
+    verdict: str = UNVERIFIED
+    reason: str = ""
+    duration_s: float = 0.0
+
+    @property
+    def written(self) -> bool:
+        return self.verdict != REJECTED
+
+
+@dataclass
+class FileResult:
+    path: Path
+    display: str
+    status: str = "unchanged"      # unchanged | changed | rejected | failed | skipped
+    error: str | None = None
+    classes: list[ClassResult] = field(default_factory=list)
+    skips: list[Skip] = field(default_factory=list)
+    diff: str = ""
+    written: bool = False
+
+
+@dataclass
+class RunResult:
+    files: list[FileResult]
+    rules: list[str]
+    mode: str                      # write | diff | check
+    verify: bool
+    require_verified: bool
+
+    def classes(self) -> list[ClassResult]:
+        return [c for f in self.files for c in f.classes]
+
+    @property
+    def exit_code(self) -> int:
+        failed = any(f.status == "failed" for f in self.files)
+        rejected = any(c.verdict == REJECTED for c in self.classes())
+        if failed or rejected:
+            return EXIT_FAILED
+        if self.require_verified and any(c.verdict == UNVERIFIED for c in self.classes()):
+            return EXIT_FAILED
+        if self.mode in ("diff", "check") and any(f.status == "changed" for f in self.files):
+            return EXIT_PENDING
+        return EXIT_OK
+
+    def counts(self) -> dict[str, int]:
+        statuses = Counter(f.status for f in self.files)
+        verdicts = Counter(c.verdict for c in self.classes())
+        return {"files": len(self.files), "changed": statuses["changed"],
+                "unchanged": statuses["unchanged"] + statuses["skipped"],
+                "failed": statuses["failed"], "classes": len(self.classes()),
+                VERIFIED: verdicts[VERIFIED], REJECTED: verdicts[REJECTED],
+                UNVERIFIED: verdicts[UNVERIFIED]}
+
+    def summary_line(self) -> str:
+        c = self.counts()
+        would = self.mode != "write"
+        changed = f"{c['changed']} file{'s' if c['changed'] != 1 else ''} " + (
+            "would be changed" if would else "changed")
+        parts = [changed, f"{c['unchanged']} unchanged"]
+        if c["failed"]:
+            parts.append(f"{c['failed']} failed")
+        verdicts = (f"{c['classes']} class rewrite{'s' if c['classes'] != 1 else ''}: "
+                    f"{c[VERIFIED]} verified, {c[REJECTED]} rejected, "
+                    f"{c[UNVERIFIED]} unverified")
+        return f"{', '.join(parts)}; {verdicts}."
+
+    def to_json(self) -> dict[str, Any]:
+        from tsfix.codemods import __version__
+
+        return {
+            "tsfix_version": __version__,
+            "rules": self.rules,
+            "mode": self.mode,
+            "verify": self.verify,
+            "exit_code": self.exit_code,
+            "summary": self.counts(),
+            "files": [{
+                "path": f.display,
+                "status": f.status,
+                "written": f.written,
+                "error": f.error,
+                "classes": [{**asdict(c), "lines": list(c.lines), "written": c.written}
+                            for c in f.classes],
+                "skips": [asdict(s) for s in f.skips],
+            } for f in self.files],
+        }
+
+    def write_json(self, path: Path) -> None:
+        path.write_text(json.dumps(self.to_json(), indent=2) + "\n", encoding="utf-8")

@@ -1,0 +1,102 @@
+"""The pure rewrite step: source text in, rewritten text and per-class records out.
+
+Parse once with LibCST, run the selected rules in order, format only the touched line ranges
+with black, and check that the result still parses. No I/O and no torch, so it can run in any
+worker process.
+"""
+
+from __future__ import annotations
+
+import difflib
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
+
+import black
+import libcst as cst
+from libcst.codemod import CodemodContext
+
+from tsfix.codemods.rule import ClassChange, Rule, Skip
+
+
+class RewriteError(Exception):
+    """The source cannot be rewritten (it does not parse); the message has path and line."""
+
+
+@dataclass
+class Rewrite:
+    text: str
+    changes: list[ClassChange] = field(default_factory=list)
+    skips: list[Skip] = field(default_factory=list)
+
+    @property
+    def changed(self) -> bool:
+        return bool(self.changes)
+
+
+def parse(text: str, path: str) -> cst.Module:
+    try:
+        return cst.parse_module(text)
+    except cst.ParserSyntaxError as exc:
+        raise RewriteError(f"{path}:{exc.raw_line}:{exc.raw_column + 1}: cannot parse: "
+                           f"{exc.message}") from exc
+
+
+def rewrite_source(text: str, path: str, rules: Sequence[type[Rule]], *, line_length: int = 88,
+                   skip_classes: Mapping[str, frozenset[str]] | None = None) -> Rewrite:
+    """Run ``rules`` over ``text``. ``skip_classes`` maps a rule name to classes it must leave
+    alone (their earlier rewrite was rejected by validation)."""
+    module = parse(text, path)
+    result = Rewrite(text)
+    for rule_class in rules:
+        rule = rule_class(CodemodContext(filename=path),
+                          (skip_classes or {}).get(rule_class.name, frozenset()))
+        module = rule.transform_module(module)
+        result.changes.extend(rule.changes)
+        result.skips.extend(rule.skips)
+    if not result.changes:
+        return result
+    new_text = format_touched_lines(text, module.code, line_length,
+                                    four_space_indent=module.default_indent == "    ")
+    # Safety net in black's spirit: never hand back text that does not parse.
+    try:
+        cst.parse_module(new_text)
+    except cst.ParserSyntaxError as exc:
+        raise RewriteError(f"{path}: internal error: the rewritten source does not parse "
+                           f"({exc.message} at line {exc.raw_line}); nothing was changed. "
+                           "Please report this with the file.") from exc
+    result.text = new_text
+    return result
+
+
+def touched_line_ranges(old: str, new: str) -> list[tuple[int, int]]:
+    """1-based inclusive line ranges of ``new`` that differ from ``old``."""
+    old_lines, new_lines = old.splitlines(), new.splitlines()
+    ranges = []
+    matcher = difflib.SequenceMatcher(None, old_lines, new_lines, autojunk=False)
+    for tag, _, _, j1, j2 in matcher.get_opcodes():
+        if tag == "equal":
+            continue
+        start, end = j1 + 1, max(j2, j1 + 1)
+        ranges.append((start, min(end, max(len(new_lines), 1))))
+    return ranges
+
+
+def format_touched_lines(old: str, new: str, line_length: int, *,
+                         four_space_indent: bool = True) -> str:
+    """black on the lines the rules changed; everything else stays byte-identical.
+
+    Files indented other than with four spaces are left as LibCST wrote them (LibCST follows
+    the file's own indentation; black would mix styles)."""
+    ranges = touched_line_ranges(old, new)
+    if not ranges or not four_space_indent:
+        return new
+    try:
+        return black.format_str(new, mode=black.Mode(line_length=line_length), lines=ranges)
+    except Exception:  # noqa: BLE001 - black failing on one file must not lose the rewrite
+        return new
+
+
+def unified_diff(old: str, new: str, path: str) -> str:
+    return "".join(difflib.unified_diff(old.splitlines(keepends=True),
+                                        new.splitlines(keepends=True),
+                                        fromfile=f"a/{path}", tofile=f"b/{path}"))

@@ -1,0 +1,121 @@
+"""Reading, discovering and atomically writing source files, byte-faithfully.
+
+A file is decoded with its PEP 263 encoding (UTF-8 by default, BOM kept) and, when it uses
+``\\r\\n`` line endings throughout, processed with ``\\n`` and converted back on output, so that
+everything outside the rewritten lines is byte-identical.
+"""
+
+from __future__ import annotations
+
+import fnmatch
+import io
+import os
+import tempfile
+import tokenize
+from collections.abc import Iterator
+from dataclasses import dataclass
+from pathlib import Path
+
+# Folders no user means to rewrite (black's defaults, plus virtualenvs and caches).
+DEFAULT_EXCLUDED_DIRS = frozenset({
+    ".git", ".hg", ".svn", ".mypy_cache", ".ruff_cache", ".pytest_cache", ".nox", ".tox",
+    ".venv", "venv", ".eggs", "_build", "buck-out", "build", "dist", "__pycache__",
+    "node_modules", "site-packages",
+})
+GENERATED_MARKER = "@" + "generated"   # split so that this file is not itself "generated"
+
+
+class SourceError(Exception):
+    """A file that cannot be read or decoded; the message names the file and the place."""
+
+    def __init__(self, path: Path, message: str) -> None:
+        super().__init__(message)
+        self.path = path
+
+
+@dataclass
+class SourceText:
+    path: Path
+    text: str             # with "\n" line endings when the file used "\r\n" throughout
+    encoding: str
+    crlf: bool
+
+    def encode(self, text: str) -> bytes:
+        return (text.replace("\n", "\r\n") if self.crlf else text).encode(self.encoding)
+
+
+def read_source(path: Path) -> SourceText:
+    try:
+        data = path.read_bytes()
+    except OSError as exc:
+        raise SourceError(path, f"{path}: cannot read: {exc.strerror or exc}") from exc
+    try:
+        encoding, _ = tokenize.detect_encoding(io.BytesIO(data).readline)
+    except SyntaxError as exc:
+        raise SourceError(path, f"{path}:1: {exc.msg}") from exc
+    try:
+        text = data.decode(encoding)
+    except UnicodeDecodeError as exc:
+        line = data[: exc.start].count(b"\n") + 1
+        raise SourceError(path, f"{path}:{line}: not valid {encoding}: cannot decode byte "
+                          f"0x{data[exc.start]:02x} (declare the encoding with a "
+                          "'# -*- coding: ... -*-' line or save the file as UTF-8)") from exc
+    crlf = "\r\n" in text and "\r" not in text.replace("\r\n", "")
+    if crlf:
+        text = text.replace("\r\n", "\n")
+    return SourceText(path, text, encoding, crlf)
+
+
+def is_generated(text: str) -> bool:
+    return GENERATED_MARKER in text[:2048]
+
+
+def discover(paths: list[Path], root: Path | None,
+             exclude: list[str]) -> Iterator[Path | SourceError]:
+    """Python files under ``paths`` in a stable order; missing paths come out as errors."""
+    seen: set[Path] = set()
+    for given in paths:
+        if not given.exists():
+            yield SourceError(given, f"{given}: no such file or directory")
+            continue
+        candidates = [given] if given.is_file() else _walk(given)
+        for path in candidates:
+            resolved = path.resolve()
+            if resolved in seen or (path is not given and _excluded(resolved, root, exclude)):
+                continue
+            seen.add(resolved)
+            yield path
+
+
+def _walk(folder: Path) -> Iterator[Path]:
+    for dirpath, dirnames, filenames in os.walk(folder):
+        dirnames[:] = sorted(d for d in dirnames if d not in DEFAULT_EXCLUDED_DIRS
+                             and not d.endswith(".egg-info"))
+        for name in sorted(filenames):
+            if name.endswith(".py"):
+                yield Path(dirpath) / name
+
+
+def _excluded(path: Path, root: Path | None, patterns: list[str]) -> bool:
+    if not patterns:
+        return False
+    relative = path.relative_to(root).as_posix() if root and path.is_relative_to(root) else \
+        path.as_posix()
+    return any(fnmatch.fnmatch(relative, pattern) or fnmatch.fnmatch(path.name, pattern)
+               for pattern in patterns)
+
+
+def write_atomic(path: Path, data: bytes) -> None:
+    """Replace ``path`` with ``data`` in one rename, keeping its permission bits."""
+    mode = path.stat().st_mode & 0o7777
+    fd, temporary = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tsfix")
+    try:
+        with os.fdopen(fd, "wb") as handle:
+            handle.write(data)
+            handle.flush()
+            os.fsync(handle.fileno())
+        os.chmod(temporary, mode)
+        os.replace(temporary, path)
+    except BaseException:
+        Path(temporary).unlink(missing_ok=True)
+        raise
