@@ -4,9 +4,9 @@ from __future__ import annotations
 
 import sys
 from pathlib import Path
+from typing import Literal
 
 import click
-
 from tsfix.codemods import __version__
 from tsfix.codemods.config import ConfigError
 from tsfix.codemods.engine import Options, run
@@ -72,7 +72,8 @@ def apply(paths: tuple[Path, ...], rule_names: tuple[str, ...], dry_run: bool, c
           verbose: bool) -> None:
     """Rewrite the model files under PATHS, validating every rewritten class."""
     rules = [name.strip() for value in rule_names for name in value.split(",") if name.strip()]
-    mode = "diff" if dry_run else "check" if check else "write"
+    mode: Literal["write", "diff", "check"] = (
+        "diff" if dry_run else "check" if check else "write")
     options = Options(rules=rules or None, mode=mode, verify=not no_verify,
                       require_verified=require_verified, config=config_path, jobs=jobs,
                       timeout=timeout)

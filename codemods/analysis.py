@@ -329,7 +329,7 @@ def declared_field_types(module: cst.Module) -> dict[str, dict[str, str]]:
 
 
 def names_used(node: cst.CSTNode) -> set[str]:
-    """Every identifier ``node`` binds or reads (parameters, locals, globals), not ``.attr`` names."""
+    """Identifiers ``node`` binds or reads (parameters, locals, globals), not ``.attr`` names."""
     attribute_names = {id(a.attr) for a in m.findall(node, m.Attribute())
                        if isinstance(a, cst.Attribute)}
     return {n.value for n in m.findall(node, m.Name())

@@ -260,7 +260,8 @@ def _literal(node: ast.expr, fail: Any) -> Any:
     if isinstance(node, ast.Tuple | ast.List):
         return [_literal(e, fail) for e in node.elts]
     if (isinstance(node, ast.UnaryOp) and isinstance(node.op, ast.USub)
-            and isinstance(node.operand, ast.Constant)):
+            and isinstance(node.operand, ast.Constant)
+            and isinstance(node.operand.value, int | float)):
         return -node.operand.value
     raise fail(f"expected numbers, got {ast.unparse(node)!r}")
 

@@ -116,7 +116,7 @@ def _rewrite_file(result: FileResult, rules: list[type[Rule]], config: Config) -
     except RewriteError as exc:
         result.status, result.error = "failed", str(exc)
         return None
-    except Exception as exc:  # noqa: BLE001 - one file's surprise must not stop a batch
+    except Exception as exc:
         result.status = "failed"
         result.error = (f"{result.display}: internal error ({type(exc).__name__}: {exc}); "
                         "nothing was changed. Please report this with the file.")

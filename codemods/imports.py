@@ -32,12 +32,14 @@ def _imported_root(statement: cst.BaseStatement) -> str | None:
 def add_typing_names(module: cst.Module, names: Collection[str]) -> cst.Module:
     if not names:
         return module
-    body = list(module.body)
+    body: list[cst.BaseStatement] = list(module.body)
     for index, statement in enumerate(body):
         if _imported_root(statement) != "typing":
             continue
-        small = statement.body[0]  # type: ignore[attr-defined]
+        assert isinstance(statement, cst.SimpleStatementLine)
+        small = statement.body[0]
         if (isinstance(small, cst.ImportFrom) and not isinstance(small.names, cst.ImportStar)
+                and small.module is not None
                 and get_full_name_for_node(small.module) == "typing"):
             present = {get_full_name_for_node(a.name) for a in small.names}
             if all(a.asname is None for a in small.names):
@@ -48,7 +50,7 @@ def add_typing_names(module: cst.Module, names: Collection[str]) -> cst.Module:
                 aliases += [cst.ImportAlias(cst.Name(n)) for n in missing]
                 aliases.sort(key=lambda a: get_full_name_for_node(a.name) or "")
                 new_small = small.with_changes(names=aliases)
-                body[index] = statement.with_changes(body=[new_small])  # type: ignore[attr-defined]
+                body[index] = statement.with_changes(body=[new_small])
                 return module.with_changes(body=body)
     line = cst.parse_statement(f"from typing import {', '.join(sorted(names))}\n")
     assert isinstance(line, cst.SimpleStatementLine)
@@ -63,6 +65,7 @@ def add_typing_names(module: cst.Module, names: Collection[str]) -> cst.Module:
     if others:
         # Its own group before the first third-party import; that import keeps its comments.
         first = body[others[0]]
+        assert isinstance(first, cst.SimpleStatementLine)
         body[others[0]] = first.with_changes(leading_lines=[cst.EmptyLine()])
         body.insert(others[0], line.with_changes(leading_lines=first.leading_lines))
         return module.with_changes(body=body)

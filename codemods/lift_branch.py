@@ -1,4 +1,4 @@
-"""``lift-branch``: config-attribute branches in ``forward()`` become a typed ``forward()`` argument.
+"""``lift-branch``: config-attribute branches in ``forward()`` become a typed argument.
 
 What it does
     Finds tests in ``forward()`` (and in the methods ``forward()`` calls) that read a configuration
@@ -13,7 +13,7 @@ What it does
                 ...
 
     Every read of the attribute in the compiled methods then reads the local. Helper methods that
-    read it get the same parameter and ``forward()`` passes it on (``self._fuse(a, b, use_x=use_x)``).
+    read it get the same parameter, passed on by their callers (``self._fuse(a, use_x=use_x)``).
     Fields of config objects (``self.cfg.use_x``, ``self.cfg["use_x"]``) that the compiled methods
     read are first copied to plain attributes in ``__init__`` (``self.use_x = self.cfg.use_x``).
 
@@ -71,7 +71,6 @@ from dataclasses import dataclass, field
 import libcst as cst
 import libcst.matchers as m
 from libcst.helpers import get_full_name_for_node
-
 from tsfix.codemods.analysis import (
     SCALAR_TYPES,
     AttrAssignment,
@@ -364,7 +363,8 @@ class _ClassAnalysis:
         if usage == "none":
             return None, f"{_describe(key)} is compared with None (optional, not configuration)"
         if known:
-            kind = unify_types(known + ([usage] if has_unknown and usage != "bool" else []))
+            observed = [usage] if has_unknown and usage is not None and usage != "bool" else []
+            kind = unify_types(known + observed)
         else:
             kind = usage
         if kind is None:
@@ -383,7 +383,8 @@ class _ClassAnalysis:
         if isinstance(value, cst.Name) and value.value in self.init_params:
             param = self.init_params[value.value]
             declared = annotation_type(param.annotation)
-            if declared == "optional" or m.matches(param.default, m.Name("None")):
+            if declared == "optional" or (param.default is not None
+                                          and m.matches(param.default, m.Name("None"))):
                 return "none", f"comes from {value.value}, which may be None"
             if declared is not None:
                 return declared, ""
@@ -442,8 +443,7 @@ class _ClassAnalysis:
 
     def plan(self) -> _Plan | None:
         rule = self.rule
-        forward = self.methods.get("forward")
-        if forward is None or self.init is None:
+        if "forward" not in self.methods:
             return None
         reachable = [n for n in reachable_methods(self.methods) if self_name(self.methods[n])]
         lifts: dict[ReadKey, _Lift] = {}
@@ -477,8 +477,9 @@ class _ClassAnalysis:
             if key[0] == "cfg":
                 lift.attr = copies[key].attr
         copy_after: dict[str, int] = {}
-        assert isinstance(self.init.body, cst.IndentedBlock)
-        top_level = {id(s): index for index, s in enumerate(self.init.body.body)}
+        top_level = ({id(s): index for index, s in enumerate(self.init.body.body)}
+                     if self.init is not None and isinstance(self.init.body, cst.IndentedBlock)
+                     else {})
         for holder in {k[1] for k in copies}:
             statements = [a.statement for a in self._init_assignments(holder)]
             if not all(id(s) in top_level for s in statements):

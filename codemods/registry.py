@@ -14,7 +14,7 @@ class UnknownRuleError(ValueError):
 
 def select_rules(names: list[str]) -> list[type[Rule]]:
     """Rule classes for ``names`` (``all`` selects every rule), in registry order."""
-    wanted = set()
+    wanted: set[str] = set()
     for name in names:
         if name == "all":
             wanted.update(ALL_RULES)

@@ -14,7 +14,6 @@ from dataclasses import dataclass, field
 import black
 import libcst as cst
 from libcst.codemod import CodemodContext
-
 from tsfix.codemods.rule import ClassChange, Rule, Skip
 
 
@@ -91,9 +90,20 @@ def format_touched_lines(old: str, new: str, line_length: int, *,
     if not ranges or not four_space_indent:
         return new
     try:
-        return black.format_str(new, mode=black.Mode(line_length=line_length), lines=ranges)
-    except Exception:  # noqa: BLE001 - black failing on one file must not lose the rewrite
+        formatted = black.format_str(new, mode=black.Mode(line_length=line_length), lines=ranges)
+    except Exception:
         return new
+    # black may still touch a line outside the ranges (it drops blank lines at the top of a
+    # file, for one); the promise is that lines the rules left alone stay byte-identical.
+    if not _kept_lines(old, new) <= _kept_lines(old, formatted):
+        return new
+    return formatted
+
+
+def _kept_lines(old: str, new: str) -> set[int]:
+    """Indices of ``old``'s lines that survive unchanged in ``new``."""
+    matcher = difflib.SequenceMatcher(None, old.splitlines(), new.splitlines(), autojunk=False)
+    return {block.a + i for block in matcher.get_matching_blocks() for i in range(block.size)}
 
 
 def unified_diff(old: str, new: str, path: str) -> str:

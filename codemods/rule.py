@@ -19,7 +19,6 @@ from typing import ClassVar
 import libcst as cst
 from libcst.codemod import CodemodContext, VisitorBasedCodemodCommand
 from libcst.metadata import PositionProvider
-
 from tsfix.codemods.imports import add_typing_names
 
 

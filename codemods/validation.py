@@ -47,7 +47,7 @@ class _Worker:
     def __init__(self, threads: int) -> None:
         env = dict(os.environ, TSFIX_WORKER_THREADS=str(threads), PYTHONUNBUFFERED="1",
                    PYTHONDONTWRITEBYTECODE="1")
-        self.log: IO[bytes] = tempfile.TemporaryFile()
+        self.log: IO[bytes] = tempfile.TemporaryFile()  # noqa: SIM115 - closed in stop()
         self.process = subprocess.Popen(
             [sys.executable, "-m", WORKER_MODULE], stdin=subprocess.PIPE,
             stdout=subprocess.PIPE, stderr=self.log, env=env, text=True, encoding="utf-8")

@@ -74,7 +74,7 @@ def short_error(exc: BaseException, rename: dict[str, str] | None = None) -> str
     message = f"{type(exc).__name__}: {first}" if first else type(exc).__name__
     location = re.search(r'File "([^"]+)", line (\d+)', text)
     if location and "line" not in first:
-        message += f" (at {Path(location.group(1)).name}:{location.group(2)})"
+        message += f" (at {Path(location.group(1)).name} line {location.group(2)})"
     return message[:400]
 
 
@@ -94,14 +94,17 @@ def make_tensor(spec: dict[str, Any], generator: torch.Generator) -> torch.Tenso
     dtype = getattr(torch, spec["dtype"]) if spec.get("dtype") else None
     fn = spec["fn"]
     if fn == "randint":
-        return torch.randint(spec["low"], spec["high"], tuple(spec["shape"]), generator=generator,
-                             dtype=dtype or torch.int64)
+        made: torch.Tensor = torch.randint(spec["low"], spec["high"], tuple(spec["shape"]),
+                                           generator=generator, dtype=dtype or torch.int64)
+        return made
     if fn == "arange":
-        return torch.arange(*spec["args"], dtype=dtype)
+        made = torch.arange(*spec["args"], dtype=dtype)
+        return made
     if fn in ("randn", "rand"):
         made = getattr(torch, fn)(tuple(spec["shape"]), generator=generator)
         return made.to(dtype) if dtype is not None else made
-    return getattr(torch, fn)(tuple(spec["shape"]), dtype=dtype)
+    made = getattr(torch, fn)(tuple(spec["shape"]), dtype=dtype)
+    return made
 
 
 def clone(value: Any) -> Any:
@@ -121,7 +124,7 @@ def configurations(example: dict[str, Any]) -> list[tuple[dict[str, Any], tuple[
         try:
             function = getattr(importlib.import_module(module_name), function_name)
             produced = list(function())
-        except BaseException as exc:  # noqa: BLE001 - user code
+        except BaseException as exc:
             raise unverified(f"example factory {example['factory']} failed: "
                              f"{short_error(exc)}") from exc
         triples = []
@@ -249,7 +252,7 @@ def validate_class(original: types.ModuleType, rewritten: types.ModuleType,
         verdict, reason = "verified", notes
     except Verdict as outcome:
         verdict, reason = outcome.verdict, outcome.reason
-    except BaseException as exc:  # noqa: BLE001 - user code may raise anything
+    except BaseException as exc:
         verdict, reason = "unverified", f"validation error: {short_error(exc, rename)}"
     return {"name": name, "verdict": verdict, "reason": reason,
             "duration_s": round(time.perf_counter() - started, 3)}
@@ -271,25 +274,25 @@ def check_class(original: types.ModuleType, rewritten: types.ModuleType,
         label = f"init[{k}] {init}" if init else f"init[{k}]"
         try:
             orig = build(original_cls, init)
-        except BaseException as exc:  # noqa: BLE001
+        except BaseException as exc:
             raise unverified(f"the original constructor raised for {label}: "
                              f"{short_error(exc)}") from exc
         try:
             new = build(rewritten_cls, init)
             new.load_state_dict(orig.state_dict())
-        except BaseException as exc:  # noqa: BLE001
+        except BaseException as exc:
             raise rejected(f"build: the rewritten class fails for {label}: "
                            f"{short_error(exc, rename)}") from exc
         try:
             want = call(orig, args, kwargs)
-        except BaseException as exc:  # noqa: BLE001
+        except BaseException as exc:
             raise unverified(f"the original forward raised for {label}: "
                              f"{short_error(exc)}") from exc
         if difference(want, call(orig, args, kwargs)) is not None:
             raise unverified(f"nondeterministic model: two identical calls differ for {label}")
         try:
             got = call(new, args, kwargs)
-        except BaseException as exc:  # noqa: BLE001
+        except BaseException as exc:
             raise rejected(f"eager parity: the rewritten forward raised for {label}: "
                            f"{short_error(exc, rename)}") from exc
         found = difference(want, got)
@@ -304,11 +307,11 @@ def check_class(original: types.ModuleType, rewritten: types.ModuleType,
     for k, (new, (_init, args, kwargs)) in enumerate(zip(rewrites, configs, strict=True)):
         try:
             artifact = torch.jit.script(new)
-        except BaseException as exc:  # noqa: BLE001
+        except BaseException as exc:
             error = short_error(exc, rename)
             try:
                 torch.jit.script(originals[k])
-            except BaseException as original_exc:  # noqa: BLE001
+            except BaseException as original_exc:
                 raise unverified(
                     "eager parity holds, but the class does not script before or after this "
                     f"rewrite, for a reason this rule does not fix: "
@@ -316,7 +319,7 @@ def check_class(original: types.ModuleType, rewritten: types.ModuleType,
             raise rejected(f"re-script: {error}") from exc
         try:
             got = call(artifact, args, kwargs)
-        except BaseException as exc:  # noqa: BLE001
+        except BaseException as exc:
             raise rejected(f"re-script: the scripted module raised for init[{k}]: "
                            f"{short_error(exc, rename)}") from exc
         found = difference(expected[k], got)
@@ -349,7 +352,7 @@ def check_class(original: types.ModuleType, rewritten: types.ModuleType,
             module.load_state_dict(originals[k].state_dict())
             try:
                 got = call(module, args, kwargs, values)
-            except BaseException as exc:  # noqa: BLE001
+            except BaseException as exc:
                 raise rejected(f"{step}: raised for init[{k}] with {values}: "
                                f"{short_error(exc, rename)}") from exc
             found = difference(expected[k], got)
@@ -363,8 +366,8 @@ def check_class(original: types.ModuleType, rewritten: types.ModuleType,
     try:
         torch.jit.save(artifact, buffer)
         buffer.seek(0)
-        loaded = torch.jit.load(buffer)
-    except BaseException as exc:  # noqa: BLE001
+        loaded = torch.jit.load(buffer)  # type: ignore[no-untyped-call]
+    except BaseException as exc:
         raise rejected(f"save/load: {short_error(exc, rename)}") from exc
     check_artifact(loaded, "save/load")
 
@@ -398,14 +401,14 @@ def import_context(job: dict[str, Any]) -> Iterator[Callable[[], tuple[types.Mod
             importlib.import_module(package)
         try:
             original = load_module(original_name, path)
-        except BaseException as exc:  # noqa: BLE001
+        except BaseException as exc:
             raise unverified(f"importing the original failed: {short_error(exc)}") from exc
         rewritten_path = workdir / f"{stem}.py"
         rewritten_path.write_text(job["source"], encoding="utf-8")
-        rename = {str(rewritten_path): f"{path.name} (rewritten)"}
+        rename = {str(rewritten_path): f"the rewritten {path.name}"}
         try:
             rewritten = load_module(rewritten_name, rewritten_path)
-        except BaseException as exc:  # noqa: BLE001
+        except BaseException as exc:
             raise rejected(f"the rewritten file does not import: "
                            f"{short_error(exc, rename)}") from exc
         return original, rewritten, rename
@@ -448,7 +451,7 @@ def main() -> None:
         job = json.loads(line)
         try:
             result = run_job(job)
-        except BaseException:  # noqa: BLE001 - report, never die silently
+        except BaseException:
             result = {"id": job.get("id"), "error": traceback.format_exc(limit=5)}
         results.write(json.dumps(result) + "\n")
         results.flush()

@@ -1,0 +1,112 @@
+"""The fixture pairs: each `<case>.in.py` becomes its `<case>.out.py`, validated."""
+
+from __future__ import annotations
+
+import json
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+from tsfix.codemods.engine import Options, run
+
+FIXTURES = Path(__file__).resolve().parent.parent / "fixtures"
+
+
+def _copy(tmp_path: Path, name: str) -> Path:
+    target = tmp_path / name
+    shutil.copytree(FIXTURES / name, target, ignore=shutil.ignore_patterns("__pycache__"))
+    return target
+
+
+def _pairs(folder: Path) -> list[tuple[Path, Path]]:
+    return [(p, p.with_name(p.name.replace(".in.py", ".out.py")))
+            for p in sorted(folder.rglob("*.in.py"))]
+
+
+def test_every_fixture_has_its_expected_output() -> None:
+    for folder in ("lift-branch", "lift-branch-rejected"):
+        pairs = _pairs(FIXTURES / folder)
+        assert pairs
+        for before, after in pairs:
+            assert after.is_file(), f"{before} has no {after.name}"
+
+
+def test_lift_branch_pairs_without_validation(tmp_path: Path) -> None:
+    folder = _copy(tmp_path, "lift-branch")
+    result = run([folder], Options(rules=["lift-branch"], verify=False))
+    for before, after in _pairs(folder):
+        assert before.read_text() == after.read_text(), before.name
+    # The expected outputs are fixed points, and so is the whole tree now.
+    assert not any(f.status == "changed" and f.path.name.endswith(".out.py")
+                   for f in result.files)
+    again = run([folder], Options(rules=["lift-branch"], verify=False))
+    assert [f.status for f in again.files if f.status == "changed"] == []
+
+
+@pytest.mark.slow
+def test_lift_branch_pairs_are_verified(tmp_path: Path) -> None:
+    folder = _copy(tmp_path, "lift-branch")
+    report = tmp_path / "report.json"
+    done = subprocess.run([sys.executable, "-m", "tsfix.cli.main", "apply", "--rule",
+                           "lift-branch", "--report", str(report), str(folder)],
+                          capture_output=True, text=True, cwd=tmp_path)
+    assert done.returncode == 0, done.stderr
+    data = json.loads(report.read_text())
+    classes = [c for f in data["files"] for c in f["classes"]]
+    changed_pairs = [b for b, a in _pairs(FIXTURES / "lift-branch")
+                     if b.read_text() != a.read_text()]
+    assert len(classes) == len(changed_pairs) > 0
+    assert {c["verdict"] for c in classes} == {"verified"}, classes
+    for c in classes:
+        assert "one artifact served" in c["reason"]
+    for before, after in _pairs(folder):
+        assert before.read_text() == after.read_text(), before.name
+
+
+@pytest.mark.slow
+def test_rejected_rewrite_is_not_written(tmp_path: Path) -> None:
+    folder = _copy(tmp_path, "lift-branch-rejected")
+    result = run([folder / "scaled_residual.in.py"], Options(rules=["lift-branch"]))
+    verdicts = {c.class_name: c for c in result.classes()}
+    assert verdicts["ScaledResidual"].verdict == "rejected"
+    assert verdicts["ScaledResidual"].reason.startswith("re-script:")
+    assert verdicts["GatedBlock"].verdict == "verified"
+    assert result.exit_code == 3
+    written = (folder / "scaled_residual.in.py").read_text()
+    assert written == (folder / "scaled_residual.out.py").read_text()
+
+
+@pytest.mark.slow
+def test_written_classic_model_keeps_both_paths_in_one_artifact(tmp_path: Path) -> None:
+    """Independent of the validation worker: script the file tsfix wrote and check both
+    configurations against the untouched original."""
+    torch = pytest.importorskip("torch")
+    import importlib.util
+
+    def load(path: Path, name: str):
+        spec = importlib.util.spec_from_file_location(name, path)
+        assert spec and spec.loader
+        module = importlib.util.module_from_spec(spec)
+        sys.modules[name] = module
+        spec.loader.exec_module(module)
+        return module
+
+    folder = _copy(tmp_path, "lift-branch")
+    run([folder / "classic.in.py"], Options(rules=["lift-branch"], verify=False))
+    original = load(FIXTURES / "lift-branch" / "classic.in.py", "classic_original")
+    written = load(folder / "classic.in.py", "classic_written")
+    x = torch.rand(1, 3, 256, 256)
+    torch.manual_seed(0)
+    artifact = torch.jit.script(written.CustomModel(branch_testing=True).eval())
+    outputs = []
+    for flag in (True, False):
+        torch.manual_seed(0)
+        reference = original.CustomModel(branch_testing=flag).eval()
+        with torch.no_grad():
+            expected = reference(x)
+            got = artifact(x, flag)
+        assert torch.allclose(got, expected, rtol=1e-4, atol=1e-5)
+        outputs.append(expected)
+    assert not torch.allclose(outputs[0], outputs[1]), "the flag must matter for this check"
