@@ -7,9 +7,11 @@ reaches. Nothing imports torch.
 
 from __future__ import annotations
 
+import dataclasses
 import re
 from collections.abc import Iterator
 from dataclasses import dataclass
+from typing import Any
 
 import libcst as cst
 import libcst.matchers as m
@@ -18,6 +20,44 @@ from libcst.helpers import get_full_name_for_node
 SCALAR_TYPES = ("bool", "int", "float", "str")
 
 _CLASS_WITH_BASES = re.compile(r"^[ \t]*class\s+\w+\s*\(", re.MULTILINE)
+
+
+_CHILD_FIELDS: dict[type, tuple[str, ...]] = {}
+# Fields that only ever hold whitespace, comments and punctuation.
+_TRIVIA = ("whitespace", "lpar", "rpar", "comma", "semicolon", "leading_lines", "header",
+           "footer", "lines_after", "trailing_whitespace", "colon", "equal", "dot", "star",
+           "asynchronous", "operator")
+
+
+def _child_fields(kind: type) -> tuple[str, ...]:
+    names = _CHILD_FIELDS.get(kind)
+    if names is None:
+        names = tuple(f.name for f in dataclasses.fields(kind)
+                      if not f.name.startswith(_TRIVIA) or f.name == "operator")
+        _CHILD_FIELDS[kind] = names
+    return names
+
+
+def find_all(node: cst.CSTNode, *types: type[cst.CSTNode]) -> list[Any]:
+    """Every node of ``types`` in ``node`` (itself included), in source order.
+
+    Reads the node dataclasses' fields directly: LibCST's own ``visit`` (and so
+    ``matchers.findall``) rebuilds every node it passes, which dominates a rule's run time."""
+    found: list[Any] = []
+    stack: list[Any] = [node]
+    while stack:
+        current = stack.pop()
+        if isinstance(current, types):
+            found.append(current)
+        children = []
+        for name in _child_fields(type(current)):
+            value = getattr(current, name)
+            if isinstance(value, cst.CSTNode):
+                children.append(value)
+            elif isinstance(value, tuple | list):
+                children.extend(v for v in value if isinstance(v, cst.CSTNode))
+        stack.extend(reversed(children))
+    return found
 
 
 def may_define_module(text: str) -> bool:
@@ -151,47 +191,30 @@ def _pair(target: cst.BaseExpression,
         yield target, value
 
 
-class _AssignmentCollector(cst.CSTVisitor):
-    def __init__(self, self_var: str, method: str) -> None:
-        self.self_var = self_var
-        self.method = method
-        self.found: list[AttrAssignment] = []
-        self._statement: cst.CSTNode | None = None
-
-    def visit_SimpleStatementLine(self, node: cst.SimpleStatementLine) -> None:
-        self._statement = node
-
-    def _record(self, node: cst.CSTNode) -> None:
-        for target, value in _targets(node):
-            attr = self_attr(target, self.self_var)
-            if attr is not None:
-                self.found.append(AttrAssignment(attr, value, self._statement or node, self.method))
-            elif (isinstance(target, cst.Attribute | cst.Subscript)
-                  and _root_self_attr(target, self.self_var) is not None):
-                # self.cfg.x = ... / self.cfg["x"] = ...: a write into what self.cfg holds.
-                root = _root_self_attr(target, self.self_var)
-                assert root is not None
-                self.found.append(AttrAssignment(root + ".*", None, self._statement or node,
-                                                 self.method))
-
-    def visit_Assign(self, node: cst.Assign) -> None:
-        self._record(node)
-
-    def visit_AnnAssign(self, node: cst.AnnAssign) -> None:
-        self._record(node)
-
-    def visit_AugAssign(self, node: cst.AugAssign) -> None:
-        self._record(node)
-
-    def visit_Call(self, node: cst.Call) -> None:
-        # setattr(self, "x", v) and the in-place register_* helpers assign attributes too.
-        name = get_full_name_for_node(node.func) or ""
-        if (name == "setattr" and len(node.args) >= 2
-                and m.matches(node.args[0].value, m.Name(self.self_var))
-                and isinstance(node.args[1].value, cst.SimpleString)):
-            attr = node.args[1].value.evaluated_value
-            if isinstance(attr, str):
-                self.found.append(AttrAssignment(attr, None, self._statement or node, self.method))
+def _assignments_in(func: cst.FunctionDef, self_var: str, method: str) -> list[AttrAssignment]:
+    found: list[AttrAssignment] = []
+    for line in find_all(func.body, cst.SimpleStatementLine):
+        for node in find_all(line, cst.Assign, cst.AnnAssign, cst.AugAssign, cst.Call):
+            if isinstance(node, cst.Call):
+                # setattr(self, "x", v) assigns an attribute too.
+                if (get_full_name_for_node(node.func) == "setattr" and len(node.args) >= 2
+                        and m.matches(node.args[0].value, m.Name(self_var))
+                        and isinstance(node.args[1].value, cst.SimpleString)):
+                    named = node.args[1].value.evaluated_value
+                    if isinstance(named, str):
+                        found.append(AttrAssignment(named, None, line, method))
+                continue
+            for target, value in _targets(node):
+                attr = self_attr(target, self_var)
+                if attr is not None:
+                    found.append(AttrAssignment(attr, value, line, method))
+                    continue
+                root = (_root_self_attr(target, self_var)
+                        if isinstance(target, cst.Attribute | cst.Subscript) else None)
+                if root is not None:
+                    # self.cfg.x = ... / self.cfg["x"] = ...: a write into what self.cfg holds.
+                    found.append(AttrAssignment(root + ".*", None, line, method))
+    return found
 
 
 def _root_self_attr(expr: cst.BaseExpression, self_var: str) -> str | None:
@@ -210,9 +233,7 @@ def attribute_assignments(cls: cst.ClassDef) -> list[AttrAssignment]:
         self_var = self_name(func)
         if self_var is None:
             continue
-        collector = _AssignmentCollector(self_var, name)
-        func.body.visit(collector)
-        found.extend(collector.found)
+        found.extend(_assignments_in(func, self_var, name))
     return found
 
 
@@ -220,8 +241,9 @@ def registered_names(init: cst.FunctionDef) -> set[str]:
     """Names given to ``self.register_buffer/register_parameter/add_module`` in ``__init__``."""
     self_var = self_name(init) or "self"
     names: set[str] = set()
-    for call in m.findall(init.body, m.Call(func=m.Attribute(value=m.Name(self_var)))):
-        assert isinstance(call, cst.Call) and isinstance(call.func, cst.Attribute)
+    for call in find_all(init.body, cst.Call):
+        if self_attr(call.func, self_var) is None:
+            continue
         if call.func.attr.value in ("register_buffer", "register_parameter", "add_module",
                                     "register_module") and call.args:
             first = call.args[0].value
@@ -236,9 +258,10 @@ def called_methods(func: cst.FunctionDef) -> set[str]:
     if self_var is None:
         return set()
     found: set[str] = set()
-    for call in m.findall(func.body, m.Call(func=m.Attribute(value=m.Name(self_var)))):
-        assert isinstance(call, cst.Call) and isinstance(call.func, cst.Attribute)
-        found.add(call.func.attr.value)
+    for call in find_all(func.body, cst.Call):
+        callee = self_attr(call.func, self_var)
+        if callee is not None:
+            found.add(callee)
     return found
 
 
@@ -330,10 +353,8 @@ def declared_field_types(module: cst.Module) -> dict[str, dict[str, str]]:
 
 def names_used(node: cst.CSTNode) -> set[str]:
     """Identifiers ``node`` binds or reads (parameters, locals, globals), not ``.attr`` names."""
-    attribute_names = {id(a.attr) for a in m.findall(node, m.Attribute())
-                       if isinstance(a, cst.Attribute)}
-    return {n.value for n in m.findall(node, m.Name())
-            if isinstance(n, cst.Name) and id(n) not in attribute_names}
+    attribute_names = {id(a.attr) for a in find_all(node, cst.Attribute)}
+    return {n.value for n in find_all(node, cst.Name) if id(n) not in attribute_names}
 
 
 def docstring_count(body: cst.BaseSuite) -> int:

@@ -48,7 +48,7 @@ DTYPES = ("float16", "float32", "float64", "bfloat16", "half", "float", "double"
           "int16", "int32", "int64", "uint8", "int", "long", "bool", "complex64", "complex128")
 TENSOR_KEY = "__tensor__"
 
-_LOOKS_LIKE_CALL = re.compile(r"^\s*[A-Za-z_][\w.]*\s*\(.*\)\s*$", re.DOTALL)
+_LOOKS_LIKE_CALL = re.compile(r"^\s*[A-Za-z_][\w.]*\(")   # name( ... : meant as a tensor
 _KNOWN_KEYS = {"rules", "exclude", "line-length", "timeout", "require-verified", "examples"}
 _EXAMPLE_KEYS = {"init", "inputs", "kwargs", "factory"}
 
@@ -139,6 +139,9 @@ def load_config(path: Path | None) -> Config:
     config.line_length = _typed(table.get("line-length", black_length or 88), int,
                                 f"{where} line-length")
     config.timeout = float(_typed(table.get("timeout", 120), (int, float), f"{where} timeout"))
+    if config.timeout <= 0:
+        raise ConfigError(f"{where} timeout: expected a positive number of seconds, "
+                          f"got {config.timeout:g}")
     config.require_verified = _typed(table.get("require-verified", False), bool,
                                      f"{where} require-verified")
     if "rules" in table:
@@ -243,7 +246,8 @@ def parse_tensor(text: str, where: str = "tensor") -> dict[str, Any]:
         if dtype not in DTYPES:
             raise fail(f"unknown dtype {dtype!r} (expected one of {', '.join(DTYPES)})")
     if fn == "randint":
-        if len(args) != 3 or not all(isinstance(a, int) for a in args[:2]):
+        if len(args) != 3 or not all(isinstance(a, int) and not isinstance(a, bool)
+                                     for a in args[:2]):
             raise fail("randint takes (low, high, (shape))")
         shape = _shape(args[2:], fail)
         return {"fn": fn, "low": args[0], "high": args[1], "shape": shape, "dtype": dtype}

@@ -67,6 +67,7 @@ import keyword
 import re
 from collections.abc import Iterable
 from dataclasses import dataclass, field
+from typing import Any
 
 import libcst as cst
 import libcst.matchers as m
@@ -78,6 +79,7 @@ from tsfix.codemods.analysis import (
     attribute_assignments,
     declared_field_types,
     docstring_count,
+    find_all,
     import_map,
     literal_type,
     methods_of,
@@ -120,15 +122,15 @@ def _dotted_read(expr: cst.BaseExpression) -> str | None:
 def _test_expressions(body: cst.CSTNode) -> list[cst.BaseExpression]:
     """Expressions evaluated for their truth value: if/elif/while/ternary tests, and/or/not."""
     tests: list[cst.BaseExpression] = []
-    for node in m.findall(body, m.If() | m.While() | m.IfExp() | m.CompIf()):
-        assert isinstance(node, cst.If | cst.While | cst.IfExp | cst.CompIf)
-        tests.append(node.test)
-    for node in m.findall(body, m.BooleanOperation()):
-        assert isinstance(node, cst.BooleanOperation)
-        tests.extend((node.left, node.right))
-    for node in m.findall(body, m.UnaryOperation(operator=m.Not())):
-        assert isinstance(node, cst.UnaryOperation)
-        tests.append(node.expression)
+    for node in find_all(body, cst.If, cst.While, cst.IfExp, cst.CompIf, cst.BooleanOperation,
+                         cst.UnaryOperation):
+        if isinstance(node, cst.BooleanOperation):
+            tests.extend((node.left, node.right))
+        elif isinstance(node, cst.UnaryOperation):
+            if isinstance(node.operator, cst.Not):
+                tests.append(node.expression)
+        else:
+            tests.append(node.test)
     return tests
 
 
@@ -162,6 +164,8 @@ class _ClassAnalysis:
     def __init__(self, rule: LiftBranch, cls: cst.ClassDef) -> None:
         self.rule = rule
         self.cls = cls
+        # Node ids stay valid while the class's original tree is alive (for this analysis).
+        self._memo: dict[tuple[int, str], Any] = {}
         self.name = cls.name.value
         self.methods = methods_of(cls)
         self.init = self.methods.get("__init__")
@@ -180,16 +184,13 @@ class _ClassAnalysis:
         if self.init is None:
             return found
         regions: list[cst.CSTNode] = list(_test_expressions(self.init.body))
-        for node in m.findall(self.init.body, m.For()):
-            assert isinstance(node, cst.For)
+        for node in find_all(self.init.body, cst.For):
             regions.append(node.iter)
-        for call in m.findall(self.init.body, m.Call()):
-            assert isinstance(call, cst.Call)
+        for call in find_all(self.init.body, cst.Call):
             if self._is_module_constructor(call):
                 regions.extend(arg.value for arg in call.args)
         for region in regions:
-            for node in m.findall(region, m.Name() | m.Attribute() | m.Subscript()):
-                assert isinstance(node, cst.BaseExpression)
+            for node in find_all(region, cst.Name, cst.Attribute, cst.Subscript):
                 dotted = _dotted_read(node)
                 if dotted is not None:
                     found.setdefault(dotted, region)
@@ -272,11 +273,28 @@ class _ClassAnalysis:
                 return ("cfg", holder, index.value.evaluated_value)
         return None
 
+    def comparisons(self, func: cst.FunctionDef) -> list[cst.Comparison]:
+        key = (id(func), "comparisons")
+        if key not in self._memo:
+            self._memo[key] = find_all(func.body, cst.Comparison)
+        found: list[cst.Comparison] = self._memo[key]
+        return found
+
     def reads_in(self, node: cst.CSTNode, self_var: str) -> dict[ReadKey, cst.CSTNode]:
         """Every attribute/config read in ``node`` that is a value (not a call target)."""
+        memo_key = (id(node), self_var)
+        if memo_key not in self._memo:
+            self._memo[memo_key] = self._reads_in(node, self_var)
+        found: dict[ReadKey, cst.CSTNode] = self._memo[memo_key]
+        return found
+
+    def _reads_in(self, node: cst.CSTNode, self_var: str) -> dict[ReadKey, cst.CSTNode]:
         found: dict[ReadKey, cst.CSTNode] = {}
-        called = {id(c.func) for c in m.findall(node, m.Call()) if isinstance(c, cst.Call)}
-        for candidate in m.findall(node, m.Attribute() | m.Subscript()):
+        nodes = find_all(node, cst.Call, cst.Attribute, cst.Subscript)
+        called = {id(c.func) for c in nodes if isinstance(c, cst.Call)}
+        for candidate in nodes:
+            if isinstance(candidate, cst.Call):
+                continue
             if id(candidate) in called:
                 continue
             key = self.read_key(candidate, self_var)
@@ -294,8 +312,7 @@ class _ClassAnalysis:
         for name in reachable:
             func = self.methods[name]
             self_var = self_name(func) or "self"
-            for comparison in m.findall(func.body, m.Comparison()):
-                assert isinstance(comparison, cst.Comparison)
+            for comparison in self.comparisons(func):
                 operands = [comparison.left, *(t.comparator for t in comparison.comparisons)]
                 if not any(self.read_key(o, self_var) == key for o in operands):
                     continue
@@ -432,7 +449,7 @@ class _ClassAnalysis:
         if value is None:
             return set()
         found = set()
-        for node in (value, *m.findall(value, m.Name() | m.Attribute() | m.Subscript())):
+        for node in find_all(value, cst.Name, cst.Attribute, cst.Subscript):
             if isinstance(node, cst.BaseExpression):
                 dotted = _dotted_read(node)
                 if dotted:
@@ -525,8 +542,8 @@ class _ClassAnalysis:
 
 def _called(func: cst.FunctionDef) -> set[str]:
     self_var = self_name(func) or "self"
-    return {c.func.attr.value for c in m.findall(func.body, m.Call(func=m.Attribute(
-        value=m.Name(self_var)))) if isinstance(c, cst.Call) and isinstance(c.func, cst.Attribute)}
+    return {callee for c in find_all(func.body, cst.Call)
+            if (callee := self_attr(c.func, self_var)) is not None}
 
 
 def _fresh(preferred: str, taken: Iterable[str], fallback: str) -> str:
@@ -746,23 +763,16 @@ class Block(nn.Module):
         ),
     )
 
-    def visit_Module(self, node: cst.Module) -> bool:
-        self.imports = import_map(node)
-        self.module_classes = module_class_names(node, self.imports)
-        self.field_types = declared_field_types(node)
-        self._depth = 0
-        return True
+    def prepare(self, module: cst.Module) -> None:
+        self.imports = import_map(module)
+        self.module_classes = module_class_names(module, self.imports)
+        self.field_types = declared_field_types(module)
 
-    def visit_ClassDef(self, node: cst.ClassDef) -> bool:
-        self._depth += 1
-        return True
-
-    def leave_ClassDef(self, original_node: cst.ClassDef,
-                       updated_node: cst.ClassDef) -> cst.ClassDef:
-        self._depth -= 1
-        name = original_node.name.value
-        if self._depth or name not in self.module_classes or name in self.skip_classes:
-            return updated_node
+    def rewrite_class(self, cls: cst.ClassDef) -> cst.ClassDef:
+        name = cls.name.value
+        if name not in self.module_classes:
+            return cls
+        original_node = updated_node = cls
         analysis = _ClassAnalysis(self, original_node)
         plan = analysis.plan()
         if plan is None:

@@ -8,6 +8,7 @@ worker process.
 from __future__ import annotations
 
 import difflib
+import re
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 
@@ -36,26 +37,33 @@ def parse(text: str, path: str) -> cst.Module:
     try:
         return cst.parse_module(text)
     except cst.ParserSyntaxError as exc:
-        raise RewriteError(f"{path}:{exc.raw_line}:{exc.raw_column + 1}: cannot parse: "
-                           f"{exc.message}") from exc
+        # The native parser's own "error at L:C" is exact; its raw/editor positions can point
+        # one token further.
+        where = re.search(r"error at (\d+):(\d+)", exc.message)
+        line, column = (where.group(1), where.group(2)) if where else (exc.editor_line,
+                                                                      exc.editor_column)
+        message = re.sub(r"^parser error: error at \d+:\d+: ", "", exc.message)
+        raise RewriteError(f"{path}:{line}:{column}: cannot parse: {message}") from exc
 
 
 def rewrite_source(text: str, path: str, rules: Sequence[type[Rule]], *, line_length: int = 88,
                    skip_classes: Mapping[str, frozenset[str]] | None = None) -> Rewrite:
     """Run ``rules`` over ``text``. ``skip_classes`` maps a rule name to classes it must leave
     alone (their earlier rewrite was rejected by validation)."""
-    module = parse(text, path)
+    module = first = parse(text, path)
     result = Rewrite(text)
     for rule_class in rules:
         rule = rule_class(CodemodContext(filename=path),
                           (skip_classes or {}).get(rule_class.name, frozenset()))
+        rule.source_text = text if module is first else None
         module = rule.transform_module(module)
         result.changes.extend(rule.changes)
         result.skips.extend(rule.skips)
     if not result.changes:
         return result
     new_text = format_touched_lines(text, module.code, line_length,
-                                    four_space_indent=module.default_indent == "    ")
+                                    four_space_indent=module.default_indent == "    "
+                                    and "\r" not in text)
     # Safety net in black's spirit: never hand back text that does not parse.
     try:
         cst.parse_module(new_text)

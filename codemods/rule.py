@@ -1,6 +1,6 @@
 """The contract every tsfix rule follows.
 
-A rule is a LibCST codemod (``VisitorBasedCodemodCommand``) with three extras:
+A rule is a LibCST codemod (``Codemod``) that rewrites top-level classes, with three extras:
 
 * ``name`` and ``summary`` for ``tsfix rules``, and a docstring in ruff's sections
   (What it does / Why it breaks export / Example / Fix safety) for the docs;
@@ -12,13 +12,14 @@ A rule is a LibCST codemod (``VisitorBasedCodemodCommand``) with three extras:
 
 from __future__ import annotations
 
-from collections.abc import Collection, Sequence
+import ast
+from collections.abc import Collection, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import ClassVar
 
 import libcst as cst
-from libcst.codemod import CodemodContext, VisitorBasedCodemodCommand
-from libcst.metadata import PositionProvider
+from libcst.codemod import Codemod, CodemodContext, SkipFile
+from libcst.metadata import CodeRange, MetadataWrapper, PositionProvider
 from tsfix.codemods.imports import add_typing_names
 
 
@@ -53,13 +54,17 @@ class Skip:
     reason: str
 
 
-class Rule(VisitorBasedCodemodCommand):
+class Rule(Codemod):
+    """Base class: subclasses implement :meth:`rewrite_class` (and usually :meth:`prepare`).
+
+    Rules work on top-level classes, so the module is not walked node by node and no metadata
+    wrapper copies it; positions (for report lines) are computed only when a rule asks.
+    """
+
     name: ClassVar[str]
     summary: ClassVar[str]
     VALID: ClassVar[Sequence[str]] = ()
     INVALID: ClassVar[Sequence[Example]] = ()
-
-    METADATA_DEPENDENCIES = (PositionProvider,)
 
     def __init__(self, context: CodemodContext, skip_classes: Collection[str] = ()) -> None:
         super().__init__(context)
@@ -68,20 +73,84 @@ class Rule(VisitorBasedCodemodCommand):
         self.changes: list[ClassChange] = []
         self.skips: list[Skip] = []
         self.typing_names: set[str] = set()
+        self._positions: Mapping[cst.CSTNode, CodeRange] | None = None
+        self.source_module = cst.Module([])
+        self.source_text: str | None = None     # set by the engine; saves a codegen
+        self._current_class: cst.ClassDef | None = None
+        self._class_index = 0
+        self._class_lines: list[int] = []
+        self._line_shift = 0
 
-    def leave_Module(self, original_node: cst.Module, updated_node: cst.Module) -> cst.Module:
-        # Rules ask for typing names while rewriting (need_typing); they are added once here.
-        return add_typing_names(updated_node, self.typing_names)
+    def transform_module(self, tree: cst.Module) -> cst.Module:
+        # Codemod.transform_module deep-copies the tree into a MetadataWrapper on every call;
+        # rules resolve positions lazily instead (line_of).
+        try:
+            return self.transform_module_impl(tree)
+        except SkipFile:
+            return tree
+
+    def transform_module_impl(self, tree: cst.Module) -> cst.Module:
+        self.source_module = tree
+        self._class_lines = _top_level_class_lines(self.source_text or tree.code)
+        self.prepare(tree)
+        body: list[cst.BaseStatement] = []
+        for statement in tree.body:
+            if (isinstance(statement, cst.ClassDef)
+                    and statement.name.value not in self.skip_classes):
+                self._current_class, self._positions = statement, None
+                statement = self.rewrite_class(statement)
+            if isinstance(statement, cst.ClassDef):
+                self._class_index += 1
+            body.append(statement)
+        if not self.changes:
+            return tree
+        return add_typing_names(tree.with_changes(body=body), self.typing_names)
+
+    def prepare(self, module: cst.Module) -> None:
+        """Per-file analysis shared by every class (imports, module classes, ...)."""
+
+    def rewrite_class(self, cls: cst.ClassDef) -> cst.ClassDef:
+        """Return ``cls`` rewritten, recording a ClassChange, or ``cls`` itself."""
+        return cls
 
     def need_typing(self, *names: str) -> None:
         self.typing_names.update(names)
 
     def line_of(self, node: cst.CSTNode) -> int:
-        return self.get_metadata(PositionProvider, node).start.line
+        return self._position(node).start.line
 
     def span_of(self, node: cst.CSTNode) -> tuple[int, int]:
-        pos = self.get_metadata(PositionProvider, node)
-        return (pos.start.line, pos.end.line)
+        position = self._position(node)
+        return (position.start.line, position.end.line)
+
+    def _position(self, node: cst.CSTNode) -> CodeRange:
+        """Position of a node inside the class being rewritten, in file coordinates.
+
+        Resolving PositionProvider over the whole file costs a full codegen; instead positions
+        are resolved within the one class and shifted by its line, which ``ast`` gives cheaply."""
+        if self._positions is None:
+            assert self._current_class is not None
+            wrapper = MetadataWrapper(cst.Module(body=[self._current_class]),
+                                      unsafe_skip_copy=True)
+            self._positions = wrapper.resolve(PositionProvider)
+            self._line_shift = (self._class_lines[self._class_index]
+                                - self._positions[self._current_class.name].start.line)
+        relative = self._positions[node]
+        shift = self._line_shift
+        return CodeRange((relative.start.line + shift, relative.start.column),
+                         (relative.end.line + shift, relative.end.column))
 
     def skip(self, class_name: str, node: cst.CSTNode, reason: str) -> None:
         self.skips.append(Skip(self.name, class_name, self.line_of(node), reason))
+
+
+def _top_level_class_lines(text: str) -> list[int]:
+    """Line of the ``class`` keyword of each top-level class, in order."""
+    try:
+        tree = ast.parse(text)
+    except (SyntaxError, ValueError):
+        # LibCST parsed it, ast did not (rare): fall back to LibCST's own positions.
+        module = cst.parse_module(text)
+        positions = MetadataWrapper(module, unsafe_skip_copy=True).resolve(PositionProvider)
+        return [positions[s.name].start.line for s in module.body if isinstance(s, cst.ClassDef)]
+    return [node.lineno for node in tree.body if isinstance(node, ast.ClassDef)]

@@ -60,7 +60,8 @@ def read_source(path: Path) -> SourceText:
         raise SourceError(path, f"{path}:{line}: not valid {encoding}: cannot decode byte "
                           f"0x{data[exc.start]:02x} (declare the encoding with a "
                           "'# -*- coding: ... -*-' line or save the file as UTF-8)") from exc
-    crlf = "\r\n" in text and "\r" not in text.replace("\r\n", "")
+    # Only files that end every line with \r\n are converted; mixed endings stay as they are.
+    crlf = "\r\n" in text and text.count("\r") == text.count("\n") == text.count("\r\n")
     if crlf:
         text = text.replace("\r\n", "\n")
     return SourceText(path, text, encoding, crlf)
@@ -106,7 +107,9 @@ def _excluded(path: Path, root: Path | None, patterns: list[str]) -> bool:
 
 
 def write_atomic(path: Path, data: bytes) -> None:
-    """Replace ``path`` with ``data`` in one rename, keeping its permission bits."""
+    """Replace ``path`` with ``data`` in one rename, keeping its permission bits. A symlink is
+    written through: its target is replaced and the link stays."""
+    path = path.resolve()
     mode = path.stat().st_mode & 0o7777
     fd, temporary = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tsfix")
     try:

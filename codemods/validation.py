@@ -20,6 +20,7 @@ from dataclasses import dataclass, field
 from typing import IO, Any
 
 WORKER_MODULE = "tsfix.codemods.validation_worker"
+STARTUP_TIMEOUT = 300.0   # importing torch on a loaded machine
 
 
 @dataclass
@@ -52,6 +53,7 @@ class _Worker:
             [sys.executable, "-m", WORKER_MODULE], stdin=subprocess.PIPE,
             stdout=subprocess.PIPE, stderr=self.log, env=env, text=True, encoding="utf-8")
         self.lines: queue.Queue[str | None] = queue.Queue()
+        self.ready = False
         threading.Thread(target=self._read, daemon=True).start()
 
     def _read(self) -> None:
@@ -63,6 +65,16 @@ class _Worker:
     def run(self, job: ValidationJob, timeout: float) -> dict[str, Any] | str:
         """The worker's result, or a string saying why there is none."""
         assert self.process.stdin is not None
+        if not self.ready:
+            # Importing torch is not the model's time: the job's clock starts after it.
+            try:
+                line = self.lines.get(timeout=STARTUP_TIMEOUT)
+            except queue.Empty:
+                self.stop()
+                return f"the validation worker did not start within {STARTUP_TIMEOUT:g}s"
+            if line is None:
+                return self._death()
+            self.ready = True
         try:
             self.process.stdin.write(job.to_json() + "\n")
             self.process.stdin.flush()

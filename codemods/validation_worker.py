@@ -445,6 +445,8 @@ def main() -> None:
     os.dup2(2, 1)
     sys.stdout = sys.stderr
     torch.set_num_threads(int(os.environ.get("TSFIX_WORKER_THREADS", "1")))
+    results.write(json.dumps({"ready": True}) + "\n")
+    results.flush()
     for line in sys.stdin:
         if not line.strip():
             continue

@@ -1,0 +1,167 @@
+"""Shared helpers for the CLI, validation, sources and config tests.
+
+Tests import the plain helpers with ``from conftest import ...`` (pytest puts this folder on
+``sys.path``). Every test builds its own small project in ``tmp_path``: model files plus a
+``pyproject.toml`` with a ``[tool.tsfix]`` table and ``[tool.tsfix.examples]`` tables, and
+runs from that folder (so report paths are relative to it).
+"""
+
+from __future__ import annotations
+
+import json
+import textwrap
+from collections.abc import Iterable, Mapping
+from pathlib import Path
+from typing import Any
+
+import pytest
+from click.testing import CliRunner, Result
+from tsfix.cli.main import main as cli_main
+from tsfix.codemods.engine import Options, run
+from tsfix.codemods.report import RunResult
+
+
+def model_source(class_name: str = "Net", flag: str = "use_act", *,
+                 header: Iterable[str] = (), init_lines: Iterable[str] = (),
+                 forward_lines: Iterable[str] = (), init_params: str = "") -> str:
+    """A small nn.Module whose forward() branches on ``self.<flag>`` (a lift-branch candidate).
+
+    ``header`` lines go before the imports; ``init_lines`` / ``forward_lines`` are statements
+    (without indentation) added at the end of ``__init__`` / the start of ``forward``.
+    """
+    head = "".join(f"{line}\n" for line in header)
+    init_extra = "".join(f"        {line}\n" for line in init_lines)
+    forward_extra = "".join(f"        {line}\n" for line in forward_lines)
+    extra_params = f", {init_params}" if init_params else ""
+    return (
+        f"{head}import torch\n"
+        "import torch.nn as nn\n"
+        "\n"
+        "\n"
+        f"class {class_name}(nn.Module):\n"
+        f"    def __init__(self, {flag}=True{extra_params}):\n"
+        "        super().__init__()\n"
+        f"        self.{flag} = {flag}\n"
+        f"{init_extra}"
+        "\n"
+        "    def forward(self, x):\n"
+        f"{forward_extra}"
+        f"        if self.{flag}:\n"
+        "            x = torch.relu(x)\n"
+        "        return x\n"
+    )
+
+
+# A module with nothing lift-branch could rewrite.
+CLEAN_SOURCE = textwrap.dedent("""\
+    import torch
+    import torch.nn as nn
+
+
+    class Plain(nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.fc = nn.Linear(4, 4)
+
+        def forward(self, x):
+            return torch.relu(self.fc(x))
+""")
+
+
+def toml_value(value: Any) -> str:
+    """Just enough TOML for example tables: scalars, arrays and inline tables."""
+    if isinstance(value, bool):
+        return "true" if value else "false"
+    if isinstance(value, int | float):
+        return repr(value)
+    if isinstance(value, str):
+        return json.dumps(value)
+    if isinstance(value, list | tuple):
+        return "[" + ", ".join(toml_value(v) for v in value) + "]"
+    if isinstance(value, Mapping):
+        return "{ " + ", ".join(f"{json.dumps(k)} = {toml_value(v)}"
+                                for k, v in value.items()) + " }"
+    raise TypeError(f"no TOML for {value!r}")
+
+
+def pyproject_text(examples: Mapping[str, Mapping[str, Any]] | None = None,
+                   settings: str = "", extra: str = "") -> str:
+    """``[tool.tsfix]`` with ``settings`` lines, one examples table per key, then ``extra``."""
+    parts = ["[tool.tsfix]\n", settings.strip() + "\n" if settings.strip() else ""]
+    for key, table in (examples or {}).items():
+        parts.append(f'\n[tool.tsfix.examples."{key}"]\n')
+        for name, value in table.items():
+            parts.append(f"{name} = {toml_value(value)}\n")
+    if extra:
+        parts.append("\n" + extra.strip() + "\n")
+    return "".join(parts)
+
+
+TWO_CONFIGS = {"init": [{"use_act": True}, {"use_act": False}], "inputs": ["randn(2, 4)"]}
+
+
+class Project:
+    """A throw-away project folder (also the working directory of the test)."""
+
+    def __init__(self, root: Path) -> None:
+        self.root = root
+
+    def write(self, relative: str, content: str | bytes) -> Path:
+        path = self.root / relative
+        path.parent.mkdir(parents=True, exist_ok=True)
+        if isinstance(content, bytes):
+            path.write_bytes(content)
+        else:
+            path.write_bytes(content.encode("utf-8"))
+        return path
+
+    def pyproject(self, examples: Mapping[str, Mapping[str, Any]] | None = None,
+                  settings: str = "", extra: str = "") -> Path:
+        return self.write("pyproject.toml", pyproject_text(examples, settings, extra))
+
+    def bytes(self, relative: str) -> bytes:
+        return (self.root / relative).read_bytes()
+
+    def snapshot(self) -> dict[str, tuple[bytes, int, int]]:
+        """Every file under the project: contents, mtime (ns) and mode."""
+        found = {}
+        for path in sorted(self.root.rglob("*")):
+            if path.is_file() and "__pycache__" not in path.parts:
+                info = path.stat()
+                found[path.relative_to(self.root).as_posix()] = (
+                    path.read_bytes(), info.st_mtime_ns, info.st_mode)
+        return found
+
+    def cli(self, *args: str) -> Result:
+        return CliRunner().invoke(cli_main, list(args), catch_exceptions=True)
+
+    def run(self, *paths: str, **options: Any) -> RunResult:
+        return run([Path(p) for p in paths or (".",)], Options(**options))
+
+
+@pytest.fixture
+def project(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Project:
+    root = tmp_path / "proj"
+    root.mkdir()
+    # A .git marker bounds find_pyproject's upward search to this folder.
+    (root / ".git").mkdir()
+    monkeypatch.chdir(root)
+    return Project(root)
+
+
+def no_traceback(result: Result) -> None:
+    """The command ended by its own exit, printing no Python traceback."""
+    assert result.exception is None or isinstance(result.exception, SystemExit), (
+        f"unexpected exception: {result.exception!r}\n{result.output}")
+    assert "Traceback" not in result.output
+
+
+def file_record(report: Mapping[str, Any], path: str) -> dict[str, Any]:
+    matches = [f for f in report["files"] if f["path"] == path]
+    assert len(matches) == 1, f"expected one record for {path}: {report['files']}"
+    return matches[0]
+
+
+def by_display(result: RunResult) -> dict[str, Any]:
+    return {f.display: f for f in result.files}
+

@@ -1,0 +1,482 @@
+"""`tsfix apply` / `tsfix rules` end to end: modes, exit codes, report, bad input."""
+
+from __future__ import annotations
+
+import difflib
+import json
+import subprocess
+import sys
+import textwrap
+
+import pytest
+from conftest import (
+    CLEAN_SOURCE,
+    TWO_CONFIGS,
+    Project,
+    file_record,
+    model_source,
+    no_traceback,
+)
+from tsfix.codemods.registry import ALL_RULES
+
+MODEL = model_source()
+ORIGINAL_TEST_LINE = "        if self.use_act:\n"
+BROKEN = "import torch.nn as nn\nx = 1 +* 2\n\n\nclass B(nn.Module):\n    pass\n"  # line 2
+
+
+def lifted(text: str) -> bool:
+    """lift-branch rewrote the generated Net: forward() takes use_act and tests the local."""
+    return ("use_act: Optional[bool] = None" in text and ORIGINAL_TEST_LINE not in text
+            and "from typing import Optional" in text)
+
+
+def class_span(text: str, class_name: str) -> tuple[int, int]:
+    """1-based first and last line of a top-level class in ``text``."""
+    lines = text.splitlines()
+    start = next(i for i, line in enumerate(lines) if line.startswith(f"class {class_name}("))
+    end = start
+    for i in range(start + 1, len(lines)):
+        if lines[i] and not lines[i][0].isspace():
+            break
+        if lines[i].strip():
+            end = i
+    return start + 1, end + 1
+
+
+# ---- tsfix rules -------------------------------------------------------------------------------
+
+def test_rules_lists_lift_branch_with_summary(project: Project) -> None:
+    result = project.cli("rules")
+    no_traceback(result)
+    assert result.exit_code == 0
+    lines = result.stdout.splitlines()
+    line = next(line for line in lines if line.split()[0] == "lift-branch")
+    assert line.split(None, 1)[1] == ALL_RULES["lift-branch"].summary
+    assert len(lines) == len(ALL_RULES)
+
+
+def test_rules_via_module_entry_point() -> None:
+    probe = subprocess.run([sys.executable, "-m", "tsfix.cli.main", "rules"],
+                           capture_output=True, text=True, cwd="/", timeout=120)
+    assert probe.returncode == 0, probe.stderr
+    assert probe.stdout.startswith("lift-branch ")
+
+
+# ---- --dry-run / --diff ------------------------------------------------------------------------
+
+@pytest.mark.parametrize("flag", ["--dry-run", "--diff"])
+def test_dry_run_prints_diff_and_writes_nothing(project: Project, flag: str) -> None:
+    project.pyproject()
+    project.write("model.py", MODEL)
+    before = project.snapshot()
+
+    result = project.cli("apply", flag, ".")
+
+    no_traceback(result)
+    assert result.exit_code == 1, result.output
+    assert project.snapshot() == before  # bytes, mtime and mode; no stray temp files
+    assert "would rewrite model.py" in result.stderr
+
+    # The diff on stdout is exactly what a real run then writes.
+    written = project.cli("apply", ".")
+    assert written.exit_code == 0, written.output
+    after = project.bytes("model.py").decode()
+    assert lifted(after)
+    expected = "".join(difflib.unified_diff(MODEL.splitlines(keepends=True),
+                                            after.splitlines(keepends=True),
+                                            fromfile="a/model.py", tofile="b/model.py"))
+    assert result.stdout == expected
+
+
+@pytest.mark.parametrize("flag", ["--dry-run", "--diff"])
+def test_dry_run_on_clean_tree_exits_zero(project: Project, flag: str) -> None:
+    project.pyproject()
+    project.write("plain.py", CLEAN_SOURCE)
+    before = project.snapshot()
+    result = project.cli("apply", flag, ".")
+    no_traceback(result)
+    assert result.exit_code == 0, result.output
+    assert result.stdout == ""
+    assert project.snapshot() == before
+
+
+# ---- --check -----------------------------------------------------------------------------------
+
+def test_check_pending_exits_one_without_diff(project: Project) -> None:
+    project.pyproject()
+    project.write("model.py", MODEL)
+    project.write("plain.py", CLEAN_SOURCE)
+    before = project.snapshot()
+    result = project.cli("apply", "--check", ".")
+    no_traceback(result)
+    assert result.exit_code == 1, result.output
+    assert result.stdout == ""
+    assert "@@" not in result.output
+    assert "would rewrite model.py" in result.stderr
+    assert "plain.py" not in result.stderr
+    assert project.snapshot() == before
+
+
+def test_check_clean_exits_zero(project: Project) -> None:
+    project.pyproject()
+    project.write("plain.py", CLEAN_SOURCE)
+    before = project.snapshot()
+    result = project.cli("apply", "--check", ".")
+    no_traceback(result)
+    assert result.exit_code == 0, result.output
+    assert result.stdout == ""
+    assert project.snapshot() == before
+
+
+# ---- plain apply -------------------------------------------------------------------------------
+
+def test_apply_writes_and_is_idempotent(project: Project) -> None:
+    project.pyproject()
+    project.write("model.py", MODEL)
+    project.write("plain.py", CLEAN_SOURCE)
+
+    first = project.cli("apply", ".")
+    no_traceback(first)
+    assert first.exit_code == 0, first.output
+    assert first.stdout == ""
+    assert "rewrote model.py" in first.stderr
+    text = project.bytes("model.py").decode()
+    assert lifted(text)
+    compile(text, "model.py", "exec")
+    assert project.bytes("plain.py") == CLEAN_SOURCE.encode()
+
+    after_first = project.snapshot()
+    second = project.cli("apply", ".")
+    no_traceback(second)
+    assert second.exit_code == 0, second.output
+    assert "rewrote" not in second.stderr
+    assert project.snapshot() == after_first
+
+    check = project.cli("apply", "--check", ".")
+    assert check.exit_code == 0, check.output
+
+
+def test_quiet_prints_only_errors(project: Project) -> None:
+    project.pyproject()
+    project.write("model.py", MODEL)
+    project.write("broken.py", BROKEN)
+    result = project.cli("apply", "-q", ".")
+    no_traceback(result)
+    assert result.exit_code == 3
+    assert lifted(project.bytes("model.py").decode())
+    assert result.stderr.strip().splitlines() == [
+        line for line in result.stderr.strip().splitlines() if line.startswith("error: ")]
+    assert "broken.py" in result.stderr
+
+
+def test_verbose_explains_rewrites_and_skips(project: Project) -> None:
+    project.pyproject()
+    # self.training is never lifted; -v says why.
+    source = model_source(forward_lines=["if self.training:", "    x = x * 1.0"])
+    project.write("model.py", source)
+    result = project.cli("apply", "-v", "--no-verify", ".")
+    no_traceback(result)
+    assert result.exit_code == 0, result.output
+    assert "lifted self.use_act" in result.stderr
+    assert "self.training" in result.stderr and "skipped" in result.stderr
+
+
+# ---- --report ----------------------------------------------------------------------------------
+
+def test_report_json_records_files_classes_and_counts(project: Project) -> None:
+    project.pyproject()
+    two_classes = model_source("First") + "\n\n" + model_source("Second", "use_norm").split(
+        "\n\n\n", 1)[1]
+    project.write("a.py", MODEL)
+    project.write("b.py", two_classes)
+    project.write("plain.py", CLEAN_SOURCE)
+    project.write("broken.py", BROKEN)
+
+    result = project.cli("apply", "--no-verify", "--report", "report.json", ".")
+    no_traceback(result)
+    report = json.loads(project.bytes("report.json"))
+
+    assert result.exit_code == 3  # broken.py failed
+    assert report["exit_code"] == result.exit_code
+    assert report["mode"] == "write" and report["verify"] is False
+    assert report["rules"] == ["lift-branch"]
+    assert sorted(f["path"] for f in report["files"]) == ["a.py", "b.py", "broken.py",
+                                                          "plain.py"]
+
+    a = file_record(report, "a.py")
+    assert a["status"] == "changed" and a["written"] is True and a["error"] is None
+    [net] = a["classes"]
+    assert net["rule"] == "lift-branch"
+    assert net["class_name"] == "Net"
+    assert tuple(net["lines"]) == class_span(MODEL, "Net")
+    assert net["verdict"] == "unverified"
+    assert "--no-verify" in net["reason"]
+    assert net["lifted"] == {"use_act": "use_act"}
+
+    b = file_record(report, "b.py")
+    assert [c["class_name"] for c in b["classes"]] == ["First", "Second"]
+    for c in b["classes"]:
+        assert tuple(c["lines"]) == class_span(two_classes, c["class_name"])
+        assert {"rule", "verdict", "reason", "summary"} <= set(c)
+
+    broken = file_record(report, "broken.py")
+    assert broken["status"] == "failed" and broken["written"] is False
+    assert broken["error"].startswith("broken.py:") and "cannot parse" in broken["error"]
+    assert broken["classes"] == []
+
+    plain = file_record(report, "plain.py")
+    assert plain["status"] == "unchanged" and plain["classes"] == []
+
+    assert report["summary"] == {"files": 4, "changed": 2, "unchanged": 1, "failed": 1,
+                                 "classes": 3, "verified": 0, "rejected": 0,
+                                 "unverified": 3}
+
+
+# ---- --no-verify never imports torch -----------------------------------------------------------
+
+NO_TORCH_PROBE = textwrap.dedent("""\
+    import json, sys
+    from pathlib import Path
+    from tsfix.codemods.engine import Options, run
+    from tsfix.cli.main import main
+
+    result = run([Path("model.py")], Options(verify=False, mode="check"))
+    try:
+        main(["apply", "--no-verify", "model.py"], standalone_mode=False)
+        code = 0
+    except SystemExit as exc:
+        code = exc.code
+    print(json.dumps({
+        "torch": sorted(m for m in sys.modules if m == "torch" or m.startswith("torch.")),
+        "classes": [[c.verdict, c.reason] for c in result.classes()],
+        "exit": code,
+    }))
+""")
+
+
+def test_no_verify_never_imports_torch(project: Project) -> None:
+    project.pyproject({"model.py:Net": TWO_CONFIGS})
+    project.write("model.py", MODEL)
+    probe = subprocess.run([sys.executable, "-c", NO_TORCH_PROBE], capture_output=True,
+                           text=True, cwd=project.root, timeout=120)
+    assert probe.returncode == 0, probe.stderr
+    found = json.loads(probe.stdout.strip().splitlines()[-1])
+    assert found["torch"] == []
+    [[verdict, reason]] = found["classes"]
+    assert verdict == "unverified"
+    assert "--no-verify" in reason
+    assert found["exit"] == 0
+    assert lifted(project.bytes("model.py").decode())
+
+
+# ---- bad input ---------------------------------------------------------------------------------
+
+BAD_FILES = {
+    "syntax-error-on-last-line": (
+        b"import torch.nn as nn\n\n\nclass Bad(nn.Module):\n    def forward(self, x):\n"
+        b"        return x +* 2\n", 6, "cannot parse"),
+    # The usual case: more code follows the error. The message must still name line 6.
+    "syntax-error-mid-file": (
+        b"import torch.nn as nn\n\n\nclass Bad(nn.Module):\n    def forward(self, x):\n"
+        b"        return x +* 2\n\n\nclass After(nn.Module):\n    pass\n", 6, "cannot parse"),
+    "latin-1-without-cookie": (
+        b"import torch.nn as nn\n\n\nclass Bad(nn.Module):\n    # caf\xe9 au lait\n"
+        b"    pass\n", 5, "utf-8"),
+    "latin-1-on-line-1": (
+        b"# caf\xe9\nimport torch.nn as nn\n\n\nclass Bad(nn.Module):\n    pass\n", 1, ""),
+}
+
+
+@pytest.mark.parametrize("case", list(BAD_FILES))
+def test_bad_file_is_reported_and_others_still_rewritten(project: Project, case: str) -> None:
+    content, line, wording = BAD_FILES[case]
+    project.pyproject()
+    project.write("bad.py", content)
+    project.write("good.py", MODEL)
+    project.write("zzz.py", MODEL)  # after bad.py in discovery order
+
+    result = project.cli("apply", "--report", "report.json", ".")
+
+    no_traceback(result)
+    assert result.exit_code == 3, result.output
+    errors = [e for e in result.stderr.splitlines() if e.startswith("error: ")]
+    assert len(errors) == 1, result.stderr
+    assert errors[0].startswith(f"error: bad.py:{line}:"), errors
+    assert wording.lower() in errors[0].lower()
+    assert project.bytes("bad.py") == content
+    assert lifted(project.bytes("good.py").decode())
+    assert lifted(project.bytes("zzz.py").decode())
+    report = json.loads(project.bytes("report.json"))
+    assert file_record(report, "bad.py")["status"] == "failed"
+    assert file_record(report, "zzz.py")["status"] == "changed"
+
+
+def test_unknown_rule_is_usage_error(project: Project) -> None:
+    project.pyproject()
+    project.write("model.py", MODEL)
+    result = project.cli("apply", "--rule", "lift-brunch", ".")
+    no_traceback(result)
+    assert result.exit_code == 2
+    assert "lift-brunch" in result.stderr
+    for known in ALL_RULES:
+        assert known in result.stderr
+    assert project.bytes("model.py") == MODEL.encode()
+
+
+def test_comma_separated_rules_accepted(project: Project) -> None:
+    project.pyproject()
+    project.write("model.py", MODEL)
+    result = project.cli("apply", "--no-verify", "--rule", "lift-branch,all", ".")
+    no_traceback(result)
+    assert result.exit_code == 0, result.output
+    assert lifted(project.bytes("model.py").decode())
+
+
+def test_bad_example_spec_fails_only_that_file(project: Project) -> None:
+    project.pyproject({"bad.py:Net": {"inputs": ["randm(1, 3)"]}})
+    project.write("bad.py", MODEL)
+    project.write("good.py", MODEL)  # no examples: written, unverified, no worker started
+
+    result = project.cli("apply", "--report", "report.json", ".")
+
+    no_traceback(result)
+    assert result.exit_code == 3, result.output
+    [error] = [e for e in result.stderr.splitlines() if e.startswith("error: ")]
+    assert 'tool.tsfix.examples."bad.py:Net"' in error
+    assert "pyproject.toml" in error
+    assert "randm" in error
+    assert project.bytes("bad.py") == MODEL.encode()
+    assert lifted(project.bytes("good.py").decode())
+    report = json.loads(project.bytes("report.json"))
+    bad = file_record(report, "bad.py")
+    assert bad["status"] == "failed" and bad["written"] is False
+    good = file_record(report, "good.py")
+    assert good["written"] is True
+    assert "no example inputs" in good["classes"][0]["reason"]
+
+
+def test_unknown_tsfix_key_is_usage_error(project: Project) -> None:
+    project.pyproject(settings='rulez = ["lift-branch"]')
+    project.write("model.py", MODEL)
+    result = project.cli("apply", ".")
+    no_traceback(result)
+    assert result.exit_code == 2
+    assert "rulez" in result.stderr
+    assert "pyproject.toml" in result.stderr
+    assert project.bytes("model.py") == MODEL.encode()
+
+
+def test_invalid_toml_is_usage_error(project: Project) -> None:
+    project.write("pyproject.toml", "[tool.tsfix\n")
+    project.write("model.py", MODEL)
+    result = project.cli("apply", ".")
+    no_traceback(result)
+    assert result.exit_code == 2
+    assert "pyproject.toml" in result.stderr and "TOML" in result.stderr
+    assert project.bytes("model.py") == MODEL.encode()
+
+
+def test_config_option_reads_given_file(project: Project) -> None:
+    project.pyproject()  # the nearest one is fine ...
+    project.write("conf/other.toml", '[tool.tsfix]\nrules = ["no-such-rule"]\n')
+    project.write("model.py", MODEL)
+    result = project.cli("apply", "--config", "conf/other.toml", ".")
+    no_traceback(result)
+    assert result.exit_code == 2  # ... but --config wins
+    assert "no-such-rule" in result.stderr
+
+
+@pytest.mark.slow
+def test_constructor_raising_is_unverified_with_reason(project: Project) -> None:
+    source = model_source(init_lines=['raise RuntimeError("constructor exploded")'])
+    project.pyproject({"model.py:Net": TWO_CONFIGS})
+    project.write("model.py", source)
+    result = project.cli("apply", "--report", "report.json", ".")
+    no_traceback(result)
+    [c] = file_record(json.loads(project.bytes("report.json")), "model.py")["classes"]
+    assert c["verdict"] == "unverified"
+    assert "constructor" in c["reason"] and "constructor exploded" in c["reason"]
+    assert "unverified" in result.stderr and "constructor exploded" in result.stderr
+    assert result.exit_code == 0  # unverified rewrites are written unless --require-verified
+    assert lifted(project.bytes("model.py").decode())
+
+
+# ---- --require-verified ------------------------------------------------------------------------
+
+@pytest.mark.parametrize("how", ["flag", "config"])
+def test_require_verified_holds_back_unverified(project: Project, how: str) -> None:
+    project.pyproject(settings="require-verified = true" if how == "config" else "")
+    project.write("model.py", MODEL)
+    args = ["apply", "--report", "report.json", "."]
+    if how == "flag":
+        args.insert(1, "--require-verified")
+    result = project.cli(*args)
+    no_traceback(result)
+    assert result.exit_code == 3, result.output
+    assert project.bytes("model.py") == MODEL.encode()
+    record = file_record(json.loads(project.bytes("report.json")), "model.py")
+    assert record["written"] is False
+    [c] = record["classes"]
+    assert c["verdict"] == "rejected"
+    assert c["written"] is False
+    assert "require-verified" in c["reason"] and "no example inputs" in c["reason"]
+
+
+# ---- rejected by validation --------------------------------------------------------------------
+
+# ``scale`` has no default or annotation, so lift-branch can only guess Optional[bool] from the
+# bare test; ``x * scale`` then fails to script and validation must reject the rewrite.
+SCALED = textwrap.dedent("""\
+    class Scaled(nn.Module):
+        def __init__(self, scale):
+            super().__init__()
+            self.scale = scale
+
+        def forward(self, x):
+            if self.scale:
+                x = x * self.scale
+            return x
+""")
+
+
+@pytest.mark.slow
+def test_rejected_rewrite_is_not_written_exit_three(project: Project) -> None:
+    header = "import torch\nimport torch.nn as nn\n\n\n"
+    only_rejected = header + SCALED
+    mixed = model_source("Good") + "\n\n" + SCALED
+    scaled_examples = {"init": [{"scale": 2}, {"scale": 0}], "inputs": ["randn(2, 4)"]}
+    project.pyproject({
+        "only.py:Scaled": scaled_examples,
+        "mixed.py:Scaled": scaled_examples,
+        "mixed.py:Good": {"init": [{"use_act": True}, {"use_act": False}],
+                          "inputs": ["randn(2, 4)"]},
+    })
+    project.write("only.py", only_rejected)
+    project.write("mixed.py", mixed)
+
+    result = project.cli("apply", "--report", "report.json", ".")
+
+    no_traceback(result)
+    assert result.exit_code == 3, result.output
+    assert project.bytes("only.py") == only_rejected.encode()
+    report = json.loads(project.bytes("report.json"))
+
+    only = file_record(report, "only.py")
+    assert only["status"] == "rejected" and only["written"] is False
+    [c] = only["classes"]
+    assert c["verdict"] == "rejected" and c["written"] is False
+    assert "re-script" in c["reason"]
+
+    record = file_record(report, "mixed.py")
+    assert record["status"] == "changed" and record["written"] is True
+    verdicts = {c["class_name"]: c for c in record["classes"]}
+    assert verdicts["Good"]["verdict"] == "verified"
+    assert verdicts["Scaled"]["verdict"] == "rejected"
+    assert "re-script" in verdicts["Scaled"]["reason"]
+
+    text = project.bytes("mixed.py").decode()
+    compile(text, "mixed.py", "exec")
+    assert "use_act: Optional[bool] = None" in text  # Good was rewritten ...
+    assert text.endswith(SCALED)                      # ... Scaled left exactly as it was
+    assert report["summary"]["rejected"] == 2 and report["summary"]["verified"] == 1
+    assert "rejected" in result.stderr and "re-script" in result.stderr

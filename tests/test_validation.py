@@ -1,0 +1,205 @@
+"""Validation in worker processes: verdicts for good, crashing, hanging and odd models.
+
+Every test here starts real validation workers (each imports torch), hence ``slow``.
+"""
+
+from __future__ import annotations
+
+import textwrap
+import time
+
+import pytest
+from conftest import TWO_CONFIGS, Project, by_display, model_source
+
+pytestmark = pytest.mark.slow
+
+WORKER_HEADER = ["import os", "import time", "", "CALLS = [0]", ""]
+
+
+def verdict_of(result, display: str, class_name: str = "Net"):
+    [c] = [c for c in by_display(result)[display].classes if c.class_name == class_name]
+    return c
+
+
+def lifted_on_disk(project: Project, relative: str) -> bool:
+    text = project.bytes(relative).decode()
+    return "use_act: Optional[bool] = None" in text and "if self.use_act:" not in text
+
+
+def test_simple_model_with_two_configurations_is_verified(project: Project) -> None:
+    project.pyproject({"model.py:Net": TWO_CONFIGS,
+                       "chatty.py:Net": TWO_CONFIGS})
+    project.write("model.py", model_source(init_lines=["self.fc = nn.Linear(4, 4)"],
+                                           forward_lines=["x = self.fc(x)"]))
+    # User code printing to stdout must not disturb the worker's result channel.
+    project.write("chatty.py", model_source(forward_lines=['print("hello from forward")',
+                                                           'print("{\\"id\\": 99}")']))
+
+    result = project.run()
+
+    for name in ("model.py", "chatty.py"):
+        c = verdict_of(result, name)
+        assert c.verdict == "verified", (name, c.reason)
+        assert "2 configuration(s)" in c.reason
+        assert "served 2 of 2" in c.reason
+        assert lifted_on_disk(project, name)
+    assert result.exit_code == 0
+
+
+def test_worker_crash_is_unverified_and_run_goes_on(project: Project) -> None:
+    project.pyproject({f"{n}.py:Net": TWO_CONFIGS for n in ("a_good", "b_crash", "c_good")})
+    project.write("a_good.py", model_source(header=WORKER_HEADER))
+    project.write("b_crash.py", model_source(header=WORKER_HEADER,
+                                             forward_lines=["os._exit(1)"]))
+    project.write("c_good.py", model_source(header=WORKER_HEADER))
+
+    # One worker: the crash must cost only b_crash.py, a replacement worker takes c_good.py.
+    result = project.run(jobs=1)
+
+    crashed = verdict_of(result, "b_crash.py")
+    assert crashed.verdict == "unverified"
+    assert "worker died" in crashed.reason and "exit code 1" in crashed.reason
+    for name in ("a_good.py", "c_good.py"):
+        c = verdict_of(result, name)
+        assert c.verdict == "verified", (name, c.reason)
+        assert lifted_on_disk(project, name)
+
+
+def test_hang_times_out_as_unverified_and_run_goes_on(project: Project) -> None:
+    project.pyproject({f"{n}.py:Net": TWO_CONFIGS for n in ("a_good", "b_hang", "c_good")})
+    project.write("a_good.py", model_source(header=WORKER_HEADER))
+    project.write("b_hang.py", model_source(header=WORKER_HEADER,
+                                            forward_lines=["time.sleep(600)"]))
+    project.write("c_good.py", model_source(header=WORKER_HEADER))
+
+    started = time.monotonic()
+    result = project.run(jobs=1, timeout=5)
+    elapsed = time.monotonic() - started
+
+    hung = verdict_of(result, "b_hang.py")
+    assert hung.verdict == "unverified"
+    assert "timed out" in hung.reason and "5s" in hung.reason
+    for name in ("a_good.py", "c_good.py"):
+        c = verdict_of(result, name)
+        assert c.verdict == "verified", (name, c.reason)
+    assert elapsed < 60  # the hung worker was killed, not waited for
+
+
+def test_timeout_does_not_count_worker_startup(project: Project) -> None:
+    # --timeout is "seconds allowed for validating one file". Validating this model takes
+    # milliseconds; importing torch in a fresh worker must not eat the file's budget.
+    project.pyproject({"model.py:Net": TWO_CONFIGS})
+    project.write("model.py", model_source())
+    result = project.run(timeout=1)
+    c = verdict_of(result, "model.py")
+    assert c.verdict == "verified", c.reason
+
+
+def test_nondeterministic_model_is_unverified(project: Project) -> None:
+    project.pyproject({"model.py:Net": TWO_CONFIGS})
+    # Output depends on how often forward ran: seeding cannot make two calls agree.
+    project.write("model.py", model_source(header=WORKER_HEADER, forward_lines=[
+        "CALLS[0] += 1", "x = x + CALLS[0]"]))
+    result = project.run()
+    c = verdict_of(result, "model.py")
+    assert c.verdict == "unverified"
+    assert "nondeterministic" in c.reason
+
+
+FACTORY_MODEL = textwrap.dedent("""\
+    import torch
+    import torch.nn as nn
+
+
+    class Settings:
+        def __init__(self, gain: float) -> None:
+            self.gain = gain
+
+
+    class Net(nn.Module):
+        def __init__(self, settings, use_gain=True):
+            super().__init__()
+            self.gain = settings.gain
+            self.use_gain = use_gain
+
+        def forward(self, x, bias):
+            if self.use_gain:
+                x = x * 3.0
+            return x + bias
+""")
+
+FACTORY_EXAMPLES = textwrap.dedent("""\
+    import torch
+
+    from factory_model import Settings
+
+
+    def examples():
+        x = torch.linspace(-1.0, 1.0, 6).reshape(2, 3)
+        bias = torch.ones(3)
+        return [({"settings": Settings(2.0), "use_gain": True}, (x,), {"bias": bias}),
+                ({"settings": Settings(2.0), "use_gain": False}, (x,), {"bias": bias})]
+
+
+    def broken():
+        raise ValueError("factory blew up")
+""")
+
+
+def test_example_factory(project: Project) -> None:
+    project.pyproject({"factory_model.py:Net": {"factory": "factory_examples:examples"},
+                       "other_model.py:Net": {"factory": "factory_examples:broken"}})
+    project.write("factory_model.py", FACTORY_MODEL)
+    project.write("other_model.py", FACTORY_MODEL)
+    project.write("factory_examples.py", FACTORY_EXAMPLES)
+
+    result = project.run("factory_model.py", "other_model.py")
+
+    good = verdict_of(result, "factory_model.py")
+    assert good.verdict == "verified", good.reason
+    assert "2 configuration(s)" in good.reason
+    assert "use_gain: Optional[bool] = None" in project.bytes("factory_model.py").decode()
+
+    failed = verdict_of(result, "other_model.py")
+    assert failed.verdict == "unverified"
+    assert "factory_examples:broken" in failed.reason and "factory blew up" in failed.reason
+
+
+def test_package_relative_imports(project: Project) -> None:
+    project.pyproject({"pkg/model.py:Net": {"init": [{"use_double": True},
+                                                     {"use_double": False}],
+                                            "inputs": ["randn(2, 4)"]}})
+    project.write("pkg/__init__.py", "")
+    project.write("pkg/layers.py", textwrap.dedent("""\
+        import torch.nn as nn
+
+
+        class Doubler(nn.Module):
+            def forward(self, x):
+                return x * 2
+    """))
+    project.write("pkg/model.py", textwrap.dedent("""\
+        import torch.nn as nn
+
+        from .layers import Doubler
+
+
+        class Net(nn.Module):
+            def __init__(self, use_double=True):
+                super().__init__()
+                self.use_double = use_double
+                self.doubler = Doubler()
+
+            def forward(self, x):
+                if self.use_double:
+                    x = self.doubler(x)
+                return x
+    """))
+
+    result = project.run()
+
+    c = verdict_of(result, "pkg/model.py")
+    assert c.verdict == "verified", c.reason
+    text = project.bytes("pkg/model.py").decode()
+    assert "use_double: Optional[bool] = None" in text
+    assert "from .layers import Doubler" in text
