@@ -9,6 +9,7 @@ baseline and tsfix run on the same texts in the same process, best of three roun
 
 from __future__ import annotations
 
+import contextlib
 import sys
 import time
 from pathlib import Path
@@ -47,21 +48,18 @@ def main(folders: list[Path]) -> None:
         texts = corpus(folder)
         if not texts:
             continue
-        baseline = best_of(3, lambda: [cst.parse_module(t).code for t in texts])
-        changed = 0
+        baseline = best_of(3, lambda texts=texts: [cst.parse_module(t).code for t in texts])
+        changed = [0]
 
-        def tsfix() -> None:
-            nonlocal changed
-            changed = 0
+        def tsfix(texts: list[str] = texts, changed: list[int] = changed) -> None:
+            changed[0] = 0
             for text in texts:
-                try:
-                    changed += rewrite_source(text, "bench.py", rules).changed
-                except RewriteError:
-                    pass
+                with contextlib.suppress(RewriteError):   # unparsable files count as work done
+                    changed[0] += rewrite_source(text, "bench.py", rules).changed
 
         ours = best_of(3, tsfix)
         print(f"{str(folder)[-40:]:<40} {len(texts):>6} {baseline:>9.2f} {ours:>9.2f} "
-              f"{ours / baseline:>6.2f} {changed:>8}")
+              f"{ours / baseline:>6.2f} {changed[0]:>8}")
 
 
 if __name__ == "__main__":

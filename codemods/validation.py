@@ -67,24 +67,25 @@ class _Worker:
         assert self.process.stdin is not None
         if not self.ready:
             # Importing torch is not the model's time: the job's clock starts after it.
-            try:
-                line = self.lines.get(timeout=STARTUP_TIMEOUT)
-            except queue.Empty:
-                self.stop()
-                return f"the validation worker did not start within {STARTUP_TIMEOUT:g}s"
-            if line is None:
-                return self._death()
+            started = self._next_line(STARTUP_TIMEOUT, "the validation worker did not start "
+                                      f"within {STARTUP_TIMEOUT:g}s")
+            if not isinstance(started, dict):
+                return started
             self.ready = True
         try:
             self.process.stdin.write(job.to_json() + "\n")
             self.process.stdin.flush()
         except OSError:
             return self._death()
+        return self._next_line(timeout, f"validation timed out after {timeout:g}s "
+                                        "(a hang in the model?)")
+
+    def _next_line(self, timeout: float, on_timeout: str) -> dict[str, Any] | str:
         try:
             line = self.lines.get(timeout=timeout)
         except queue.Empty:
             self.stop()
-            return f"validation timed out after {timeout:g}s (a hang in the model?)"
+            return on_timeout
         if line is None:
             return self._death()
         result: dict[str, Any] = json.loads(line)
