@@ -70,7 +70,7 @@ def short_error(exc: BaseException, rename: dict[str, str] | None = None) -> str
     for temp, real in (rename or {}).items():
         text = text.replace(temp, real)
     lines = [line.strip() for line in text.splitlines() if line.strip() and line.strip() != ":"]
-    first = lines[0] if lines else ""
+    first = lines[0].rstrip(":").rstrip() if lines else ""
     message = f"{type(exc).__name__}: {first}" if first else type(exc).__name__
     location = re.search(r'File "([^"]+)", line (\d+)', text)
     if location and "line" not in first:
