@@ -2,10 +2,16 @@
 
 from __future__ import annotations
 
+from tsfix.codemods.annotate import Annotate
 from tsfix.codemods.lift_branch import LiftBranch
+from tsfix.codemods.modulelist_iter import ModuleListIter
 from tsfix.codemods.rule import Rule
 
-ALL_RULES: dict[str, type[Rule]] = {rule.name: rule for rule in (LiftBranch,)}
+# modulelist-iter first: it restructures loops, which the others then read as written.
+# annotate last: it types what is still untyped, including signatures lift-branch extended.
+ALL_RULES: dict[str, type[Rule]] = {
+    rule.name: rule for rule in (ModuleListIter, LiftBranch, Annotate)
+}
 
 
 class UnknownRuleError(ValueError):

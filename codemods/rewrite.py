@@ -15,7 +15,7 @@ from dataclasses import dataclass, field
 import black
 import libcst as cst
 from libcst.codemod import CodemodContext
-from tsfix.codemods.rule import ClassChange, Rule, Skip
+from tsfix.codemods.rule import ClassChange, Observations, Rule, Skip
 
 
 class RewriteError(Exception):
@@ -47,14 +47,17 @@ def parse(text: str, path: str) -> cst.Module:
 
 
 def rewrite_source(text: str, path: str, rules: Sequence[type[Rule]], *, line_length: int = 88,
-                   skip_classes: Mapping[str, frozenset[str]] | None = None) -> Rewrite:
+                   skip_classes: Mapping[str, frozenset[str]] | None = None,
+                   unsafe_fixes: bool = False, observed: Observations | None = None) -> Rewrite:
     """Run ``rules`` over ``text``. ``skip_classes`` maps a rule name to classes it must leave
-    alone (their earlier rewrite was rejected by validation)."""
+    alone (their earlier rewrite was rejected by validation); ``observed`` holds the argument
+    types seen in the eager example runs of the original file."""
     module = first = parse(text, path)
     result = Rewrite(text)
     for rule_class in rules:
         rule = rule_class(CodemodContext(filename=path),
-                          (skip_classes or {}).get(rule_class.name, frozenset()))
+                          (skip_classes or {}).get(rule_class.name, frozenset()),
+                          unsafe_fixes=unsafe_fixes, observed=observed)
         rule.source_text = text if module is first else None
         module = rule.transform_module(module)
         result.changes.extend(rule.changes)

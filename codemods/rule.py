@@ -15,12 +15,18 @@ from __future__ import annotations
 import ast
 from collections.abc import Collection, Mapping, Sequence
 from dataclasses import dataclass, field
-from typing import ClassVar
+from typing import ClassVar, TypeAlias
 
 import libcst as cst
 from libcst.codemod import Codemod, CodemodContext, SkipFile
 from libcst.metadata import CodeRange, MetadataWrapper, PositionProvider
 from tsfix.codemods.imports import add_typing_names
+
+
+# Types seen in the eager example runs: class -> method -> parameter (or "return") -> a
+# TorchScript type string ("int", "Optional[float]", "List[int]", "Tuple[int, int]", "Tensor").
+# Only parameters whose observed values agree on one type are present.
+Observations: TypeAlias = Mapping[str, Mapping[str, Mapping[str, str]]]
 
 
 @dataclass(frozen=True)
@@ -42,6 +48,8 @@ class ClassChange:
     # forward() parameter -> plain attribute it defaults to. Validation calls one scripted
     # artifact with every configuration's attribute values through these parameters.
     lifted: dict[str, str] = field(default_factory=dict)
+    # What a reviewer must know beyond the summary: unsafe fixes applied, eager-mode caveats.
+    notes: list[str] = field(default_factory=list)
 
 
 @dataclass
@@ -66,10 +74,14 @@ class Rule(Codemod):
     VALID: ClassVar[Sequence[str]] = ()
     INVALID: ClassVar[Sequence[Example]] = ()
 
-    def __init__(self, context: CodemodContext, skip_classes: Collection[str] = ()) -> None:
+    def __init__(self, context: CodemodContext, skip_classes: Collection[str] = (), *,
+                 unsafe_fixes: bool = False, observed: Observations | None = None) -> None:
         super().__init__(context)
         # Classes whose rewrite validation rejected: the engine re-runs the rule without them.
         self.skip_classes = frozenset(skip_classes)
+        # Fixes that change what callers may pass are applied only when the user asks.
+        self.unsafe_fixes = unsafe_fixes
+        self.observed: Observations = observed or {}
         self.changes: list[ClassChange] = []
         self.skips: list[Skip] = []
         self.typing_names: set[str] = set()
