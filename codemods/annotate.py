@@ -11,3 +11,4 @@ from tsfix.codemods.rule import Rule
 class Annotate(Rule):
     name = "annotate"
     summary = "Annotate parameters, empty containers, returns and attributes TorchScript cannot type"
+    needs_observations = True

@@ -73,6 +73,9 @@ class Rule(Codemod):
     summary: ClassVar[str]
     VALID: ClassVar[Sequence[str]] = ()
     INVALID: ClassVar[Sequence[Example]] = ()
+    # True: the engine records argument types in eager example runs of the original file
+    # before rewriting it, and passes them as ``observed``.
+    needs_observations: ClassVar[bool] = False
 
     def __init__(self, context: CodemodContext, skip_classes: Collection[str] = (), *,
                  unsafe_fixes: bool = False, observed: Observations | None = None) -> None:
