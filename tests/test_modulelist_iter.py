@@ -1,0 +1,720 @@
+"""modulelist-iter: each loop shape it rewrites, each it refuses (with the reason), the names it
+picks, and the fixture pairs (without and with validation)."""
+
+from __future__ import annotations
+
+import importlib.util
+import json
+import shutil
+import subprocess
+import sys
+import textwrap
+import types
+from pathlib import Path
+
+import libcst as cst
+import pytest
+from tsfix.codemods.engine import Options, run
+from tsfix.codemods.modulelist_iter import ModuleListIter
+from tsfix.codemods.rewrite import Rewrite, rewrite_source
+
+FIXTURES = Path(__file__).resolve().parent.parent / "fixtures" / "modulelist-iter"
+
+
+def rewrite(code: str) -> Rewrite:
+    result = rewrite_source(textwrap.dedent(code), "m.py", [ModuleListIter])
+    cst.parse_module(result.text)
+    if result.changed:
+        again = rewrite_source(result.text, "m.py", [ModuleListIter])
+        assert not again.changed and again.text == result.text, "not a fixed point"
+    return result
+
+
+def reasons(result: Rewrite) -> list[str]:
+    return [s.reason for s in result.skips]
+
+
+def body(result: Rewrite) -> str:
+    """The rewritten forward(), dedented, for exact comparisons."""
+    text = result.text
+    start = text.index("    def forward")
+    return textwrap.dedent(text[start:])
+
+
+def model(init: str, forward: str,
+          imports: str = "from typing import List\nimport torch\nimport torch.nn as nn\n") -> str:
+    return (imports + "class M(nn.Module):\n    def __init__" + textwrap.indent(
+        textwrap.dedent(init), "    ").lstrip() + "\n" + textwrap.indent(
+        textwrap.dedent(forward), "    "))
+
+
+LAYERS = """\
+(self, num_layers=3, dim=4):
+    super().__init__()
+    self.num_layers = num_layers
+    self.layers = nn.ModuleList([nn.Linear(dim, dim) for _ in range(num_layers)])
+    self.norms = nn.ModuleList([nn.LayerNorm(dim) for _ in range(num_layers)])
+    self.other = nn.ModuleList([nn.Linear(dim, dim) for _ in range(dim)])
+"""
+
+
+# ---- rewritten shapes --------------------------------------------------------------------------
+
+def test_range_len_becomes_plain_iteration() -> None:
+    result = rewrite(model(LAYERS, """
+        def forward(self, x):
+            for i in range(len(self.layers)):
+                x = self.layers[i](x)
+            return x
+        """))
+    assert body(result) == textwrap.dedent("""\
+        def forward(self, x):
+            for layer in self.layers:
+                x = layer(x)
+            return x
+        """)
+    change = result.changes[0]
+    assert change.class_name == "M" and change.rule == "modulelist-iter"
+    assert "`for i in range(len(self.layers))` -> `for layer in self.layers`" in change.summary
+    assert change.notes == []
+
+
+@pytest.mark.parametrize("loop", [
+    "for i in range(self.num_layers):",
+    "for i in range(0, self.num_layers):",
+    "n = self.num_layers\nfor i in range(n):",
+    "n = len(self.layers)\nfor i in range(n):",
+])
+def test_ranges_that_provably_equal_the_length(loop: str) -> None:
+    forward = "def forward(self, x):\n" + textwrap.indent(
+        loop + "\n    x = self.layers[i](x)\nreturn x\n", "    ")
+    result = rewrite(model(LAYERS, forward))
+    assert "for layer in self.layers:" in result.text, reasons(result)
+    assert "x = layer(x)" in result.text
+
+
+def test_several_lists_are_zipped_in_init_order_and_index_kept_for_tensor_lists() -> None:
+    result = rewrite(model(LAYERS, """
+        def forward(self, x, hidden: List[torch.Tensor]):
+            for i in range(self.num_layers):
+                x = self.norms[i](self.layers[i](x)) + hidden[i]
+            return x
+        """))
+    assert body(result) == textwrap.dedent("""\
+        def forward(self, x, hidden: List[torch.Tensor]):
+            for i, (layer, norm) in enumerate(zip(self.layers, self.norms)):
+                x = norm(layer(x)) + hidden[i]
+            return x
+        """)
+
+
+def test_index_read_after_the_loop_is_kept() -> None:
+    result = rewrite(model(LAYERS, """
+        def forward(self, x):
+            for i in range(len(self.layers)):
+                x = self.layers[i](x)
+            return x * i
+        """))
+    assert "for i, layer in enumerate(self.layers):" in result.text
+
+
+def test_index_rebound_by_a_later_loop_is_not_kept() -> None:
+    result = rewrite(model(LAYERS, """
+        def forward(self, x):
+            for i in range(len(self.layers)):
+                x = self.layers[i](x)
+            for i in range(3):
+                x = x + i
+            return x
+        """))
+    assert "for layer in self.layers:" in result.text
+
+
+def test_reversed_range_uses_a_reversed_slice_called_through_forward() -> None:
+    result = rewrite(model(LAYERS, """
+        def forward(self, x):
+            for i in reversed(range(len(self.layers))):
+                x = self.norms[i](self.layers[i](x))
+            return x
+        """))
+    assert body(result) == textwrap.dedent("""\
+        def forward(self, x):
+            for layer, norm in zip(self.layers[::-1], self.norms[::-1]):
+                x = norm.forward(layer.forward(x))
+            return x
+        """)
+    [note] = result.changes[0].notes
+    assert "self.layers[::-1], self.norms[::-1]" in note and "hooks" in note
+
+
+def test_reversed_range_with_index_recomputes_it() -> None:
+    result = rewrite(model(LAYERS, """
+        def forward(self, x, skips: List[torch.Tensor]):
+            for i in range(len(self.layers) - 1, -1, -1):
+                x = self.layers[i](x) + skips[i]
+            return x
+        """))
+    assert body(result) == textwrap.dedent("""\
+        def forward(self, x, skips: List[torch.Tensor]):
+            for i_rev, layer in enumerate(self.layers[::-1]):
+                i = len(self.layers) - 1 - i_rev
+                x = layer.forward(x) + skips[i]
+            return x
+        """)
+
+
+def test_reversed_list_becomes_a_slice() -> None:
+    result = rewrite(model(LAYERS, """
+        def forward(self, x):
+            for up in reversed(self.layers):
+                x = up(x) + up.bias
+            return x
+        """))
+    assert "for up in self.layers[::-1]:" in result.text
+    assert "x = up.forward(x) + up.bias" in result.text
+    assert result.changes[0].notes
+
+
+def test_enumerate_loop_indexing_another_list_zips_it() -> None:
+    result = rewrite(model(LAYERS, """
+        def forward(self, x):
+            for i, layer in enumerate(self.layers):
+                x = self.norms[i](layer(x))
+            return x
+        """))
+    assert "for layer, norm in zip(self.layers, self.norms):" in result.text
+    assert "x = norm(layer(x))" in result.text
+
+
+@pytest.mark.parametrize(("imports", "base", "constructor"), [
+    ("import torch\n", "torch.nn.Module",
+     "torch.nn.ModuleList([torch.nn.Linear(4, 4) for _ in range(n)])"),
+    ("from torch.nn import Linear, Module, ModuleList\n", "Module",
+     "ModuleList([Linear(4, 4) for _ in range(n)])"),
+    ("import torch.nn as nn\n", "nn.Module",
+     "nn.Sequential(*[nn.Linear(4, 4) for _ in range(n)])"),
+    ("from torch import nn\n", "nn.Module",
+     "nn.Sequential(*(nn.Linear(4, 4) for _ in range(n)))"),
+    ("from torch.nn import Linear, Module\nfrom torch.nn import ModuleList as Stack\n", "Module",
+     "Stack([Linear(4, 4) for _ in range(n)])"),
+])
+def test_container_spellings(imports: str, base: str, constructor: str) -> None:
+    code = imports + textwrap.dedent(f"""
+        class M({base}):
+            def __init__(self, n=2):
+                super().__init__()
+                self.n = n
+                self.blocks = {constructor}
+            def forward(self, x):
+                for i in range(self.n):
+                    x = self.blocks[i](x)
+                return x
+        """)
+    result = rewrite(code)
+    assert "for block in self.blocks:" in result.text, reasons(result)
+
+
+def test_length_attribute_and_list_sized_from_another_list() -> None:
+    result = rewrite(model("""
+        (self, widths=(4, 4)):
+            super().__init__()
+            self.layers = nn.ModuleList([nn.Linear(w, w) for w in widths])
+            self.depth = len(self.layers)
+            self.gates = nn.ModuleList([nn.Linear(4, 1) for _ in range(len(self.layers))])
+        """, """
+        def forward(self, x):
+            for i in range(self.depth):
+                x = self.layers[i](x) * self.gates[i](x)
+            return x
+        """))
+    assert "for layer, gate in zip(self.layers, self.gates):" in result.text, reasons(result)
+
+
+def test_list_filled_by_append_in_one_loop() -> None:
+    result = rewrite(model("""
+        (self, depth=3):
+            super().__init__()
+            self.depth = depth
+            self.downs = nn.ModuleList()
+            self.ups = nn.ModuleList()
+            for k in range(depth):
+                self.downs.append(nn.Linear(4, 4))
+                self.ups.append(nn.Linear(4, 4))
+        """, """
+        def forward(self, x):
+            for i in range(self.depth):
+                x = self.ups[i](self.downs[i](x))
+            return x
+        """))
+    assert "for down, up in zip(self.downs, self.ups):" in result.text
+
+
+def test_literal_count_and_literal_range() -> None:
+    result = rewrite(model("""
+        (self):
+            super().__init__()
+            self.stages = nn.Sequential(nn.Linear(4, 4), nn.ReLU(), nn.Linear(4, 4))
+        """, """
+        def forward(self, x):
+            for i in range(3):
+                x = self.stages[i](x)
+            return x
+        """))
+    assert "for stage in self.stages:" in result.text
+
+
+def test_sibling_loops_reuse_the_element_name_and_existing_names_are_avoided() -> None:
+    result = rewrite(model(LAYERS, """
+        def forward(self, x):
+            layer = 2
+            for i in range(len(self.layers)):
+                x = self.layers[i](x) * layer
+            for i in range(len(self.norms)):
+                x = self.norms[i](x)
+            for i in range(len(self.norms)):
+                x = self.norms[i](x)
+            return x
+        """))
+    assert "for layer_module in self.layers:" in result.text
+    assert result.text.count("for norm in self.norms:") == 2
+
+
+def test_singular_names() -> None:
+    from tsfix.codemods.modulelist_iter import _element_name
+
+    taken: set[str] = set()
+    assert [_element_name(a, "list", taken) for a in
+            ("layers", "blocks", "downs", "convs", "heads", "stages", "_branches", "bodies",
+             "conv_list", "body", "process")] == [
+        "layer", "block", "down", "conv", "head", "stage", "branch", "body", "conv",
+        "body_layer", "process_layer"]
+    assert _element_name("classes", "list", set()) == "class_module"   # 'class' is a keyword
+
+
+def test_a_loop_in_a_nested_block_does_not_reuse_an_outer_loops_name() -> None:
+    """TorchScript rejects rebinding a module-typed loop variable in a nested block
+    ("Cannot re-assign 'layer' to a value of type module"), measured on torch 2.13."""
+    result = rewrite(model(LAYERS, """
+        def forward(self, x, flag: bool):
+            for i in range(len(self.layers)):
+                x = self.layers[i](x)
+            if flag:
+                for i in range(len(self.layers)):
+                    x = self.layers[i](x)
+            for i in range(len(self.layers)):
+                x = self.layers[i](x)
+            return x
+        """))
+    assert result.text.count("for layer in self.layers:") == 2
+    assert "    for layer_module in self.layers:\n" in result.text
+
+
+def test_an_existing_outer_loop_name_is_not_reused_in_a_nested_block() -> None:
+    result = rewrite(model(LAYERS, """
+        def forward(self, x, flag: bool):
+            for layer in self.layers:
+                x = layer(x)
+            if flag:
+                for i in range(len(self.layers)):
+                    x = self.layers[i](x)
+            return x
+        """))
+    assert "for layer_module in self.layers:" in result.text
+
+
+def test_moduledict_lookups_in_nested_blocks_get_their_own_names() -> None:
+    result = rewrite(model(HEADS, """
+        def forward(self, x, task: str, again: bool):
+            y = self.heads[task](x)
+            if again:
+                y = self.heads[task](y)
+            return y
+        """))
+    assert "head_out: Optional[torch.Tensor] = None" in result.text
+    assert "head_out2: Optional[torch.Tensor] = None" in result.text
+    assert "for head_name, head_item in self.heads.items():" in result.text
+
+
+def test_nested_loops_pick_distinct_names() -> None:
+    result = rewrite(model(LAYERS, """
+        def forward(self, x):
+            for i in range(len(self.layers)):
+                for j in range(len(self.norms)):
+                    x = self.norms[j](self.layers[i](x))
+            return x
+        """))
+    assert "for layer in self.layers:" in result.text
+    assert "for norm in self.norms:" in result.text
+    assert "x = norm(layer(x))" in result.text
+
+
+# ---- ModuleDict --------------------------------------------------------------------------------
+
+HEADS = """\
+(self):
+    super().__init__()
+    self.heads = nn.ModuleDict({"a": nn.Linear(4, 2), "b": nn.Linear(4, 3)})
+"""
+
+
+def test_moduledict_variable_key_becomes_a_name_match() -> None:
+    result = rewrite(model(HEADS, """
+        def forward(self, x, task: str):
+            # pick the head
+            y = self.heads[task](x) * 2
+            return y
+        """))
+    assert body(result) == textwrap.dedent("""\
+        def forward(self, x, task: str):
+            # pick the head
+            head_out: Optional[torch.Tensor] = None
+            for name, head in self.heads.items():
+                if name == task:
+                    head_out = head(x)
+            if head_out is None:
+                raise KeyError(task)
+            y = head_out * 2
+            return y
+        """)
+    assert result.text.startswith("from typing import List, Optional\n")
+
+
+def test_moduledict_names_avoid_existing_ones_and_use_imported_tensor() -> None:
+    result = rewrite(model(HEADS, """
+        def forward(self, x, name: str):
+            head = x
+            return self.heads[name](head)
+        """, imports="from torch import Tensor, nn\n"))
+    assert "head_out: Optional[Tensor] = None" in result.text
+    assert "for head_name, head_item in self.heads.items():" in result.text
+    assert "if head_name == name:" in result.text
+    assert "head_out = head_item(head)" in result.text
+    assert "raise KeyError(name)" in result.text
+
+
+def test_moduledict_key_loop_iterates_items_or_values() -> None:
+    result = rewrite(model(HEADS, """
+        def forward(self, x):
+            out = {}
+            for k in self.heads:
+                out[k] = self.heads[k](x)
+            total = x.sum()
+            for k in self.heads.keys():
+                total = total + self.heads[k](x).sum()
+            return out, total
+        """))
+    assert "for k, head in self.heads.items():\n            out[k] = head(x)" in result.text
+    assert "for head in self.heads.values():" in result.text
+
+
+# ---- refused, with the reason ------------------------------------------------------------------
+
+@pytest.mark.parametrize(("forward", "reason"), [
+    ("""
+     def forward(self, x):
+         for i in range(len(self.layers)):
+             x = self.layers[i](x)
+             if x.sum() > 0:
+                 break
+         return x
+     """, "has `break` in its body"),
+    ("""
+     def forward(self, x):
+         for i in range(len(self.layers)):
+             if x.sum() > 0:
+                 continue
+             x = self.layers[i](x)
+         return x
+     """, "has `continue` in its body"),
+    ("""
+     def forward(self, x):
+         for i in range(len(self.layers)):
+             x = self.layers[i](x)
+         else:
+             x = x + 1
+         return x
+     """, "has an `else` clause"),
+    ("""
+     def forward(self, x):
+         for i in range(1, len(self.layers)):
+             x = self.layers[i - 1](x)
+         return x
+     """, "self.layers[i - 1] in `for i in range(1, len(self.layers))`"),
+    ("""
+     def forward(self, x):
+         for i in range(len(self.layers) - 1):
+             x = self.layers[i](x)
+         return x
+     """, "cannot be shown to cover every entry of self.layers"),
+    ("""
+     def forward(self, x, n: int):
+         for i in range(n):
+             x = self.layers[i](x)
+         return x
+     """, "`range(n)` in `for i in range(n)`"),
+    ("""
+     def forward(self, x):
+         for i in range(len(self.layers)):
+             x = self.other[i](self.layers[i](x))
+         return x
+     """, "cannot be shown to cover every entry of self.other"),
+    ("""
+     def forward(self, x):
+         for i in range(len(self.layers)):
+             x = self.layers[i](x)
+             i = i + 1
+         return x
+     """, "reassigns `i` in its body"),
+    ("""
+     def forward(self, x, k: int):
+         return self.layers[k](x)
+     """, "self.layers[k] (line 14) is indexed with a computed value outside a loop"),
+    ("""
+     def forward(self, x):
+         return [self.layers[i](x) for i in range(len(self.layers))]
+     """, "is indexed with a computed value"),
+])
+def test_refusals(forward: str, reason: str) -> None:
+    result = rewrite(model(LAYERS, forward))
+    assert not result.changed, result.text
+    assert any(reason in r for r in reasons(result)), reasons(result)
+
+
+def test_nested_container_indexed_by_two_variables() -> None:
+    result = rewrite(model("""
+        (self):
+            super().__init__()
+            self.grid = nn.ModuleList([nn.ModuleList([nn.Linear(4, 4)]) for _ in range(2)])
+        """, """
+        def forward(self, x):
+            for i in range(len(self.grid)):
+                for j in range(1):
+                    x = self.grid[i][j](x)
+            return x
+        """))
+    assert not result.changed
+    assert any("a nested container indexed by another variable" in r for r in reasons(result))
+
+
+def test_zip_partner_of_another_length_source_is_refused() -> None:
+    result = rewrite(model("""
+        (self, a=2, b=2):
+            super().__init__()
+            self.layers = nn.ModuleList([nn.Linear(4, 4) for _ in range(a)])
+            self.norms = nn.ModuleList([nn.LayerNorm(4) for _ in range(b)])
+        """, """
+        def forward(self, x):
+            for i in range(len(self.layers)):
+                x = self.norms[i](self.layers[i](x))
+            return x
+        """))
+    assert not result.changed
+    assert any("cover every entry of self.norms" in r for r in reasons(result))
+
+
+def test_length_from_a_reassigned_argument_is_not_trusted() -> None:
+    result = rewrite(model("""
+        (self, n=2):
+            super().__init__()
+            self.n = n
+            n = n + 1
+            self.layers = nn.ModuleList([nn.Linear(4, 4) for _ in range(n)])
+        """, """
+        def forward(self, x):
+            for i in range(self.n):
+                x = self.layers[i](x)
+            return x
+        """))
+    assert not result.changed
+    assert any("cannot be shown to cover" in r for r in reasons(result))
+
+
+@pytest.mark.parametrize(("forward", "reason"), [
+    ("""
+     def forward(self, x, task: str):
+         return self.heads[task](x) if task else x
+     """, "inside a conditional expression"),
+    ("""
+     def forward(self, x, task: str):
+         return task == "" or self.heads[task](x)
+     """, "evaluated only conditionally"),
+    ("""
+     def forward(self, x, task: str):
+         return self.heads[task].weight
+     """, "used other than by calling it"),
+    ("""
+     def forward(self, x, a: str, b: str):
+         return self.heads[a](x) + self.heads[b](x)
+     """, "several variable-key ModuleDict lookups"),
+    ("""
+     def forward(self, x, task: str):
+         if self.heads[task](x).sum() > 0:
+             x = x + 1
+         return x
+     """, "in a compound statement's header"),
+    ("""
+     def forward(self, x, tasks: list):
+         return self.heads[tasks.pop()](x)
+     """, "the key is computed by a call"),
+])
+def test_moduledict_refusals(forward: str, reason: str) -> None:
+    result = rewrite(model(HEADS, forward))
+    assert not result.changed, result.text
+    assert any(reason in r for r in reasons(result)), reasons(result)
+
+
+def test_moduledict_without_a_torch_import_is_refused() -> None:
+    result = rewrite(model(HEADS, """
+        def forward(self, x, task: str):
+            return self.heads[task](x)
+        """, imports="from torch import nn\n"))
+    assert not result.changed
+    assert any("imports neither torch nor Tensor" in r for r in reasons(result))
+
+
+def test_literal_indices_and_plain_lists_are_left_alone_silently() -> None:
+    result = rewrite(model(LAYERS + "    self.scales = [1.0, 2.0, 3.0]\n", """
+        def forward(self, x):
+            x = self.layers[0](x) + self.layers[-1](x)
+            for i in range(len(self.scales)):
+                x = x * self.scales[i]
+            return x
+        """))
+    assert not result.changed
+    assert result.skips == []
+
+
+def test_methods_forward_does_not_reach_are_not_touched() -> None:
+    result = rewrite(model(LAYERS, """
+        def forward(self, x):
+            return x
+
+        def debug(self, x):
+            for i in range(len(self.layers)):
+                x = self.layers[i](x)
+            return x
+        """))
+    assert not result.changed
+
+
+def test_helper_called_from_forward_is_rewritten() -> None:
+    result = rewrite(model(LAYERS, """
+        def forward(self, x):
+            return self._run(x)
+
+        def _run(self, x):
+            for i in range(len(self.layers)):
+                x = self.layers[i](x)
+            return x
+        """))
+    assert "for layer in self.layers:" in result.text
+
+
+# ---- fixtures ----------------------------------------------------------------------------------
+
+def _pairs(folder: Path) -> list[tuple[Path, Path]]:
+    return [(p, p.with_name(p.name.replace(".in.py", ".out.py")))
+            for p in sorted(folder.rglob("*.in.py"))]
+
+
+def _copy(tmp_path: Path) -> Path:
+    target = tmp_path / "modulelist-iter"
+    shutil.copytree(FIXTURES, target, ignore=shutil.ignore_patterns("__pycache__"))
+    return target
+
+
+def test_modulelist_iter_pairs_without_validation(tmp_path: Path) -> None:
+    pairs = _pairs(FIXTURES)
+    assert len(pairs) >= 6
+    folder = _copy(tmp_path)
+    run([folder], Options(rules=["modulelist-iter"], verify=False))
+    for before, after in _pairs(folder):
+        assert after.is_file(), f"{before} has no {after.name}"
+        assert before.read_text() == after.read_text(), before.name
+    again = run([folder], Options(rules=["modulelist-iter"], verify=False))
+    assert [f.status for f in again.files if f.status == "changed"] == []
+
+
+def test_kept_loops_fixture_reports_every_refusal(tmp_path: Path) -> None:
+    folder = _copy(tmp_path)
+    result = rewrite_source((folder / "kept_loops.in.py").read_text(), "kept_loops.in.py",
+                            [ModuleListIter])
+    assert not result.changed
+    by_class: dict[str, list[str]] = {}
+    for s in result.skips:
+        by_class.setdefault(s.class_name, []).append(s.reason)
+    assert any("`break`" in r for r in by_class["EarlyExitClassifier"])
+    assert any("cannot be shown to cover" in r for r in by_class["ProgressiveGenerator"])
+    assert any("self.stages[i - 1]" in r for r in by_class["CascadeRefiner"])
+    assert any("computed value outside a loop" in r for r in by_class["ExpertSelector"])
+
+
+def _load(path: Path, name: str) -> types.ModuleType:
+    spec = importlib.util.spec_from_file_location(name, path)
+    assert spec and spec.loader
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
+@pytest.mark.slow
+def test_original_checkpoint_loads_strictly_into_the_rewrite() -> None:
+    """The rewrite keeps parameter names: a state_dict saved from the original loads with
+    strict=True, and a renamed attribute would not (so the check can fail)."""
+    torch = pytest.importorskip("torch")
+    original = _load(FIXTURES / "encoder_stack.in.py", "_mli_encoder_in")
+    rewritten = _load(FIXTURES / "encoder_stack.out.py", "_mli_encoder_out")
+    torch.manual_seed(0)
+    before = original.TransformerEncoder().eval()
+    after = rewritten.TransformerEncoder().eval()
+    assert set(before.state_dict()) == set(after.state_dict())
+    after.load_state_dict(before.state_dict(), strict=True)
+    x = torch.randn(2, 16, 32)
+    with torch.no_grad():
+        assert torch.allclose(torch.jit.script(after)(x), before(x), rtol=1e-4, atol=1e-5)
+    with pytest.raises(Exception, match="integer literal"):
+        torch.jit.script(before)
+    renamed = rewritten.TransformerEncoder().eval()
+    renamed.blocks = renamed.layers
+    del renamed.layers
+    with pytest.raises(RuntimeError, match="Missing key"):
+        renamed.load_state_dict(before.state_dict())
+
+
+@pytest.mark.slow
+def test_modulelist_iter_pairs_are_verified(tmp_path: Path) -> None:
+    folder = _copy(tmp_path)
+    report = tmp_path / "report.json"
+    done = subprocess.run([sys.executable, "-m", "tsfix.cli.main", "apply", "--rule",
+                           "modulelist-iter", "--report", str(report), str(folder)],
+                          capture_output=True, text=True, cwd=tmp_path)
+    assert done.returncode == 0, done.stderr
+    data = json.loads(report.read_text())
+    classes = {c["class_name"]: c for f in data["files"] for c in f["classes"]}
+    assert set(classes) == {"TransformerEncoder", "JumpingKnowledgeReadout", "UNet",
+                            "MultiTaskModel", "AllTasksModel", "MultiScaleBackbone"}
+    assert {c["verdict"] for c in classes.values()} == {"verified"}, classes
+    # Every task name is served by one scripted artifact.
+    assert "one artifact served 3 of 3" in classes["MultiTaskModel"]["reason"]
+    for before, after in _pairs(folder):
+        assert before.read_text() == after.read_text(), before.name
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("index", range(len(ModuleListIter.INVALID)))
+def test_embedded_examples_script_only_after_the_rewrite(index: int, tmp_path: Path) -> None:
+    """The documented 'before' fails torch.jit.script and the 'after' compiles."""
+    torch = pytest.importorskip("torch")
+    example = ModuleListIter.INVALID[index]
+    assert example.after is not None
+    compiled = []
+    for label, code in (("before", example.before), ("after", example.after)):
+        path = tmp_path / f"example_{label}.py"
+        path.write_text(code)
+        module = _load(path, f"_mli_example_{index}_{label}")
+        try:
+            torch.jit.script(module.M())
+            compiled.append(label)
+        except Exception as exc:
+            assert "literal" in str(exc) or "reversed" in str(exc), exc
+    assert compiled == ["after"]
