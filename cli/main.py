@@ -54,6 +54,9 @@ def main() -> None:
               help="Skip validation (never imports torch); rewrites are reported unverified.")
 @click.option("--require-verified", is_flag=True, default=None,
               help="Treat unverified rewrites as failures: do not write them, exit 3.")
+@click.option("--unsafe-fixes", is_flag=True, default=None,
+              help="Also apply fixes that change what callers may pass (e.g. removing unused "
+                   "*args/**kwargs). Default: [tool.tsfix] unsafe-fixes, else off.")
 @click.option("--report", "report_path", type=click.Path(dir_okay=False, path_type=Path),
               help="Write a JSON report: one record per file and per rewritten class.")
 @click.option("--config", "config_path",
@@ -67,7 +70,8 @@ def main() -> None:
 @click.option("-v", "--verbose", is_flag=True,
               help="Also say what each rewrite did and why candidates were skipped.")
 def apply(paths: tuple[Path, ...], rule_names: tuple[str, ...], dry_run: bool, check: bool,
-          no_verify: bool, require_verified: bool | None, report_path: Path | None,
+          no_verify: bool, require_verified: bool | None, unsafe_fixes: bool | None,
+          report_path: Path | None,
           config_path: Path | None, jobs: int, timeout: float | None, quiet: bool,
           verbose: bool) -> None:
     """Rewrite the model files under PATHS, validating every rewritten class."""
@@ -76,7 +80,7 @@ def apply(paths: tuple[Path, ...], rule_names: tuple[str, ...], dry_run: bool, c
         "diff" if dry_run else "check" if check else "write")
     options = Options(rules=rules or None, mode=mode, verify=not no_verify,
                       require_verified=require_verified, config=config_path, jobs=jobs,
-                      timeout=timeout)
+                      timeout=timeout, unsafe_fixes=unsafe_fixes)
     try:
         result = run(list(paths), options)
     except (ConfigError, UnknownRuleError) as exc:
@@ -105,6 +109,8 @@ def _print_outcome(result: RunResult, *, quiet: bool, verbose: bool) -> None:
             click.secho(f"error: {file.error}", err=True, fg="red")
         if quiet:
             continue
+        for note in file.notes:
+            click.echo(f"{file.display}: note: {note}", err=True)
         for c in file.classes:
             verdict = click.style(c.verdict, fg=colour.get(c.verdict))
             detail = f": {c.reason}" if c.reason and (c.verdict != VERIFIED or verbose) else ""
@@ -112,6 +118,8 @@ def _print_outcome(result: RunResult, *, quiet: bool, verbose: bool) -> None:
                        f"{verdict}{detail}", err=True)
             if verbose:
                 click.echo(f"    {c.summary}", err=True)
+            for note in c.notes:
+                click.echo(f"    note: {note}", err=True)
         if verbose:
             for s in file.skips:
                 click.echo(f"{file.display}:{s.line}: {s.class_name} [{s.rule}] skipped: "

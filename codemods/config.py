@@ -9,14 +9,35 @@ Configuration comes from the nearest ``pyproject.toml`` above the given paths th
     line-length = 100                # else [tool.black] line-length, else 88
     timeout = 120                    # seconds per file's validation
     require-verified = false
+    unsafe-fixes = false             # fixes that change what callers may pass (--unsafe-fixes)
 
     [tool.tsfix.examples."models/custom.py:CustomModel"]
     init = [{ branch_testing = true }, { branch_testing = false }]
     inputs = ["rand(1, 3, 64, 64)"]
     kwargs = { }
 
+    [tool.tsfix.examples."models/attention.py:Attention"]
+    init = [{ heads = 2 }]
+    calls = [                        # several calls per instance, instead of inputs/kwargs
+        { inputs = ["randn(2, 8, 16)"] },
+        { inputs = ["randn(2, 8, 16)"], kwargs = { temperature = 0.5 } },
+    ]
+
+    [[tool.tsfix.examples."models/attention.py:Masked".calls]]   # the same, one table each
+    inputs = ["randn(2, 8, 16)"]
+    [[tool.tsfix.examples."models/attention.py:Masked".calls]]
+    inputs = ["randn(2, 8, 16)"]
+    kwargs = { temperature = 0.5, mask = "ones(2, 8, dtype=bool)" }
+
     [tool.tsfix.examples."models/tts.py:Decoder"]
     factory = "examples_module:function"
+
+The configurations validated are every ``init`` table times every call (``calls``, or the one
+call ``inputs``/``kwargs``), so parity covers calls that rely on default argument values and
+calls that pass other values. Each instance is built once per ``init`` table and called with
+every call; verdict reasons name the instance and, when there are several calls, the call
+(``init[1] call[0]``). ``calls`` cannot be combined with top-level ``inputs``/``kwargs`` or with
+``factory``; an empty ``calls`` list is an error.
 
 Tensor strings are a small language parsed with :mod:`ast` (never evaluated): ``randn``,
 ``rand``, ``zeros``, ``ones`` (shape as arguments or one tuple), ``randint(low, high, (shape))``,
@@ -49,8 +70,10 @@ DTYPES = ("float16", "float32", "float64", "bfloat16", "half", "float", "double"
 TENSOR_KEY = "__tensor__"
 
 _LOOKS_LIKE_CALL = re.compile(r"^\s*[A-Za-z_][\w.]*\(")   # name( ... : meant as a tensor
-_KNOWN_KEYS = {"rules", "exclude", "line-length", "timeout", "require-verified", "examples"}
-_EXAMPLE_KEYS = {"init", "inputs", "kwargs", "factory"}
+_KNOWN_KEYS = {"rules", "exclude", "line-length", "timeout", "require-verified", "unsafe-fixes",
+               "examples"}
+_EXAMPLE_KEYS = {"init", "inputs", "kwargs", "calls", "factory"}
+_CALL_KEYS = {"inputs", "kwargs"}
 
 
 class ConfigError(Exception):
@@ -59,6 +82,14 @@ class ConfigError(Exception):
 
 class ExampleError(Exception):
     """One example table is wrong; only its class is affected."""
+
+
+@dataclass
+class ExampleCall:
+    """One forward() call: positional and keyword arguments (tensor descriptions inside)."""
+
+    inputs: list[Any] = field(default_factory=list)
+    kwargs: dict[str, Any] = field(default_factory=dict)
 
 
 @dataclass
@@ -71,10 +102,19 @@ class ExampleSpec:
     inputs: list[Any] = field(default_factory=list)
     kwargs: dict[str, Any] = field(default_factory=dict)
     factory: str | None = None
+    # Several calls per instance (``calls = [...]``); None: the one call inputs/kwargs.
+    calls: list[ExampleCall] | None = None
+
+    def call_list(self) -> list[ExampleCall]:
+        """The calls made on every instance: ``calls``, else the one ``inputs``/``kwargs``."""
+        if self.calls is not None:
+            return self.calls
+        return [ExampleCall(self.inputs, self.kwargs)]
 
     def to_json(self) -> dict[str, Any]:
         return {"key": self.key, "init": self.init, "inputs": self.inputs,
-                "kwargs": self.kwargs, "factory": self.factory}
+                "kwargs": self.kwargs, "factory": self.factory,
+                "calls": [{"inputs": c.inputs, "kwargs": c.kwargs} for c in self.call_list()]}
 
 
 @dataclass
@@ -86,11 +126,18 @@ class Config:
     line_length: int = 88
     timeout: float = 120.0
     require_verified: bool = False
+    unsafe_fixes: bool = False
     # (resolved file path, class name) -> spec, or the error that makes the spec unusable
     examples: dict[tuple[Path, str], ExampleSpec | ExampleError] = field(default_factory=dict)
 
     def example_for(self, path: Path, class_name: str) -> ExampleSpec | ExampleError | None:
         return self.examples.get((path.resolve(), class_name))
+
+    def examples_in(self, path: Path) -> dict[str, ExampleSpec | ExampleError]:
+        """Class name -> spec (or its error) for every example table naming ``path``."""
+        resolved = path.resolve()
+        return {name: spec for (target, name), spec in self.examples.items()
+                if target == resolved}
 
 
 def find_pyproject(paths: list[Path]) -> Path | None:
@@ -144,6 +191,7 @@ def load_config(path: Path | None) -> Config:
                           f"got {config.timeout:g}")
     config.require_verified = _typed(table.get("require-verified", False), bool,
                                      f"{where} require-verified")
+    config.unsafe_fixes = _typed(table.get("unsafe-fixes", False), bool, f"{where} unsafe-fixes")
     if "rules" in table:
         config.rules = _string_list(table["rules"], f"{where} rules")
     config.exclude = _string_list(table.get("exclude", []), f"{where} exclude")
@@ -186,7 +234,7 @@ def parse_example(key: str, spec: Any) -> ExampleSpec:
                            f"(known: {', '.join(sorted(_EXAMPLE_KEYS))})")
     if "factory" in spec:
         if set(spec) != {"factory"}:
-            raise ExampleError("factory cannot be combined with init/inputs/kwargs")
+            raise ExampleError("factory cannot be combined with init/inputs/kwargs/calls")
         factory = spec["factory"]
         if not isinstance(factory, str) or not re.fullmatch(r"[\w.]+:\w+", factory):
             raise ExampleError(f'factory: expected "module:function", got {factory!r}')
@@ -196,18 +244,42 @@ def parse_example(key: str, spec: Any) -> ExampleSpec:
         init = [init]
     if not isinstance(init, list) or not init or not all(isinstance(i, dict) for i in init):
         raise ExampleError(f"init: expected a list of tables (one per instance), got {init!r}")
-    inputs = spec.get("inputs", [])
+    parsed_init = [{k: parse_value(v, f"init[{i}].{k}") for k, v in variant.items()}
+                   for i, variant in enumerate(init)]
+    if "calls" in spec:
+        if "inputs" in spec or "kwargs" in spec:
+            raise ExampleError("calls cannot be combined with top-level inputs/kwargs "
+                               "(put them in one of the calls)")
+        calls = spec["calls"]
+        if not isinstance(calls, list) or not calls or not all(isinstance(c, dict)
+                                                                 for c in calls):
+            raise ExampleError("calls: expected a list of tables "
+                               f"({{ inputs = [...], kwargs = {{...}} }}), got {calls!r}")
+        parsed_calls = []
+        for j, call in enumerate(calls):
+            unknown = set(call) - _CALL_KEYS
+            if unknown:
+                raise ExampleError(f"calls[{j}]: unknown key(s) {', '.join(sorted(unknown))} "
+                                   f"(known: {', '.join(sorted(_CALL_KEYS))})")
+            parsed_calls.append(_parse_call(call, f"calls[{j}]."))
+        first = parsed_calls[0]
+        return ExampleSpec(key, init=parsed_init, inputs=first.inputs, kwargs=first.kwargs,
+                           calls=parsed_calls)
+    call = _parse_call(spec, "")
+    return ExampleSpec(key, init=parsed_init, inputs=call.inputs, kwargs=call.kwargs)
+
+
+def _parse_call(table: dict[str, Any], where: str) -> ExampleCall:
+    inputs = table.get("inputs", [])
     if not isinstance(inputs, list):
-        raise ExampleError(f"inputs: expected a list of positional arguments, got {inputs!r}")
-    kwargs = spec.get("kwargs", {})
+        raise ExampleError(f"{where}inputs: expected a list of positional arguments, "
+                           f"got {inputs!r}")
+    kwargs = table.get("kwargs", {})
     if not isinstance(kwargs, dict):
-        raise ExampleError(f"kwargs: expected a table, got {kwargs!r}")
-    return ExampleSpec(
-        key,
-        init=[{k: parse_value(v, f"init[{i}].{k}") for k, v in variant.items()}
-              for i, variant in enumerate(init)],
-        inputs=[parse_value(v, f"inputs[{i}]") for i, v in enumerate(inputs)],
-        kwargs={k: parse_value(v, f"kwargs.{k}") for k, v in kwargs.items()},
+        raise ExampleError(f"{where}kwargs: expected a table, got {kwargs!r}")
+    return ExampleCall(
+        inputs=[parse_value(v, f"{where}inputs[{i}]") for i, v in enumerate(inputs)],
+        kwargs={k: parse_value(v, f"{where}kwargs.{k}") for k, v in kwargs.items()},
     )
 
 

@@ -6,21 +6,58 @@
 
 Per file: read (keeping encoding and line endings), skip ``@generated`` files and files that
 cannot define an nn.Module, rewrite (:func:`~tsfix.codemods.rewrite.rewrite_source`), then
-validate every rewritten class in worker processes. A class whose rewrite validation rejects is
-left as it was: the rules run again without it, and only the rest is written. A file that cannot
-be read, decoded or parsed, or whose example spec is wrong, is reported and left untouched; the
-run goes on with the other files.
+validate every rewritten class in worker processes. A file that cannot be read, decoded or
+parsed, or whose example spec is wrong, is reported and left untouched; the run goes on with
+the other files. One :class:`~tsfix.codemods.validation.WorkerPool` serves every round of a run
+(torch is imported once per worker); ``verify=False`` never starts it.
+
+Observed types. When validation is on and a selected rule sets ``needs_observations``, every
+file that has at least one example table is first run eagerly in the workers (the original
+file, each configuration of each class with examples, ``sys.setprofile`` recording argument and
+return types of the class's methods and of its same-file bases). The result is passed to the
+rules as ``observed``, also in every re-run below. An observation that fails (import error,
+constructor or forward raising, timeout, worker crash) only means no observed types for that
+class: the rules fall back to static inference, and the file's ``notes`` say why. A file whose
+observation timed out is not validated (``unverified``): validation runs the same original
+examples first and would only wait for the same hang again.
+
+Validation runs once per class on the combined result of every rule (one job entry per class,
+the ``lifted`` parameters of all its changes merged); each rule's ClassResult for the class gets
+that verdict. A class whose rewrite is rejected is left as it was, and the rules run again
+without it; only the rest is written.
+
+Rules together. When a rejected class was changed by more than one rule -- or a class that
+scripts neither before nor after the combined rewrite, since one rule may fix what blocked it
+while another breaks it again -- the run finds the rule whose rewrite broke it, in one extra
+validation round:
+
+1. for every such class C and every rule R that changed it, re-run the rules on the original
+   text with R skipping C (and every rule skipping the file's other rejected classes), and
+   validate C in that text; when the file has other rejected classes, C with every rule (only
+   those others skipped) is one more trial, since C may have been rejected for their sake (a
+   rewritten file that does not import rejects every class in it); all these trials of all
+   files run in one parallel round;
+2. keep the largest set that verifies: every rule if that trial verifies, else, among the
+   single drops that verify, drop the rule that comes last in registry order;
+3. the kept rules' ClassResults for C take the verdict, reason and records of that trial; the
+   dropped rule's ClassResult is ``rejected`` with ``dropped: C validates without this rule's
+   rewrite; with it: <original reason>``;
+4. if no trial verifies, the whole class is held back as before (every contributing rule's
+   ClassResult stays ``rejected``).
+
+The written file is the rewrite of the original with the final skip sets: every rule skips the
+classes held back whole, and a dropped rule skips its class.
 """
 
 from __future__ import annotations
 
 import os
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Literal
+from typing import Any, Literal
 
 from tsfix.codemods.analysis import may_define_module
-from tsfix.codemods.config import Config, ExampleError, find_pyproject, load_config
+from tsfix.codemods.config import Config, ExampleError, ExampleSpec, find_pyproject, load_config
 from tsfix.codemods.registry import select_rules
 from tsfix.codemods.report import (
     REJECTED,
@@ -31,7 +68,7 @@ from tsfix.codemods.report import (
     RunResult,
 )
 from tsfix.codemods.rewrite import Rewrite, RewriteError, rewrite_source, unified_diff
-from tsfix.codemods.rule import Rule
+from tsfix.codemods.rule import ClassChange, Observations, Rule
 from tsfix.codemods.sources import (
     SourceError,
     SourceText,
@@ -40,7 +77,13 @@ from tsfix.codemods.sources import (
     read_source,
     write_atomic,
 )
-from tsfix.codemods.validation import ValidationJob, run_jobs
+from tsfix.codemods.validation import (
+    NOT_SCRIPTABLE_EITHER,
+    ClassVerdict,
+    ValidationJob,
+    WorkerPool,
+    observe_job,
+)
 
 
 @dataclass
@@ -52,13 +95,57 @@ class Options:
     config: Path | None = None              # None: nearest pyproject.toml with [tool.tsfix]
     jobs: int = 0                           # validation workers; 0: one per core
     timeout: float | None = None            # per file's validation; None: configuration
+    unsafe_fixes: bool | None = None        # None: from the configuration
+
+
+@dataclass
+class _Session:
+    """What every step of one run needs."""
+
+    rules: list[type[Rule]]
+    config: Config
+    options: Options
+    require_verified: bool
+    unsafe_fixes: bool
+
+    @property
+    def timeout(self) -> float:
+        return self.options.timeout or self.config.timeout
+
+    @property
+    def sys_path(self) -> list[str]:
+        return [str(self.config.root)] if self.config.root else []
+
+    def rewrite(self, item: _Loaded,
+                skip: dict[str, frozenset[str]] | None = None) -> Rewrite:
+        return rewrite_source(item.source.text, item.result.display, self.rules,
+                              line_length=self.config.line_length, skip_classes=skip,
+                              unsafe_fixes=self.unsafe_fixes, observed=item.observed)
+
+
+@dataclass
+class _Loaded:
+    result: FileResult
+    source: SourceText
+    observed: Observations | None = None
+    # Observing the original's examples timed out: validation would hang the same way.
+    observe_timed_out: str | None = None
 
 
 @dataclass
 class _Pending:
-    result: FileResult
-    source: SourceText
+    loaded: _Loaded
     rewrite: Rewrite
+    # class -> the one rule whose rewrite of it was dropped (rules together)
+    dropped: dict[str, str] = field(default_factory=dict)
+
+    @property
+    def result(self) -> FileResult:
+        return self.loaded.result
+
+    @property
+    def source(self) -> SourceText:
+        return self.loaded.source
 
 
 def run(paths: list[Path], options: Options) -> RunResult:
@@ -66,10 +153,14 @@ def run(paths: list[Path], options: Options) -> RunResult:
     config = load_config(options.config or find_pyproject(paths))
     rule_names = options.rules or config.rules or ["all"]
     rules = select_rules(rule_names)
-    require_verified = (config.require_verified if options.require_verified is None
-                        else options.require_verified)
+    session = _Session(
+        rules, config, options,
+        require_verified=(config.require_verified if options.require_verified is None
+                          else options.require_verified),
+        unsafe_fixes=(config.unsafe_fixes if options.unsafe_fixes is None
+                      else options.unsafe_fixes))
     files: list[FileResult] = []
-    pending: list[_Pending] = []
+    loaded: list[_Loaded] = []
     for found in discover(paths, config.root, config.exclude):
         if isinstance(found, SourceError):
             files.append(FileResult(found.path, str(found.path), status="failed",
@@ -77,21 +168,31 @@ def run(paths: list[Path], options: Options) -> RunResult:
             continue
         result = FileResult(found, _display(found))
         files.append(result)
-        item = _rewrite_file(result, rules, config)
+        item = _load(result)
         if item is not None:
-            pending.append(item)
+            loaded.append(item)
 
-    if options.verify:
-        _validate(pending, config, options)
-    else:
-        for item in pending:
-            for c in item.result.classes:
-                c.reason = "not validated (--no-verify)"
+    pending: list[_Pending] = []
+    # Workers start only when a round has jobs; with verify=False no round runs.
+    with WorkerPool(options.jobs or os.cpu_count() or 1) as pool:
+        if options.verify and any(rule.needs_observations for rule in rules):
+            _observe(loaded, session, pool)
+        for item in loaded:
+            rewritten = _rewrite_file(item, session)
+            if rewritten is not None:
+                pending.append(rewritten)
+        if options.verify:
+            _validate(pending, session, pool)
+            _drop_rules(pending, session, pool)
+        else:
+            for rewritten in pending:
+                for c in rewritten.result.classes:
+                    c.reason = "not validated (--no-verify)"
 
-    for item in pending:
-        _finish(item, rules, config, options, require_verified)
+    for rewritten in pending:
+        _finish(rewritten, session)
     return RunResult(files, [r.name for r in rules], options.mode, options.verify,
-                     require_verified)
+                     session.require_verified, session.unsafe_fixes)
 
 
 def _display(path: Path) -> str:
@@ -101,7 +202,7 @@ def _display(path: Path) -> str:
         return str(path)
 
 
-def _rewrite_file(result: FileResult, rules: list[type[Rule]], config: Config) -> _Pending | None:
+def _load(result: FileResult) -> _Loaded | None:
     try:
         source = read_source(result.path)
     except SourceError as exc:
@@ -110,51 +211,118 @@ def _rewrite_file(result: FileResult, rules: list[type[Rule]], config: Config) -
     if is_generated(source.text) or not may_define_module(source.text):
         result.status = "skipped"
         return None
+    return _Loaded(result, source)
+
+
+# ---- observed types ----------------------------------------------------------------------------
+
+def _observe(loaded: list[_Loaded], session: _Session, pool: WorkerPool) -> None:
+    """Run the original files' examples eagerly, recording argument types for the rules."""
+    jobs: list[ValidationJob] = []
+    by_job: dict[int, _Loaded] = {}
+    for item in loaded:
+        specs = session.config.examples_in(item.result.path)
+        classes = [{"name": name, "example": spec.to_json()}
+                   for name, spec in sorted(specs.items()) if isinstance(spec, ExampleSpec)]
+        if not classes:
+            continue
+        job = observe_job(len(jobs), str(item.result.path.resolve()), classes,
+                          session.sys_path)
+        jobs.append(job)
+        by_job[job.id] = item
+    for job_id, found in pool.observe(jobs, timeout=session.timeout).items():
+        item = by_job[job_id]
+        item.observed = found.types
+        item.result.observed = found.types
+        item.observe_timed_out = found.timed_out
+        for name, reason in sorted(found.failures.items()):
+            item.result.notes.append(f"no observed types for {name} (static inference only): "
+                                     f"{reason}")
+
+
+# ---- rewrite -----------------------------------------------------------------------------------
+
+def _rewrite_file(item: _Loaded, session: _Session) -> _Pending | None:
+    result = item.result
     try:
-        rewrite = rewrite_source(source.text, result.display, rules,
-                                 line_length=config.line_length)
+        rewrite = session.rewrite(item)
     except RewriteError as exc:
         result.status, result.error = "failed", str(exc)
         return None
     except Exception as exc:
-        result.status = "failed"
-        result.error = (f"{result.display}: internal error ({type(exc).__name__}: {exc}); "
-                        "nothing was changed. Please report this with the file.")
+        result.status, result.error = "failed", _internal_error(result, exc)
         return None
     result.skips = rewrite.skips
     if not rewrite.changed:
         return None
-    result.classes = [ClassResult(c.rule, c.class_name, c.lines, c.summary, c.lifted)
-                      for c in rewrite.changes]
-    return _Pending(result, source, rewrite)
+    result.classes = [_class_result(c) for c in rewrite.changes]
+    return _Pending(item, rewrite)
 
 
-def _validate(pending: list[_Pending], config: Config, options: Options) -> None:
+def _class_result(change: ClassChange) -> ClassResult:
+    return ClassResult(change.rule, change.class_name, change.lines, change.summary,
+                       dict(change.lifted), notes=list(change.notes))
+
+
+def _internal_error(result: FileResult, exc: Exception) -> str:
+    return (f"{result.display}: internal error ({type(exc).__name__}: {exc}); "
+            "nothing was changed. Please report this with the file.")
+
+
+def _by_class(classes: list[ClassResult]) -> dict[str, list[ClassResult]]:
+    """ClassResults grouped by class, in order of first appearance (one group per class)."""
+    groups: dict[str, list[ClassResult]] = {}
+    for c in classes:
+        groups.setdefault(c.class_name, []).append(c)
+    return groups
+
+
+def _job_class(name: str, results: list[ClassResult], spec: ExampleSpec) -> dict[str, Any]:
+    """One validation entry for a class, whatever number of rules changed it."""
+    lifted: dict[str, str] = {}
+    for c in results:
+        lifted.update(c.lifted)
+    rules = list(dict.fromkeys(c.rule for c in results))
+    return {"name": name, "rule": ",".join(rules), "lifted": lifted,
+            "example": spec.to_json()}
+
+
+# ---- validation --------------------------------------------------------------------------------
+
+def _validate(pending: list[_Pending], session: _Session, pool: WorkerPool) -> None:
+    config = session.config
     jobs: list[ValidationJob] = []
     by_job: dict[int, _Pending] = {}
     for item in pending:
         result = item.result
         classes = []
-        for c in result.classes:
-            spec = config.example_for(result.path, c.class_name)
+        for name, group in _by_class(result.classes).items():
+            spec = config.example_for(result.path, name)
             if isinstance(spec, ExampleError):
                 result.status, result.error = "failed", str(spec)
                 break
             if spec is None:
                 where = _example_key(result.path, config)
-                c.reason = (f'no example inputs: add [tool.tsfix.examples."{where}:'
-                            f'{c.class_name}"] to {config.source or "pyproject.toml"}')
+                for c in group:
+                    c.reason = (f'no example inputs: add [tool.tsfix.examples."{where}:'
+                                f'{name}"] to {config.source or "pyproject.toml"}')
                 continue
-            classes.append({"name": c.class_name, "rule": c.rule, "lifted": c.lifted,
-                            "example": spec.to_json()})
+            classes.append(_job_class(name, group, spec))
         if result.status == "failed" or not classes:
             continue
+        if item.loaded.observe_timed_out:
+            # Validation runs the same original examples first; do not wait for it twice.
+            names = {c["name"] for c in classes}
+            for c in result.classes:
+                if c.class_name in names:
+                    c.reason = (f"{item.loaded.observe_timed_out} while observing the "
+                                "original's examples; not validated")
+            continue
         job = ValidationJob(len(jobs), str(result.path.resolve()), item.rewrite.text, classes,
-                            [str(config.root)] if config.root else [])
+                            session.sys_path)
         jobs.append(job)
         by_job[job.id] = item
-    timeout = options.timeout or config.timeout
-    verdicts = run_jobs(jobs, workers=options.jobs or os.cpu_count() or 1, timeout=timeout)
+    verdicts = pool.validate(jobs, timeout=session.timeout)
     for job_id, class_verdicts in verdicts.items():
         by_name = {v.name: v for v in class_verdicts}
         for c in by_job[job_id].result.classes:
@@ -170,30 +338,126 @@ def _example_key(path: Path, config: Config) -> str:
     return _display(path)
 
 
-def _finish(item: _Pending, rules: list[type[Rule]], config: Config, options: Options,
-            require_verified: bool) -> None:
+# ---- rules together: which rule's rewrite broke a class ----------------------------------------
+
+@dataclass
+class _Trial:
+    item: _Pending
+    class_name: str
+    dropped: str            # the rule left out for this class ("": none)
+    rewrite: Rewrite
+
+
+def _drop_rules(pending: list[_Pending], session: _Session, pool: WorkerPool) -> None:
+    """For each rejected class changed by several rules, validate it once without each rule
+    (one parallel round); drop the last rule in registry order whose removal verifies."""
+    order = {rule.name: i for i, rule in enumerate(session.rules)}
+    jobs: list[ValidationJob] = []
+    trials: dict[int, _Trial] = {}
+    for item in pending:
+        result = item.result
+        if result.status == "failed":
+            continue
+        groups = _by_class(result.classes)
+        rejected = {name for name, group in groups.items()
+                    if any(c.verdict == REJECTED for c in group)}
+        # A class that scripted neither before nor after the combined rewrite may script with
+        # one rule left out (annotate fixed what blocked it, another rule broke it again).
+        not_scripting = {name for name, group in groups.items()
+                         if any(c.verdict == UNVERIFIED
+                                and c.reason.startswith(NOT_SCRIPTABLE_EITHER) for c in group)}
+        for name in sorted(rejected | not_scripting, key=list(groups).index):
+            contributing = sorted({c.rule for c in groups[name]},
+                                  key=lambda r: order.get(r, len(order)))
+            spec = session.config.example_for(result.path, name)
+            if len(contributing) < 2 or not isinstance(spec, ExampleSpec):
+                continue
+            others = frozenset(rejected - {name})
+            # With other rejected classes in the file, C may have failed for their sake (the
+            # rewritten file does not import): then C with every rule is a trial too.
+            for rule_name in ([""] if others else []) + contributing:
+                skip = {rule.name: others for rule in session.rules}
+                if rule_name:
+                    skip[rule_name] = others | {name}
+                try:
+                    rewrite = session.rewrite(item.loaded, skip)
+                except Exception:
+                    continue
+                kept = [_class_result(c) for c in rewrite.changes if c.class_name == name]
+                if not kept:
+                    continue  # without this rule nothing changes the class: not a fix
+                job = ValidationJob(len(jobs), str(result.path.resolve()), rewrite.text,
+                                    [_job_class(name, kept, spec)], session.sys_path)
+                jobs.append(job)
+                trials[job.id] = _Trial(item, name, rule_name, rewrite)
+    if not jobs:
+        return
+    verdicts = pool.validate(jobs, timeout=session.timeout)
+
+    # (file, class) -> verified trials, best (dropping the last rule in registry order) first
+    verified: dict[tuple[int, str], list[tuple[_Trial, ClassVerdict]]] = {}
+    for job_id, class_verdicts in verdicts.items():
+        trial = trials[job_id]
+        for v in class_verdicts:
+            if v.name == trial.class_name and v.verdict == VERIFIED:
+                verified.setdefault((id(trial.item), trial.class_name), []).append((trial, v))
+    for found in verified.values():
+        # The largest kept set: every rule ("" dropped nothing), else all but the last rule.
+        trial, verdict = max(found, key=lambda tv: order.get(tv[0].dropped, len(order)))
+        _apply_drop(trial, verdict, order)
+
+
+def _apply_drop(trial: _Trial, verdict: ClassVerdict, order: dict[str, int]) -> None:
+    item, name = trial.item, trial.class_name
+    result = item.result
+    groups = _by_class(result.classes)
+    dropped = [c for c in groups[name] if trial.dropped and c.rule == trial.dropped]
+    if trial.dropped:
+        item.dropped[name] = trial.dropped
+    for c in dropped:
+        c.verdict = REJECTED
+        c.reason = (f"dropped: {name} validates without this rule's rewrite; with it: "
+                    f"{c.reason}")
+    kept = [_class_result(c) for c in trial.rewrite.changes if c.class_name == name]
+    for c in kept:
+        c.verdict, c.reason, c.duration_s = verdict.verdict, verdict.reason, verdict.duration_s
+    groups[name] = sorted(kept + dropped, key=lambda c: order.get(c.rule, len(order)))
+    result.classes = [c for group in groups.values() for c in group]
+
+
+# ---- show or write -----------------------------------------------------------------------------
+
+def _finish(item: _Pending, session: _Session) -> None:
     result = item.result
     if result.status == "failed":
         result.classes = []  # nothing is written for a file with a broken example spec
         return
-    held_back = {c.class_name for c in result.classes if c.verdict == REJECTED or (
-        require_verified and c.verdict == UNVERIFIED)}
+    require_verified = session.require_verified
+    if require_verified:
+        for c in result.classes:
+            if c.verdict == UNVERIFIED:
+                c.verdict = REJECTED
+                c.reason = f"unverified and --require-verified: {c.reason}"
+    # A class is held back whole unless its only rejected change is the dropped rule's.
+    held_back = {c.class_name for c in result.classes
+                 if c.verdict == REJECTED and item.dropped.get(c.class_name) != c.rule}
     text = item.rewrite.text
-    if held_back:
-        if require_verified:
-            for c in result.classes:
-                if c.verdict == UNVERIFIED:
-                    c.verdict = REJECTED
-                    c.reason = f"unverified and --require-verified: {c.reason}"
-        skip = {rule.name: frozenset(held_back) for rule in rules}
-        text = rewrite_source(item.source.text, result.display, rules,
-                              line_length=config.line_length, skip_classes=skip).text
+    if held_back or item.dropped:
+        skip = {rule.name: frozenset(held_back) for rule in session.rules}
+        for name, rule_name in item.dropped.items():
+            skip[rule_name] = skip.get(rule_name, frozenset()) | {name}
+        try:
+            text = session.rewrite(item.loaded, skip).text
+        except Exception as exc:
+            result.status, result.error = "failed", _internal_error(result, exc)
+            result.classes = []
+            return
     if text == item.source.text:
         result.status = "rejected" if result.classes else "unchanged"
         return
     result.status = "changed"
     result.diff = unified_diff(item.source.text, text, result.display)
-    if options.mode == "write":
+    if session.options.mode == "write":
         try:
             write_atomic(result.path, item.source.encode(text))
             result.written = True

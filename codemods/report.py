@@ -29,6 +29,8 @@ class ClassResult:
     verdict: str = UNVERIFIED
     reason: str = ""
     duration_s: float = 0.0
+    # What a reviewer must know beyond the summary (from the rule's ClassChange.notes).
+    notes: list[str] = field(default_factory=list)
 
     @property
     def written(self) -> bool:
@@ -45,6 +47,10 @@ class FileResult:
     skips: list[Skip] = field(default_factory=list)
     diff: str = ""
     written: bool = False
+    # File-level remarks, e.g. why a class has no observed types.
+    notes: list[str] = field(default_factory=list)
+    # Types seen in the eager example runs (only when a selected rule asked for them).
+    observed: dict[str, dict[str, dict[str, str]]] = field(default_factory=dict)
 
 
 @dataclass
@@ -54,6 +60,7 @@ class RunResult:
     mode: str                      # write | diff | check
     verify: bool
     require_verified: bool
+    unsafe_fixes: bool = False
 
     def classes(self) -> list[ClassResult]:
         return [c for f in self.files for c in f.classes]
@@ -100,6 +107,7 @@ class RunResult:
             "rules": self.rules,
             "mode": self.mode,
             "verify": self.verify,
+            "unsafe_fixes": self.unsafe_fixes,
             "exit_code": self.exit_code,
             "summary": self.counts(),
             "files": [{
@@ -110,6 +118,8 @@ class RunResult:
                 "classes": [{**asdict(c), "lines": list(c.lines), "written": c.written}
                             for c in f.classes],
                 "skips": [asdict(s) for s in f.skips],
+                "notes": f.notes,
+                "observed": f.observed,
             } for f in self.files],
         }
 

@@ -22,7 +22,6 @@ from libcst.codemod import Codemod, CodemodContext, SkipFile
 from libcst.metadata import CodeRange, MetadataWrapper, PositionProvider
 from tsfix.codemods.imports import add_typing_names
 
-
 # Types seen in the eager example runs: class -> method -> parameter (or "return") -> a
 # TorchScript type string ("int", "Optional[float]", "List[int]", "Tuple[int, int]", "Tensor").
 # Only parameters whose observed values agree on one type are present.

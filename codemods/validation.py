@@ -4,10 +4,16 @@ Each worker (:mod:`tsfix.codemods.validation_worker`) imports torch once and tak
 a time over a pipe. A job that outlives its timeout, or a worker that dies (segfault, out of
 memory, ``os._exit`` in user code), costs only that job: its classes become ``unverified`` with
 the reason, the worker is replaced, and the run goes on.
+
+A :class:`WorkerPool` keeps its workers between rounds of jobs (observe, validate, re-validate
+without one rule), so a run imports torch once per worker. Workers start only when a round has
+jobs. Two kinds of job: ``validate`` (a rewritten file's classes, verdicts back) and ``observe``
+(run the original file's examples eagerly, argument types back).
 """
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import queue
@@ -21,19 +27,30 @@ from typing import IO, Any
 
 WORKER_MODULE = "tsfix.codemods.validation_worker"
 STARTUP_TIMEOUT = 300.0   # importing torch on a loaded machine
+# How an ``unverified`` reason starts when the rewritten class does not script and neither did
+# the original: the engine still looks for a rule to drop when several rules changed the class.
+NOT_SCRIPTABLE_EITHER = "eager parity holds, but the class does not script before or after"
 
 
 @dataclass
 class ValidationJob:
     id: int
     path: str
-    source: str
-    classes: list[dict[str, Any]]          # name, rule, lifted, example
+    source: str                            # the rewritten file ("" for observe)
+    classes: list[dict[str, Any]]          # name, rule, lifted, example (observe: name, example)
     sys_path: list[str] = field(default_factory=list)
+    op: str = "validate"                   # validate | observe
 
     def to_json(self) -> str:
-        return json.dumps({"id": self.id, "path": self.path, "source": self.source,
-                           "classes": self.classes, "sys_path": self.sys_path})
+        return json.dumps({"id": self.id, "op": self.op, "path": self.path,
+                           "source": self.source, "classes": self.classes,
+                           "sys_path": self.sys_path})
+
+
+def observe_job(id: int, path: str, classes: list[dict[str, Any]],
+                sys_path: list[str]) -> ValidationJob:
+    """A job that runs the original file's examples and records argument types."""
+    return ValidationJob(id, path, "", classes, sys_path, op="observe")
 
 
 @dataclass
@@ -42,6 +59,18 @@ class ClassVerdict:
     verdict: str        # verified | rejected | unverified
     reason: str
     duration_s: float = 0.0
+
+
+@dataclass
+class ObservedTypes:
+    """What an observe job found: class -> method -> parameter or "return" -> type string, and
+    for each class without observations, why."""
+
+    types: dict[str, dict[str, dict[str, str]]] = field(default_factory=dict)
+    failures: dict[str, str] = field(default_factory=dict)
+    # The job outlived its timeout: running the original's examples hangs (validation, which
+    # runs them too, would only hang again).
+    timed_out: str | None = None
 
 
 class _Worker:
@@ -109,55 +138,125 @@ class _Worker:
         self.log.close()
 
 
+class WorkerPool:
+    """Up to ``workers`` worker processes, started on demand and kept between rounds."""
+
+    def __init__(self, workers: int) -> None:
+        self.workers = max(1, workers)
+        self._idle: list[_Worker] = []
+        self._lock = threading.Lock()
+
+    def __enter__(self) -> WorkerPool:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+    def close(self) -> None:
+        with self._lock:
+            idle, self._idle = self._idle, []
+        for worker in idle:
+            if worker.process.stdin is not None:
+                with contextlib.suppress(OSError):
+                    worker.process.stdin.close()
+            worker.stop()
+
+    def run(self, jobs: Iterable[ValidationJob], *, timeout: float,
+            on_result: Callable[[ValidationJob, dict[str, Any] | str], None] | None = None
+            ) -> dict[int, dict[str, Any] | str]:
+        """Every job's raw outcome: the worker's result, or a string saying why there is none."""
+        pending: queue.Queue[ValidationJob] = queue.Queue()
+        for job in jobs:
+            pending.put(job)
+        total = pending.qsize()
+        if total == 0:
+            return {}
+        running = min(self.workers, total)
+        threads_each = max(1, (os.cpu_count() or 1) // running)
+        results: dict[int, dict[str, Any] | str] = {}
+
+        def drive() -> None:
+            with self._lock:
+                worker = self._idle.pop() if self._idle else None
+            while True:
+                try:
+                    job = pending.get_nowait()
+                except queue.Empty:
+                    break
+                if worker is None or not worker.alive:
+                    if worker is not None:
+                        worker.stop()
+                    worker = _Worker(threads_each)
+                outcome = worker.run(job, timeout)
+                with self._lock:
+                    results[job.id] = outcome
+                    if on_result is not None:
+                        on_result(job, outcome)
+            if worker is not None:
+                if worker.alive:
+                    with self._lock:
+                        self._idle.append(worker)
+                else:
+                    worker.stop()
+
+        threads = [threading.Thread(target=drive, daemon=True) for _ in range(running)]
+        for thread in threads:
+            thread.start()
+        for thread in threads:
+            thread.join()
+        return results
+
+    def validate(self, jobs: list[ValidationJob], *, timeout: float,
+                 on_result: Callable[[ValidationJob, list[ClassVerdict]], None] | None = None
+                 ) -> dict[int, list[ClassVerdict]]:
+        """Validate every job; returns job id -> verdicts."""
+        def report(job: ValidationJob, outcome: dict[str, Any] | str) -> None:
+            if on_result is not None:
+                on_result(job, _verdicts(job, outcome))
+
+        by_id = {job.id: job for job in jobs}
+        outcomes = self.run(jobs, timeout=timeout, on_result=report if on_result else None)
+        return {job_id: _verdicts(by_id[job_id], outcome)
+                for job_id, outcome in outcomes.items()}
+
+    def observe(self, jobs: list[ValidationJob], *, timeout: float
+                ) -> dict[int, ObservedTypes]:
+        """Run observe jobs; returns job id -> the types seen (or why none were)."""
+        by_id = {job.id: job for job in jobs}
+        return {job_id: _observed(by_id[job_id], outcome)
+                for job_id, outcome in self.run(jobs, timeout=timeout).items()}
+
+
 def run_jobs(jobs: Iterable[ValidationJob], *, workers: int, timeout: float,
              on_result: Callable[[ValidationJob, list[ClassVerdict]], None] | None = None
              ) -> dict[int, list[ClassVerdict]]:
-    """Validate every job; returns job id -> verdicts, in no particular order of completion."""
-    pending: queue.Queue[ValidationJob] = queue.Queue()
-    for job in jobs:
-        pending.put(job)
-    total = pending.qsize()
-    if total == 0:
-        return {}
-    workers = max(1, min(workers, total))
-    threads_each = max(1, (os.cpu_count() or 1) // workers)
-    results: dict[int, list[ClassVerdict]] = {}
-    lock = threading.Lock()
-
-    def drive() -> None:
-        worker: _Worker | None = None
-        while True:
-            try:
-                job = pending.get_nowait()
-            except queue.Empty:
-                break
-            if worker is None or not worker.alive:
-                worker = _Worker(threads_each)
-            outcome = worker.run(job, timeout)
-            verdicts = _verdicts(job, outcome)
-            with lock:
-                results[job.id] = verdicts
-                if on_result is not None:
-                    on_result(job, verdicts)
-        if worker is not None:
-            if worker.process.stdin is not None:
-                worker.process.stdin.close()
-            worker.stop()
-
-    threads = [threading.Thread(target=drive, daemon=True) for _ in range(workers)]
-    for thread in threads:
-        thread.start()
-    for thread in threads:
-        thread.join()
-    return results
+    """Validate every job in a pool of its own; returns job id -> verdicts."""
+    with WorkerPool(workers) as pool:
+        return pool.validate(list(jobs), timeout=timeout, on_result=on_result)
 
 
 def _verdicts(job: ValidationJob, outcome: dict[str, Any] | str) -> list[ClassVerdict]:
     if isinstance(outcome, str):
         return [ClassVerdict(c["name"], "unverified", outcome) for c in job.classes]
     if "error" in outcome:
-        last = str(outcome["error"]).strip().splitlines()[-1:]
-        reason = f"internal validation error: {last[0] if last else 'unknown'}"
+        reason = f"internal validation error: {_last_line(outcome['error'])}"
         return [ClassVerdict(c["name"], "unverified", reason) for c in job.classes]
     return [ClassVerdict(c["name"], c["verdict"], c["reason"], c.get("duration_s", 0.0))
             for c in outcome["classes"]]
+
+
+def _observed(job: ValidationJob, outcome: dict[str, Any] | str) -> ObservedTypes:
+    if isinstance(outcome, str):
+        reason = outcome.replace("validation worker", "worker").replace(
+            "validation timed out", "timed out")
+        return ObservedTypes(failures={c["name"]: reason for c in job.classes},
+                             timed_out=reason if reason.startswith("timed out") else None)
+    if "error" in outcome:
+        reason = f"internal observation error: {_last_line(outcome['error'])}"
+        return ObservedTypes(failures={c["name"]: reason for c in job.classes})
+    return ObservedTypes(outcome.get("observed", {}), outcome.get("failures", {}))
+
+
+def _last_line(text: object) -> str:
+    last = str(text).strip().splitlines()[-1:]
+    return last[0] if last else "unknown"

@@ -5,7 +5,9 @@ It reads one JSON job per line on stdin (a file's rewritten source and the class
 writes one JSON result per line on the stdout it was started with; user code's own prints go to
 stderr. torch is imported once per worker, not once per model.
 
-For every class, with every example configuration (``init`` variant):
+A configuration is one ``init`` variant called with one example call; each instance is built
+once per ``init`` and called with every call (``init[1] call[0]`` in reasons when there are
+several calls). For every class, with every configuration:
 
 1. build the original and the rewritten class with the same seed, copy the original's
    ``state_dict`` into the rewritten instance, eval mode;
@@ -16,13 +18,24 @@ For every class, with every example configuration (``init`` variant):
 5. the artifact survives ``torch.jit.save``/``load`` with the same outputs.
 
 Outputs match when every tensor is ``allclose`` with rtol 1e-4, atol 1e-5.
+
+An ``"op": "observe"`` job instead imports the ORIGINAL file only, builds every configuration
+of each requested class and runs its calls eagerly under ``sys.setprofile``, recording the
+argument and return types of the class's methods and of its bases defined at the top level of
+the same file (each under the class that defines it). The result is ``{class: {method: {param
+or "return": type}}}`` in TorchScript spelling (:func:`observed_types`), merged over every call;
+a parameter whose values TorchScript cannot type or that disagree is left out, and so are
+``self``, ``*args`` and ``**kwargs``. A class whose import, constructor or call fails has no
+observations (``failures`` says why).
 """
 
 from __future__ import annotations
 
 import contextlib
+import dis
 import importlib
 import importlib.util
+import inspect
 import io
 import json
 import os
@@ -34,11 +47,12 @@ import time
 import traceback
 import types
 import warnings
-from collections.abc import Callable, Iterator
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
 import torch
+from tsfix.codemods.validation import NOT_SCRIPTABLE_EITHER
 
 RTOL, ATOL = 1e-4, 1e-5
 SEED = 0
@@ -117,8 +131,29 @@ def clone(value: Any) -> Any:
     return value
 
 
-def configurations(example: dict[str, Any]) -> list[tuple[dict[str, Any], tuple[Any, ...],
-                                                          dict[str, Any]]]:
+class Instance:
+    """One ``init`` configuration and the calls made on it (every example call)."""
+
+    def __init__(self, index: int, init: dict[str, Any],
+                 calls: list[tuple[tuple[Any, ...], dict[str, Any]]],
+                 many_calls: bool) -> None:
+        self.index = index
+        self.init = init
+        self.calls = calls
+        self.many_calls = many_calls
+
+    def label(self, j: int | None = None, *, show_init: bool = False) -> str:
+        """``init[1]`` or, with several calls per instance, ``init[1] call[0]``."""
+        text = f"init[{self.index}]"
+        if show_init and self.init:
+            text += f" {self.init}"
+        if j is not None and self.many_calls:
+            text += f" call[{j}]"
+        return text
+
+
+def instances(example: dict[str, Any]) -> list[Instance]:
+    """Every ``init`` table, each with every call; a factory item is one instance, one call."""
     if example.get("factory"):
         module_name, _, function_name = example["factory"].partition(":")
         try:
@@ -127,20 +162,23 @@ def configurations(example: dict[str, Any]) -> list[tuple[dict[str, Any], tuple[
         except BaseException as exc:
             raise unverified(f"example factory {example['factory']} failed: "
                              f"{short_error(exc)}") from exc
-        triples = []
+        found = []
         for i, item in enumerate(produced):
             if (not isinstance(item, tuple | list) or len(item) != 3
                     or not isinstance(item[0], dict) or not isinstance(item[2], dict)):
                 raise unverified(f"example factory {example['factory']} item {i}: expected "
                                  "(init_kwargs: dict, args: tuple, kwargs: dict)")
-            triples.append((dict(item[0]), tuple(item[1]), dict(item[2])))
-        if not triples:
+            found.append(Instance(i, dict(item[0]), [(tuple(item[1]), dict(item[2]))], False))
+        if not found:
             raise unverified(f"example factory {example['factory']} returned no examples")
-        return triples
+        return found
     generator = torch.Generator().manual_seed(SEED)
-    inputs = tuple(materialize(example["inputs"], generator))
-    kwargs = materialize(example["kwargs"], generator)
-    return [(materialize(init, generator), inputs, kwargs) for init in example["init"]]
+    call_specs = example.get("calls") or [{"inputs": example.get("inputs", []),
+                                           "kwargs": example.get("kwargs", {})}]
+    calls = [(tuple(materialize(c.get("inputs", []), generator)),
+              materialize(c.get("kwargs", {}), generator)) for c in call_specs]
+    return [Instance(k, materialize(init, generator), calls, len(calls) > 1)
+            for k, init in enumerate(example["init"])]
 
 
 # ---- comparison --------------------------------------------------------------------------------
@@ -266,45 +304,51 @@ def check_class(original: types.ModuleType, rewritten: types.ModuleType,
     rewritten_cls = getattr(rewritten, name, None)
     if original_cls is None or rewritten_cls is None:
         raise unverified(f"class {name} is not defined at module level")
-    configs = configurations(job_class["example"])
+    configs = instances(job_class["example"])
+    n_calls = sum(len(inst.calls) for inst in configs)
 
-    # 1-2: build both, eager parity.
+    # 1-2: build both, eager parity, for every instance and every call.
     originals, rewrites, expected = [], [], []
-    for k, (init, args, kwargs) in enumerate(configs):
-        label = f"init[{k}] {init}" if init else f"init[{k}]"
+    for inst in configs:
+        label = inst.label(show_init=True)
         try:
-            orig = build(original_cls, init)
+            orig = build(original_cls, inst.init)
         except BaseException as exc:
             raise unverified(f"the original constructor raised for {label}: "
                              f"{short_error(exc)}") from exc
         try:
-            new = build(rewritten_cls, init)
+            new = build(rewritten_cls, inst.init)
             new.load_state_dict(orig.state_dict())
         except BaseException as exc:
             raise rejected(f"build: the rewritten class fails for {label}: "
                            f"{short_error(exc, rename)}") from exc
-        try:
-            want = call(orig, args, kwargs)
-        except BaseException as exc:
-            raise unverified(f"the original forward raised for {label}: "
-                             f"{short_error(exc)}") from exc
-        if difference(want, call(orig, args, kwargs)) is not None:
-            raise unverified(f"nondeterministic model: two identical calls differ for {label}")
-        try:
-            got = call(new, args, kwargs)
-        except BaseException as exc:
-            raise rejected(f"eager parity: the rewritten forward raised for {label}: "
-                           f"{short_error(exc, rename)}") from exc
-        found = difference(want, got)
-        if found:
-            raise rejected(f"eager parity: {found} for {label}")
+        wanted = []
+        for j, (args, kwargs) in enumerate(inst.calls):
+            label = inst.label(j, show_init=True)
+            try:
+                want = call(orig, args, kwargs)
+            except BaseException as exc:
+                raise unverified(f"the original forward raised for {label}: "
+                                 f"{short_error(exc)}") from exc
+            if difference(want, call(orig, args, kwargs)) is not None:
+                raise unverified(f"nondeterministic model: two identical calls differ for "
+                                 f"{label}")
+            try:
+                got = call(new, args, kwargs)
+            except BaseException as exc:
+                raise rejected(f"eager parity: the rewritten forward raised for {label}: "
+                               f"{short_error(exc, rename)}") from exc
+            found = difference(want, got)
+            if found:
+                raise rejected(f"eager parity: {found} for {label}")
+            wanted.append(want)
         originals.append(orig)
         rewrites.append(new)
-        expected.append(want)
+        expected.append(wanted)
 
     # 3: re-script every configuration.
     scripted = []
-    for k, (new, (_init, args, kwargs)) in enumerate(zip(rewrites, configs, strict=True)):
+    for k, (new, inst) in enumerate(zip(rewrites, configs, strict=True)):
         try:
             artifact = torch.jit.script(new)
         except BaseException as exc:
@@ -313,18 +357,18 @@ def check_class(original: types.ModuleType, rewritten: types.ModuleType,
                 torch.jit.script(originals[k])
             except BaseException as original_exc:
                 raise unverified(
-                    "eager parity holds, but the class does not script before or after this "
-                    f"rewrite, for a reason this rule does not fix: "
-                    f"{short_error(original_exc)}") from exc
+                    f"{NOT_SCRIPTABLE_EITHER} this rewrite, for a reason it does not fix: "
+                    f"{short_error(original_exc)} (the rewrite fails with: {error})") from exc
             raise rejected(f"re-script: {error}") from exc
-        try:
-            got = call(artifact, args, kwargs)
-        except BaseException as exc:
-            raise rejected(f"re-script: the scripted module raised for init[{k}]: "
-                           f"{short_error(exc, rename)}") from exc
-        found = difference(expected[k], got)
-        if found:
-            raise rejected(f"re-script: {found} for init[{k}]")
+        for j, (args, kwargs) in enumerate(inst.calls):
+            try:
+                got = call(artifact, args, kwargs)
+            except BaseException as exc:
+                raise rejected(f"re-script: the scripted module raised for {inst.label(j)}: "
+                               f"{short_error(exc, rename)}") from exc
+            found = difference(expected[k][j], got)
+            if found:
+                raise rejected(f"re-script: {found} for {inst.label(j)}")
         scripted.append(artifact)
 
     # 4: one artifact serves every configuration through the lifted arguments.
@@ -333,31 +377,32 @@ def check_class(original: types.ModuleType, rewritten: types.ModuleType,
     base_settings = plain_settings(rewrites[0], set(lifted.values()))
     base_shapes = {k: v.shape for k, v in originals[0].state_dict().items()}
     served = []
-    for k in range(len(configs)):
+    for k, inst in enumerate(configs):
         shapes = {key: v.shape for key, v in originals[k].state_dict().items()}
         settings = plain_settings(rewrites[k], set(lifted.values()))
         if shapes != base_shapes:
-            notes.append(f"init[{k}] has other parameter shapes")
+            notes.append(f"{inst.label()} has other parameter shapes")
             continue
         differing = sorted(key for key in settings if settings[key] != base_settings.get(key))
         if differing:
-            notes.append(f"init[{k}] also differs in {', '.join(differing[:3])}")
+            notes.append(f"{inst.label()} also differs in {', '.join(differing[:3])}")
             continue
         served.append(k)
 
     def check_artifact(module: Any, step: str) -> None:
         for k in served:
-            _init, args, kwargs = configs[k]
+            inst = configs[k]
             values = {param: getattr(rewrites[k], attr) for param, attr in lifted.items()}
             module.load_state_dict(originals[k].state_dict())
-            try:
-                got = call(module, args, kwargs, values)
-            except BaseException as exc:
-                raise rejected(f"{step}: raised for init[{k}] with {values}: "
-                               f"{short_error(exc, rename)}") from exc
-            found = difference(expected[k], got)
-            if found:
-                raise rejected(f"{step}: {found} for init[{k}] called with {values}")
+            for j, (args, kwargs) in enumerate(inst.calls):
+                try:
+                    got = call(module, args, kwargs, values)
+                except BaseException as exc:
+                    raise rejected(f"{step}: raised for {inst.label(j)} with {values}: "
+                                   f"{short_error(exc, rename)}") from exc
+                found = difference(expected[k][j], got)
+                if found:
+                    raise rejected(f"{step}: {found} for {inst.label(j)} called with {values}")
 
     check_artifact(artifact, "one artifact")
 
@@ -371,8 +416,11 @@ def check_class(original: types.ModuleType, rewritten: types.ModuleType,
         raise rejected(f"save/load: {short_error(exc, rename)}") from exc
     check_artifact(loaded, "save/load")
 
-    summary = (f"{len(configs)} configuration(s): eager parity, re-script, save/load; one "
-               f"artifact served {len(served)} of {len(configs)}")
+    served_calls = sum(len(configs[k].calls) for k in served)
+    shape = (f" ({len(configs)} init x {n_calls // len(configs)} calls)"
+             if any(inst.many_calls for inst in configs) else "")
+    summary = (f"{n_calls} configuration(s){shape}: eager parity, re-script, save/load; one "
+               f"artifact served {served_calls} of {n_calls}")
     if notes:
         summary += f" (not comparable: {'; '.join(notes)})"
     return summary
@@ -380,41 +428,57 @@ def check_class(original: types.ModuleType, rewritten: types.ModuleType,
 
 # ---- one job (one file) ------------------------------------------------------------------------
 
+class Imports:
+    """Loads one job's files: the original as its own package module (so package-relative
+    imports work), and the rewritten source beside it under another name."""
+
+    def __init__(self, job: dict[str, Any], path: Path, package: str, workdir: Path) -> None:
+        self.job = job
+        self.path = path
+        self.package = package
+        self.workdir = workdir
+        self.stem = identifier(path.stem)
+
+    def original(self) -> types.ModuleType:
+        if self.package:
+            importlib.import_module(self.package)
+        name = (f"{self.package}.{self.stem}" if self.package
+                else f"_tsfix_original_{self.stem}")
+        try:
+            return load_module(name, self.path)
+        except BaseException as exc:
+            raise unverified(f"importing the original failed: {short_error(exc)}") from exc
+
+    def rewritten(self) -> tuple[types.ModuleType, dict[str, str]]:
+        name = (f"{self.package}._tsfix_rewritten_{self.stem}" if self.package
+                else f"_tsfix_rewritten_{self.stem}")
+        rewritten_path = self.workdir / f"{self.stem}.py"
+        rewritten_path.write_text(self.job["source"], encoding="utf-8")
+        rename = {str(rewritten_path): f"the rewritten {self.path.name}"}
+        try:
+            return load_module(name, rewritten_path), rename
+        except BaseException as exc:
+            raise rejected(f"the rewritten file does not import: "
+                           f"{short_error(exc, rename)}") from exc
+
+    def __call__(self) -> tuple[types.ModuleType, types.ModuleType, dict[str, str]]:
+        original = self.original()
+        rewritten, rename = self.rewritten()
+        return original, rewritten, rename
+
+
 @contextlib.contextmanager
-def import_context(job: dict[str, Any]) -> Iterator[Callable[[], tuple[types.ModuleType,
-                                                                        types.ModuleType,
-                                                                        dict[str, str]]]]:
+def import_context(job: dict[str, Any]) -> Iterator[Imports]:
+    """sys.path and sys.modules set up for the job's file, and restored afterwards."""
     path = Path(job["path"]).resolve()
     package, root = package_of(path)
     added = [str(root), *job.get("sys_path", [])]
     for entry in reversed(added):
         sys.path.insert(0, entry)
     workdir = Path(tempfile.mkdtemp(prefix="tsfix-validate-"))
-    stem = identifier(path.stem)
-    original_name = f"{package}.{stem}" if package else f"_tsfix_original_{stem}"
-    rewritten_name = (f"{package}._tsfix_rewritten_{stem}" if package
-                      else f"_tsfix_rewritten_{stem}")
     before = set(sys.modules)
-
-    def load() -> tuple[types.ModuleType, types.ModuleType, dict[str, str]]:
-        if package:
-            importlib.import_module(package)
-        try:
-            original = load_module(original_name, path)
-        except BaseException as exc:
-            raise unverified(f"importing the original failed: {short_error(exc)}") from exc
-        rewritten_path = workdir / f"{stem}.py"
-        rewritten_path.write_text(job["source"], encoding="utf-8")
-        rename = {str(rewritten_path): f"the rewritten {path.name}"}
-        try:
-            rewritten = load_module(rewritten_name, rewritten_path)
-        except BaseException as exc:
-            raise rejected(f"the rewritten file does not import: "
-                           f"{short_error(exc, rename)}") from exc
-        return original, rewritten, rename
-
     try:
-        yield load
+        yield Imports(job, path, package, workdir)
     finally:
         # Forget the user's modules so the next job sees its own files fresh.
         for name in set(sys.modules) - before:
@@ -426,6 +490,8 @@ def import_context(job: dict[str, Any]) -> Iterator[Callable[[], tuple[types.Mod
 
 
 def run_job(job: dict[str, Any]) -> dict[str, Any]:
+    if job.get("op") == "observe":
+        return run_observe_job(job)
     results = []
     with import_context(job) as load:
         try:
@@ -437,6 +503,272 @@ def run_job(job: dict[str, Any]) -> dict[str, Any]:
         for job_class in job["classes"]:
             results.append(validate_class(original, rewritten, job_class, rename))
     return {"id": job["id"], "classes": results}
+
+
+# ---- observed types ----------------------------------------------------------------------------
+#
+# Internal type terms: a string for atoms ("Tensor", "int", "float", "bool", "str", "NoneType"),
+# ("List", T), ("Dict", K, V), ("Tuple", (T1, ...)), ("Optional", T). UNKNOWN stands for the
+# element type of an empty container (filled in by a later non-empty one); CONFLICT for values
+# TorchScript cannot type or that disagree (the parameter is then left out).
+
+UNKNOWN = "?"
+CONFLICT = "!"
+MAX_ELEMENTS = 1000        # elements of a container looked at
+Term = Any                 # str | tuple[...] as above
+
+
+def type_of(value: Any) -> Term:
+    """The type term of one value."""
+    if isinstance(value, torch.Tensor):
+        return "Tensor"
+    if value is None:
+        return "NoneType"
+    kind = type(value)
+    if kind is bool:
+        return "bool"
+    if kind is int:
+        return "int"
+    if kind is float:
+        return "float"
+    if kind is str:
+        return "str"
+    if kind is list:
+        element: Term = UNKNOWN
+        for item in value[:MAX_ELEMENTS]:
+            element = merge_types(element, type_of(item))
+            if element == CONFLICT:
+                return CONFLICT
+        return ("List", element)
+    if kind is tuple:
+        elements = tuple(type_of(item) for item in value[:MAX_ELEMENTS])
+        if len(value) > MAX_ELEMENTS or CONFLICT in elements:
+            return CONFLICT
+        return ("Tuple", elements)
+    if kind is dict:
+        key: Term = UNKNOWN
+        item_type: Term = UNKNOWN
+        for n, (k, v) in enumerate(value.items()):
+            if n >= MAX_ELEMENTS:
+                break
+            key = merge_types(key, type_of(k))
+            item_type = merge_types(item_type, type_of(v))
+            if CONFLICT in (key, item_type):
+                return CONFLICT
+        if key not in (UNKNOWN, "str", "int", "float", "bool", "Tensor"):
+            return CONFLICT
+        return ("Dict", key, item_type)
+    return CONFLICT
+
+
+def merge_types(a: Term, b: Term) -> Term:
+    """The one type two observed types agree on, or CONFLICT."""
+    if a == b:
+        return a
+    if CONFLICT in (a, b):
+        return CONFLICT
+    if a == UNKNOWN:
+        return b
+    if b == UNKNOWN:
+        return a
+    if a == "NoneType":
+        return b if _is_optional(b) else ("Optional", b)
+    if b == "NoneType":
+        return a if _is_optional(a) else ("Optional", a)
+    if _is_optional(a) or _is_optional(b):
+        inner = merge_types(_strip_optional(a), _strip_optional(b))
+        return CONFLICT if inner == CONFLICT else ("Optional", inner)
+    if {a, b} == {"int", "float"}:
+        return "float"
+    if isinstance(a, tuple) and isinstance(b, tuple) and a[0] == b[0]:
+        if a[0] == "List":
+            element = merge_types(a[1], b[1])
+            return CONFLICT if element == CONFLICT else ("List", element)
+        if a[0] == "Dict":
+            key, item = merge_types(a[1], b[1]), merge_types(a[2], b[2])
+            return CONFLICT if CONFLICT in (key, item) else ("Dict", key, item)
+        if a[0] == "Tuple" and len(a[1]) == len(b[1]):
+            elements = tuple(merge_types(x, y) for x, y in zip(a[1], b[1], strict=True))
+            return CONFLICT if CONFLICT in elements else ("Tuple", elements)
+    return CONFLICT
+
+
+def _is_optional(term: Term) -> bool:
+    return isinstance(term, tuple) and term[0] == "Optional"
+
+
+def _strip_optional(term: Term) -> Term:
+    return term[1] if _is_optional(term) else term
+
+
+def type_string(term: Term) -> str | None:
+    """The TorchScript spelling of a term; None when it is unknown or conflicting."""
+    if term in (UNKNOWN, CONFLICT):
+        return None
+    if isinstance(term, str):
+        return term
+    parts: list[str | None]
+    if term[0] == "Tuple":
+        if not term[1]:
+            return "Tuple[()]"
+        parts = [type_string(t) for t in term[1]]
+    else:
+        parts = [type_string(t) for t in term[1:]]
+    if any(p is None for p in parts):
+        return None
+    return f"{term[0]}[{', '.join(p for p in parts if p is not None)}]"
+
+
+def observed_types(values: list[Any]) -> str | None:
+    """The TorchScript type string for a list of observed values (None: leave it out)."""
+    term: Term = UNKNOWN
+    for value in values:
+        term = merge_types(term, type_of(value))
+    return type_string(term)
+
+
+class TypeRecorder:
+    """Records argument and return types of chosen functions through ``sys.setprofile``.
+
+    ``methods`` maps a code object to (class name, method name, parameters to record). On a
+    'call' event the parameters are read from ``frame.f_locals``; on a 'return' event that is a
+    real return (not an exception unwinding the frame) the return value is recorded."""
+
+    def __init__(self, methods: dict[types.CodeType, tuple[str, str, tuple[str, ...], bool]]
+                 ) -> None:
+        self.methods = methods
+        self.terms: dict[str, dict[str, dict[str, Term]]] = {}
+
+    def record(self, cls: str, method: str, name: str, value: Any) -> None:
+        slot = self.terms.setdefault(cls, {}).setdefault(method, {})
+        slot[name] = merge_types(slot.get(name, UNKNOWN), type_of(value))
+
+    def profile(self, frame: types.FrameType, event: str, arg: Any) -> None:
+        if event not in ("call", "return"):
+            return
+        found = self.methods.get(frame.f_code)
+        if found is None:
+            return
+        cls, method, params, record_return = found
+        if event == "call":
+            local = frame.f_locals
+            for name in params:
+                if name in local:
+                    self.record(cls, method, name, local[name])
+        elif record_return and _really_returns(frame):
+            self.record(cls, method, "return", arg)
+
+    @contextlib.contextmanager
+    def active(self) -> Iterator[None]:
+        previous = sys.getprofile()
+        sys.setprofile(self.profile)
+        try:
+            yield
+        finally:
+            sys.setprofile(previous)
+
+    def merge_into(self, other: TypeRecorder) -> None:
+        for cls, methods in self.terms.items():
+            for method, params in methods.items():
+                slot = other.terms.setdefault(cls, {}).setdefault(method, {})
+                for name, term in params.items():
+                    slot[name] = merge_types(slot.get(name, UNKNOWN), term)
+
+    def strings(self) -> dict[str, dict[str, dict[str, str]]]:
+        found: dict[str, dict[str, dict[str, str]]] = {}
+        for cls, methods in self.terms.items():
+            for method, params in methods.items():
+                typed = {name: text for name, term in params.items()
+                         if (text := type_string(term)) is not None}
+                if typed:
+                    found.setdefault(cls, {})[method] = typed
+        return found
+
+
+def _really_returns(frame: types.FrameType) -> bool:
+    """A 'return' profile event also fires when an exception leaves the frame; only a return
+    instruction at the frame's last instruction is a real return."""
+    try:
+        opname = dis.opname[frame.f_code.co_code[frame.f_lasti]]
+    except (IndexError, ValueError):
+        return False
+    return opname.startswith("RETURN_")
+
+
+_GENERATOR_FLAGS = inspect.CO_GENERATOR | inspect.CO_COROUTINE | inspect.CO_ASYNC_GENERATOR
+
+
+def methods_to_observe(cls: type, module: types.ModuleType
+                       ) -> dict[types.CodeType, tuple[str, str, tuple[str, ...], bool]]:
+    """Code objects of the methods of ``cls`` and of its bases defined at the top level of the
+    same file (what forward can reach), recorded under the class that defines each one."""
+    found = {}
+    for base in cls.__mro__:
+        if (base.__module__ != module.__name__ or base.__qualname__ != base.__name__
+                or getattr(module, base.__name__, None) is not base):
+            continue
+        for method_name, member in vars(base).items():
+            function = member.__func__ if isinstance(member, staticmethod | classmethod) \
+                else member
+            if not isinstance(function, types.FunctionType):
+                continue
+            # A decorated method (functools.wraps): the function written in the file.
+            with contextlib.suppress(ValueError):
+                function = inspect.unwrap(function)
+            code = getattr(function, "__code__", None)
+            if not isinstance(code, types.CodeType) or code.co_filename != module.__file__:
+                continue
+            names = code.co_varnames[:code.co_argcount + code.co_kwonlyargcount]
+            if not isinstance(member, staticmethod):
+                names = names[1:]           # self (or cls)
+            found[code] = (base.__name__, method_name, tuple(names),
+                           not code.co_flags & _GENERATOR_FLAGS)
+    return found
+
+
+def observe_class(module: types.ModuleType, job_class: dict[str, Any]) -> TypeRecorder:
+    """Build every configuration of one class and run its examples, recording types."""
+    name = job_class["name"]
+    cls = getattr(module, name, None)
+    if not isinstance(cls, type):
+        raise unverified(f"class {name} is not defined at module level")
+    recorder = TypeRecorder(methods_to_observe(cls, module))
+    for inst in instances(job_class["example"]):
+        try:
+            with recorder.active():
+                instance = build(cls, inst.init)
+        except BaseException as exc:
+            raise unverified(f"the original constructor raised for "
+                             f"{inst.label(show_init=True)}: {short_error(exc)}") from exc
+        for j, (args, kwargs) in enumerate(inst.calls):
+            try:
+                with recorder.active():
+                    call(instance, args, kwargs)
+            except BaseException as exc:
+                raise unverified(f"the original forward raised for {inst.label(j)}: "
+                                 f"{short_error(exc)}") from exc
+    return recorder
+
+
+def run_observe_job(job: dict[str, Any]) -> dict[str, Any]:
+    """Types seen in eager runs of the original file's examples: ``observed`` (class ->
+    method -> parameter or "return" -> type) and ``failures`` (class -> why it has none)."""
+    merged = TypeRecorder({})
+    failures: dict[str, str] = {}
+    with import_context(job) as load:
+        try:
+            original = load.original()
+        except Verdict as outcome:
+            return {"id": job["id"], "observed": {},
+                    "failures": {c["name"]: outcome.reason for c in job["classes"]}}
+        for job_class in job["classes"]:
+            try:
+                observe_class(original, job_class).merge_into(merged)
+            except Verdict as outcome:
+                failures[job_class["name"]] = outcome.reason
+            except BaseException as exc:
+                failures[job_class["name"]] = f"observation error: {short_error(exc)}"
+    return {"id": job["id"], "observed": merged.strings(), "failures": failures}
 
 
 def main() -> None:

@@ -8,6 +8,7 @@ import subprocess
 import sys
 import textwrap
 
+import libcst as cst
 import pytest
 from conftest import (
     CLEAN_SOURCE,
@@ -17,7 +18,9 @@ from conftest import (
     model_source,
     no_traceback,
 )
+from tsfix.codemods import registry
 from tsfix.codemods.registry import ALL_RULES
+from tsfix.codemods.rule import ClassChange, Rule
 
 MODEL = model_source()
 ORIGINAL_TEST_LINE = "        if self.use_act:\n"
@@ -59,7 +62,9 @@ def test_rules_via_module_entry_point() -> None:
     probe = subprocess.run([sys.executable, "-m", "tsfix.cli.main", "rules"],
                            capture_output=True, text=True, cwd="/", timeout=120)
     assert probe.returncode == 0, probe.stderr
-    assert probe.stdout.startswith("lift-branch ")
+    # Listed in the order --rule all runs them.
+    assert [line.split()[0] for line in probe.stdout.splitlines()] == list(ALL_RULES)
+    assert list(ALL_RULES) == ["modulelist-iter", "lift-branch", "annotate"]
 
 
 # ---- --dry-run / --diff ------------------------------------------------------------------------
@@ -192,7 +197,8 @@ def test_report_json_records_files_classes_and_counts(project: Project) -> None:
     project.write("plain.py", CLEAN_SOURCE)
     project.write("broken.py", BROKEN)
 
-    result = project.cli("apply", "--no-verify", "--report", "report.json", ".")
+    result = project.cli("apply", "--rule", "lift-branch", "--no-verify", "--report",
+                         "report.json", ".")
     no_traceback(result)
     report = json.loads(project.bytes("report.json"))
 
@@ -480,3 +486,87 @@ def test_rejected_rewrite_is_not_written_exit_three(project: Project) -> None:
     assert text.endswith(SCALED)                      # ... Scaled left exactly as it was
     assert report["summary"]["rejected"] == 2 and report["summary"]["verified"] == 1
     assert "rejected" in result.stderr and "re-script" in result.stderr
+
+
+# ---- --unsafe-fixes and notes ------------------------------------------------------------------
+
+class _NotingRule(Rule):
+    """Test-only: rewrites forward() trivially, with a note saying whether unsafe fixes are on."""
+
+    name = "noting"
+    summary = "test rule with notes"
+
+    def rewrite_class(self, cls: cst.ClassDef) -> cst.ClassDef:
+        body = list(cls.body.body)
+        for i, node in enumerate(body):
+            if isinstance(node, cst.FunctionDef) and node.name.value == "forward":
+                added = cst.parse_statement("x = x * 1.0\n")
+                body[i] = node.with_changes(body=node.body.with_changes(
+                    body=[added, *node.body.body]))
+                self.changes.append(ClassChange(
+                    self.name, cls.name.value, self.span_of(cls), self.summary,
+                    notes=[f"unsafe fixes {'on' if self.unsafe_fixes else 'off'}",
+                           "second note"]))
+                return cls.with_changes(body=cls.body.with_changes(body=body))
+        return cls
+
+
+@pytest.fixture
+def noting_rule(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(registry, "ALL_RULES", {"noting": _NotingRule})
+
+
+@pytest.mark.parametrize(("flag", "setting", "expected"), [
+    (False, "", "off"),
+    (True, "", "on"),
+    (False, "unsafe-fixes = true", "on"),
+])
+def test_unsafe_fixes_flag_and_setting(project: Project, noting_rule: None, flag: bool,
+                                       setting: str, expected: str) -> None:
+    project.pyproject(settings=setting)
+    project.write("model.py", MODEL)
+    args = ["apply", "--no-verify", "--report", "report.json", "."]
+    if flag:
+        args.insert(1, "--unsafe-fixes")
+    result = project.cli(*args)
+    no_traceback(result)
+    assert result.exit_code == 0, result.output
+    report = json.loads(project.bytes("report.json"))
+    assert report["unsafe_fixes"] is (expected == "on")
+    [c] = file_record(report, "model.py")["classes"]
+    assert c["notes"] == [f"unsafe fixes {expected}", "second note"]
+
+
+def test_unsafe_fixes_help_says_what_it_allows(project: Project) -> None:
+    result = project.cli("apply", "--help")
+    assert "--unsafe-fixes" in result.stdout
+    assert "*args/**kwargs" in result.stdout
+
+
+def test_notes_are_printed_under_their_class_unless_quiet(project: Project,
+                                                          noting_rule: None) -> None:
+    project.pyproject()
+    project.write("model.py", MODEL)
+    result = project.cli("apply", "--no-verify", "--dry-run", ".")
+    no_traceback(result)
+    lines = result.stderr.splitlines()
+    at = next(i for i, line in enumerate(lines) if "Net [noting] unverified" in line)
+    assert lines[at + 1:at + 3] == ["    note: unsafe fixes off", "    note: second note"]
+
+    quiet = project.cli("apply", "--no-verify", "--dry-run", "-q", ".")
+    no_traceback(quiet)
+    assert "note:" not in quiet.stderr
+
+
+def test_file_notes_are_printed_unless_quiet(capsys: pytest.CaptureFixture[str]) -> None:
+    from pathlib import Path
+
+    from tsfix.cli.main import _print_outcome
+    from tsfix.codemods.report import FileResult, RunResult
+
+    file = FileResult(Path("m.py"), "m.py", notes=["no observed types for Net: boom"])
+    result = RunResult([file], ["annotate"], "write", True, False)
+    _print_outcome(result, quiet=False, verbose=False)
+    assert "m.py: note: no observed types for Net: boom" in capsys.readouterr().err
+    _print_outcome(result, quiet=True, verbose=False)
+    assert "note:" not in capsys.readouterr().err

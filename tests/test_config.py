@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import textwrap
 from pathlib import Path
 
 import pytest
@@ -10,6 +11,7 @@ from conftest import Project, pyproject_text
 from tsfix.codemods.config import (
     TENSOR_KEY,
     ConfigError,
+    ExampleCall,
     ExampleError,
     ExampleSpec,
     find_pyproject,
@@ -167,6 +169,85 @@ def test_bad_example_tables(table: dict, wording: str) -> None:
     assert wording in str(caught.value)
 
 
+def test_calls_parsed() -> None:
+    spec = parse_example("m.py:Attention", {
+        "init": [{"heads": 2}, {"heads": 4}],
+        "calls": [{"inputs": ["randn(2, 8, 16)"]},
+                  {"inputs": ["randn(2, 8, 16)"],
+                   "kwargs": {"temperature": 0.5, "mask": "ones(2, 8, dtype=bool)"}}],
+    })
+    x = {TENSOR_KEY: parse_tensor("randn(2, 8, 16)")}
+    assert spec.calls == [
+        ExampleCall([x], {}),
+        ExampleCall([x], {"temperature": 0.5,
+                          "mask": {TENSOR_KEY: parse_tensor("ones(2, 8, dtype=bool)")}}),
+    ]
+    assert spec.call_list() == spec.calls
+    assert spec.init == [{"heads": 2}, {"heads": 4}]
+    data = spec.to_json()
+    assert data["calls"] == [{"inputs": [x], "kwargs": {}},
+                             {"inputs": [x], "kwargs": spec.calls[1].kwargs}]
+    assert json.loads(json.dumps(data)) == data
+
+
+def test_without_calls_the_one_call_is_inputs_and_kwargs() -> None:
+    spec = parse_example("m.py:Net", {"inputs": ["zeros(1)"], "kwargs": {"mode": "avg"}})
+    assert spec.calls is None
+    assert spec.call_list() == [ExampleCall([{TENSOR_KEY: parse_tensor("zeros(1)")}],
+                                            {"mode": "avg"})]
+    assert spec.to_json()["calls"] == [{"inputs": spec.inputs, "kwargs": {"mode": "avg"}}]
+
+
+def test_calls_as_array_of_tables(project: Project) -> None:
+    path = project.write("pyproject.toml", textwrap.dedent("""\
+        [tool.tsfix]
+
+        [[tool.tsfix.examples."m.py:Net".calls]]
+        inputs = ["randn(2)"]
+
+        [[tool.tsfix.examples."m.py:Net".calls]]
+        inputs = ["randn(2)"]
+        kwargs = { scale = 0.5 }
+    """))
+    spec = load_config(path).example_for(project.root / "m.py", "Net")
+    assert isinstance(spec, ExampleSpec)
+    assert [c.kwargs for c in spec.call_list()] == [{}, {"scale": 0.5}]
+    assert spec.init == [{}]
+
+
+@pytest.mark.parametrize(("table", "wording"), [
+    ({"calls": [{"inputs": ["randn(2)"]}], "inputs": ["randn(2)"]}, "cannot be combined"),
+    ({"calls": [{"inputs": ["randn(2)"]}], "kwargs": {}}, "cannot be combined"),
+    ({"calls": []}, "calls: expected a list of tables"),
+    ({"calls": {"inputs": ["randn(2)"]}}, "calls: expected a list of tables"),
+    ({"calls": [{"inputs": ["randn(2)"]}, 3]}, "calls: expected a list of tables"),
+    ({"calls": [{}, {"input": ["randn(2)"]}]}, "calls[1]: unknown key(s) input"),
+    ({"calls": [{"inputs": "randn(2)"}]}, "calls[0].inputs: expected a list"),
+    ({"calls": [{"kwargs": []}]}, "calls[0].kwargs: expected a table"),
+    ({"calls": [{}, {"kwargs": {"mask": "ones(x)"}}]}, "calls[1].kwargs.mask: expected numbers"),
+    ({"calls": [{"inputs": [1, "randm(2)"]}]}, "calls[0].inputs[1]: unknown tensor function"),
+    ({"factory": "ex:make", "calls": [{}]}, "factory cannot be combined"),
+])
+def test_bad_calls(table: dict, wording: str) -> None:
+    with pytest.raises(ExampleError) as caught:
+        parse_example("m.py:Net", table)
+    assert wording in str(caught.value)
+
+
+def test_bad_calls_table_fails_only_its_class(project: Project) -> None:
+    path = project.write("pyproject.toml", pyproject_text({
+        "m.py:Good": {"calls": [{"inputs": ["randn(2)"]}]},
+        "m.py:Bad": {"calls": [{"inputs": ["randn(2)"]}], "inputs": ["randn(2)"]},
+    }))
+    config = load_config(path)
+    assert isinstance(config.example_for(project.root / "m.py", "Good"), ExampleSpec)
+    bad = config.example_for(project.root / "m.py", "Bad")
+    assert isinstance(bad, ExampleError)
+    assert '[tool.tsfix.examples."m.py:Bad"]' in str(bad) and "cannot be combined" in str(bad)
+    assert set(config.examples_in(project.root / "m.py")) == {"Good", "Bad"}
+    assert config.examples_in(project.root / "other.py") == {}
+
+
 def test_example_table_must_be_a_table() -> None:
     with pytest.raises(ExampleError, match="must be a table"):
         parse_example("m.py:Net", ["randn(2)"])
@@ -203,8 +284,9 @@ def test_examples_resolved_relative_to_pyproject(project: Project) -> None:
 def test_settings_loaded(project: Project) -> None:
     path = project.pyproject(settings="\n".join([
         'rules = "lift-branch"', 'exclude = ["a/**", "b.py"]', "timeout = 30",
-        "require-verified = true", "line-length = 99"]))
+        "require-verified = true", "line-length = 99", "unsafe-fixes = true"]))
     config = load_config(path)
+    assert config.unsafe_fixes is True
     assert config.rules == ["lift-branch"]
     assert config.exclude == ["a/**", "b.py"]
     assert config.timeout == 30.0
@@ -216,6 +298,7 @@ def test_defaults_without_configuration() -> None:
     config = load_config(None)
     assert config.root is None and config.rules is None and config.examples == {}
     assert config.line_length == 88 and config.require_verified is False
+    assert config.unsafe_fixes is False
 
 
 @pytest.mark.parametrize(("settings", "wording"), [
@@ -224,6 +307,7 @@ def test_defaults_without_configuration() -> None:
     ("line-length = true", "line-length: expected int"),
     ('timeout = "soon"', "timeout: expected"),
     ('require-verified = "yes"', "require-verified: expected bool"),
+    ("unsafe-fixes = 1", "unsafe-fixes: expected bool"),
     ("rules = [1, 2]", "rules: expected a list of strings"),
     ("exclude = 3", "exclude: expected a list of strings"),
     ("examples = 3", "examples: expected dict"),

@@ -10,14 +10,18 @@ import time
 
 import pytest
 from conftest import TWO_CONFIGS, Project, by_display, model_source
+from tsfix.codemods.config import parse_example
+from tsfix.codemods.validation import ValidationJob, run_jobs
 
 pytestmark = pytest.mark.slow
 
 WORKER_HEADER = ["import os", "import time", "", "CALLS = [0]", ""]
 
 
-def verdict_of(result, display: str, class_name: str = "Net"):
-    [c] = [c for c in by_display(result)[display].classes if c.class_name == class_name]
+def verdict_of(result, display: str, class_name: str = "Net", rule: str = "lift-branch"):
+    # Other rules may change the class too; validation gives all of them one verdict.
+    [c] = [c for c in by_display(result)[display].classes
+           if c.class_name == class_name and c.rule == rule]
     return c
 
 
@@ -203,3 +207,48 @@ def test_package_relative_imports(project: Project) -> None:
     text = project.bytes("pkg/model.py").decode()
     assert "use_double: Optional[bool] = None" in text
     assert "from .layers import Doubler" in text
+
+
+# ---- several calls per instance ----------------------------------------------------------------
+
+TEMPERATURE_MODEL = textwrap.dedent("""\
+    import torch
+    import torch.nn as nn
+
+
+    class Net(nn.Module):
+        def __init__(self, scale=1.0):
+            super().__init__()
+            self.scale = scale
+
+        def forward(self, x, temperature: float = 1.0):
+            return x * self.scale / temperature
+""")
+
+
+def test_every_init_with_every_call(project: Project) -> None:
+    """The worker checks init x calls; a rewrite wrong only for a non-default argument value
+    is rejected, and the reason names the init and the call."""
+    spec = parse_example("model.py:Net", {
+        "init": [{"scale": 1.0}, {"scale": 2.0}],
+        "calls": [{"inputs": ["randn(2, 3)"]},
+                  {"inputs": ["randn(2, 3)"], "kwargs": {"temperature": 0.5}}],
+    }).to_json()
+    path = str(project.write("model.py", TEMPERATURE_MODEL).resolve())
+    same = TEMPERATURE_MODEL.replace("return x", "y = x\n        return y")
+    # Right for the default temperature only.
+    ignores_temperature = TEMPERATURE_MODEL.replace("/ temperature", "/ 1.0")
+    jobs = [ValidationJob(i, path, source, [{"name": "Net", "rule": "test", "lifted": {},
+                                             "example": spec}])
+            for i, source in enumerate([same, ignores_temperature])]
+
+    verdicts = run_jobs(jobs, workers=1, timeout=60)
+
+    [good] = verdicts[0]
+    assert good.verdict == "verified", good.reason
+    assert "4 configuration(s) (2 init x 2 calls)" in good.reason
+    assert "served 2 of 4" in good.reason  # init[1] differs in scale, which is not lifted
+    [bad] = verdicts[1]
+    assert bad.verdict == "rejected"
+    assert bad.reason.startswith("eager parity: output: max abs diff")
+    assert bad.reason.endswith("for init[0] {'scale': 1.0} call[1]")
