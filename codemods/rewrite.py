@@ -52,13 +52,15 @@ def rewrite_source(text: str, path: str, rules: Sequence[type[Rule]], *, line_le
     """Run ``rules`` over ``text``. ``skip_classes`` maps a rule name to classes it must leave
     alone (their earlier rewrite was rejected by validation); ``observed`` holds the argument
     types seen in the eager example runs of the original file."""
-    module = first = parse(text, path)
+    module = parse(text, path)
     result = Rewrite(text)
     for rule_class in rules:
         rule = rule_class(CodemodContext(filename=path),
                           (skip_classes or {}).get(rule_class.name, frozenset()),
                           unsafe_fixes=unsafe_fixes, observed=observed)
-        rule.source_text = text if module is first else None
+        # Rules never add or remove top-level classes, so every rule can place its classes by
+        # the original text: reported lines then refer to the file as the user has it.
+        rule.source_text = text
         module = rule.transform_module(module)
         result.changes.extend(rule.changes)
         result.skips.extend(rule.skips)
@@ -104,11 +106,31 @@ def format_touched_lines(old: str, new: str, line_length: int, *,
         formatted = black.format_str(new, mode=black.Mode(line_length=line_length), lines=ranges)
     except Exception:
         return new
-    # black may still touch a line outside the ranges (it drops blank lines at the top of a
-    # file, for one); the promise is that lines the rules left alone stay byte-identical.
+    # black may still change lines outside the ranges (it adds a blank line between a class
+    # line and a def whose signature it reformats, and drops blank lines at the top of a
+    # file): keep only its edits that touch a range.
+    formatted = _edits_within(new, formatted, ranges)
     if not _kept_lines(old, new) <= _kept_lines(old, formatted):
         return new
     return formatted
+
+
+def _edits_within(new: str, formatted: str, ranges: list[tuple[int, int]]) -> str:
+    """``new`` with those of black's edits (``new`` -> ``formatted``) that overlap ``ranges``."""
+    new_lines = new.splitlines(keepends=True)
+    formatted_lines = formatted.splitlines(keepends=True)
+    matcher = difflib.SequenceMatcher(None, new_lines, formatted_lines, autojunk=False)
+    out: list[str] = []
+    for tag, i1, i2, j1, j2 in matcher.get_opcodes():
+        # 1-based lines of new that this edit replaces; an insertion touches the lines on
+        # both sides of it.
+        first, last = (i1 + 1, i2) if i2 > i1 else (i1, i1 + 1)
+        inside = any(first <= end and start <= last for start, end in ranges)
+        if tag == "equal" or not inside:
+            out.extend(new_lines[i1:i2])
+        else:
+            out.extend(formatted_lines[j1:j2])
+    return "".join(out)
 
 
 def _kept_lines(old: str, new: str) -> set[int]:

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import re
 import shutil
 import subprocess
 import sys
@@ -26,7 +27,8 @@ def _pairs(folder: Path) -> list[tuple[Path, Path]]:
 
 
 def test_every_fixture_has_its_expected_output() -> None:
-    for folder in ("lift-branch", "lift-branch-rejected"):
+    for folder in ("lift-branch", "lift-branch-rejected", "annotate", "modulelist-iter",
+                   "rules-together"):
         pairs = _pairs(FIXTURES / folder)
         assert pairs
         for before, after in pairs:
@@ -110,3 +112,61 @@ def test_written_classic_model_keeps_both_paths_in_one_artifact(tmp_path: Path) 
         assert torch.allclose(got, expected, rtol=1e-4, atol=1e-5)
         outputs.append(expected)
     assert not torch.allclose(outputs[0], outputs[1]), "the flag must matter for this check"
+
+
+def _apply(folder: Path, *rules: str, target: Path | None = None) -> dict:  # type: ignore[type-arg]
+    report = folder / "report.json"
+    args = [a for rule in rules for a in ("--rule", rule)]
+    done = subprocess.run([sys.executable, "-m", "tsfix.cli.main", "apply", *args, "--report",
+                           str(report), str(target or folder)], capture_output=True, text=True,
+                          cwd=folder)
+    data = json.loads(report.read_text())
+    data["stderr"] = done.stderr
+    data["returncode"] = done.returncode
+    return data
+
+
+@pytest.mark.slow
+def test_annotate_pairs_are_verified_with_observed_types(tmp_path: Path) -> None:
+    folder = _copy(tmp_path, "annotate")
+    data = _apply(folder, "annotate")
+    assert data["returncode"] == 0, data["stderr"]
+    classes = [c for f in data["files"] for c in f["classes"]]
+    assert len(classes) == 6
+    assert {c["verdict"] for c in classes} == {"verified"}, classes
+    # Several calls per instance: parity covered non-default argument values too.
+    assert any("x 2 calls" in c["reason"] for c in classes)
+    # Types the code alone cannot tell came from the example calls.
+    observed = sum(int(n) for c in classes
+                   for n in re.findall(r"(\d+) from observed calls", c["summary"]))
+    assert observed >= 6
+    for before, after in _pairs(folder):
+        assert before.read_text() == after.read_text(), before.name
+
+
+@pytest.mark.slow
+def test_the_rule_that_breaks_a_class_is_dropped_and_the_other_kept(tmp_path: Path) -> None:
+    folder = _copy(tmp_path, "rules-together")
+    data = _apply(folder, "all", target=folder / "residual_blocks.in.py")
+    assert data["returncode"] == 3   # a dropped rewrite is a rejection
+    verdicts = {(c["class_name"], c["rule"]): c for f in data["files"] for c in f["classes"]}
+    dropped = verdicts[("ScaledResidual", "lift-branch")]
+    assert dropped["verdict"] == "rejected" and not dropped["written"]
+    assert dropped["reason"].startswith("dropped: ScaledResidual validates without this rule's")
+    assert verdicts[("ScaledResidual", "annotate")]["verdict"] == "verified"
+    assert verdicts[("GatedBlock", "lift-branch")]["verdict"] == "verified"
+    assert verdicts[("GatedBlock", "annotate")]["verdict"] == "verified"
+    for before, after in _pairs(folder):
+        assert before.read_text() == after.read_text(), before.name
+
+
+@pytest.mark.slow
+def test_rule_all_verifies_every_rule_fixture(tmp_path: Path) -> None:
+    for name in ("lift-branch", "annotate", "modulelist-iter"):
+        folder = _copy(tmp_path, name)
+        data = _apply(folder, "all")
+        assert data["returncode"] == 0, (name, data["stderr"])
+        classes = [c for f in data["files"] for c in f["classes"]]
+        assert classes and {c["verdict"] for c in classes} == {"verified"}, (name, classes)
+        again = _apply(folder, "all")
+        assert [f for f in again["files"] if f["status"] == "changed"] == [], name

@@ -280,3 +280,19 @@ def test_other_indentation_still_parses(project: Project, indent: str) -> None:
     assert lines[guard] == indent * 2 + "if use_act is None:"
     assert lines[guard + 1] == indent * 3 + "use_act = self.use_act"
 
+
+
+def test_black_edits_outside_the_touched_lines_are_dropped() -> None:
+    from tsfix.codemods.rewrite import format_touched_lines
+
+    old = ("class Beamformer(Base):\n"
+           "    def forward(\n"
+           "        self,\n"
+           "        mix,\n"
+           "        eps=1e-8,\n"
+           "    ):\n"
+           "        return mix\n")
+    new = old.replace("eps=1e-8", "eps: float=1e-8")
+    formatted = format_touched_lines(old, new, 88)
+    # black formats the touched line, but does not get to add a blank line after `class`.
+    assert formatted == old.replace("eps=1e-8", "eps: float = 1e-8")
