@@ -261,7 +261,8 @@ def _rewrite_file(item: _Loaded, session: _Session) -> _Pending | None:
 
 def _class_result(change: ClassChange) -> ClassResult:
     return ClassResult(change.rule, change.class_name, change.lines, change.summary,
-                       dict(change.lifted), notes=list(change.notes))
+                       dict(change.lifted), notes=list(change.notes),
+                       python_only=change.python_only)
 
 
 def _internal_error(result: FileResult, exc: Exception) -> str:
@@ -284,7 +285,7 @@ def _job_class(name: str, results: list[ClassResult], spec: ExampleSpec) -> dict
         lifted.update(c.lifted)
     rules = list(dict.fromkeys(c.rule for c in results))
     return {"name": name, "rule": ",".join(rules), "lifted": lifted,
-            "example": spec.to_json()}
+            "python_only": any(c.python_only for c in results), "example": spec.to_json()}
 
 
 # ---- validation --------------------------------------------------------------------------------

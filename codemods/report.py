@@ -31,6 +31,8 @@ class ClassResult:
     duration_s: float = 0.0
     # What a reviewer must know beyond the summary (from the rule's ClassChange.notes).
     notes: list[str] = field(default_factory=list)
+    # The rewrite calls a @torch.jit.ignore method: scripts and runs, cannot be saved.
+    python_only: bool = False
 
     @property
     def written(self) -> bool:

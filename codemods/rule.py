@@ -24,7 +24,8 @@ from tsfix.codemods.imports import add_typing_names
 
 # Types seen in the eager example runs: class -> method -> parameter (or "return") -> a
 # TorchScript type string ("int", "Optional[float]", "List[int]", "Tuple[int, int]", "Tensor").
-# Only parameters whose observed values agree on one type are present.
+# Only parameters whose observed values agree on one type are present. ``"local <name>"`` keys
+# hold the type of a local variable's value when the method returned.
 Observations: TypeAlias = Mapping[str, Mapping[str, Mapping[str, str]]]
 
 
@@ -49,6 +50,9 @@ class ClassChange:
     lifted: dict[str, str] = field(default_factory=dict)
     # What a reviewer must know beyond the summary: unsafe fixes applied, eager-mode caveats.
     notes: list[str] = field(default_factory=list)
+    # The rewrite calls a ``@torch.jit.ignore`` method: the scripted artifact runs from Python
+    # but cannot be saved, so validation expects ``torch.jit.save`` to fail.
+    python_only: bool = False
 
 
 @dataclass

@@ -15,7 +15,9 @@ several calls). For every class, with every configuration:
 3. re-script: ``torch.jit.script`` of the rewritten instance succeeds and matches;
 4. one artifact: the instance scripted from the first configuration, given each other
    configuration's weights and lifted-argument values, reproduces that configuration;
-5. the artifact survives ``torch.jit.save``/``load`` with the same outputs.
+5. the artifact survives ``torch.jit.save``/``load`` with the same outputs. When a rule moved code
+   into a ``@torch.jit.ignore`` method (``python_only``), saving is expected to fail and the
+   verdict says so; such an artifact runs from Python only.
 
 Outputs match when every tensor is ``allclose`` with rtol 1e-4, atol 1e-5.
 
@@ -25,7 +27,8 @@ argument and return types of the class's methods and of its bases defined at the
 the same file (each under the class that defines it). The result is ``{class: {method: {param
 or "return": type}}}`` in TorchScript spelling (:func:`observed_types`), merged over every call;
 a parameter whose values TorchScript cannot type or that disagree is left out, and so are
-``self``, ``*args`` and ``**kwargs``. A class whose import, constructor or call fails has no
+``self``, ``*args`` and ``**kwargs``. At each real return, every other local's value is recorded
+too, under ``"local <name>"``. A class whose import, constructor or call fails has no
 observations (``failures`` says why).
 """
 
@@ -55,6 +58,8 @@ import torch
 from tsfix.codemods.validation import NOT_SCRIPTABLE_EITHER
 
 RTOL, ATOL = 1e-4, 1e-5
+# Why an artifact that calls a @torch.jit.ignore method cannot be saved (measured, torch 2.13).
+PYTHON_ONLY_SAVE = "a @torch.jit.ignore method runs in Python only"
 SEED = 0
 
 # torch 2.13 marks every torch.jit entry point deprecated; validation uses them on purpose.
@@ -406,20 +411,27 @@ def check_class(original: types.ModuleType, rewritten: types.ModuleType,
 
     check_artifact(artifact, "one artifact")
 
-    # 5: save / load.
+    # 5: save / load; a Python-only artifact (an ignored method) is expected to fail to save.
     buffer = io.BytesIO()
     try:
         torch.jit.save(artifact, buffer)
         buffer.seek(0)
         loaded = torch.jit.load(buffer)  # type: ignore[no-untyped-call]
     except BaseException as exc:
-        raise rejected(f"save/load: {short_error(exc, rename)}") from exc
-    check_artifact(loaded, "save/load")
+        if not job_class.get("python_only"):
+            raise rejected(f"save/load: {short_error(exc, rename)}") from exc
+        save_step = f"save fails as expected ({PYTHON_ONLY_SAVE})"
+    else:
+        check_artifact(loaded, "save/load")
+        save_step = "save/load"
+        if job_class.get("python_only"):
+            # The ignored method is not reached from forward: nothing Python-only remains.
+            save_step = "save/load (no ignored method is called)"
 
     served_calls = sum(len(configs[k].calls) for k in served)
     shape = (f" ({len(configs)} init x {n_calls // len(configs)} calls)"
              if any(inst.many_calls for inst in configs) else "")
-    summary = (f"{n_calls} configuration(s){shape}: eager parity, re-script, save/load; one "
+    summary = (f"{n_calls} configuration(s){shape}: eager parity, re-script, {save_step}; one "
                f"artifact served {served_calls} of {n_calls}")
     if notes:
         summary += f" (not comparable: {'; '.join(notes)})"
@@ -513,6 +525,7 @@ def run_job(job: dict[str, Any]) -> dict[str, Any]:
 # TorchScript cannot type or that disagree (the parameter is then left out).
 
 UNKNOWN = "?"
+LOCAL_PREFIX = "local "    # key of a local's type at return: "local lengths"
 CONFLICT = "!"
 MAX_ELEMENTS = 1000        # elements of a container looked at
 Term = Any                 # str | tuple[...] as above
@@ -657,6 +670,15 @@ class TypeRecorder:
                     self.record(cls, method, name, local[name])
         elif record_return and _really_returns(frame):
             self.record(cls, method, "return", arg)
+            # Every local's last value (ignore-numpy types the names a moved block reads
+            # and assigns from these; it trusts them only for names assigned once).
+            code = frame.f_code
+            arguments = set(code.co_varnames[:code.co_argcount + code.co_kwonlyargcount
+                                             + bool(code.co_flags & inspect.CO_VARARGS)
+                                             + bool(code.co_flags & inspect.CO_VARKEYWORDS)])
+            for name, value in frame.f_locals.items():
+                if name not in arguments and name not in code.co_freevars:
+                    self.record(cls, method, LOCAL_PREFIX + name, value)
 
     @contextlib.contextmanager
     def active(self) -> Iterator[None]:

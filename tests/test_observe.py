@@ -154,12 +154,15 @@ def test_observe_class_records_methods_of_class_and_same_file_bases(tmp_path: Pa
     assert net["__init__"] == {"depth": "int", "names": "Optional[List[str]]",
                                "return": "NoneType"}
     # Default and non-default calls merged; *rest and **options left out; no self.
+    # Locals are recorded at return, arguments (*rest and **options too) are not.
     assert net["forward"] == {"x": "Tensor", "temperature": "float",
-                              "mask": "Optional[Tensor]", "return": "Tuple[Tensor, int]"}
+                              "mask": "Optional[Tensor]", "return": "Tuple[Tensor, int]",
+                              "local y": "Tensor"}
     # sizes: () and [2, 3] disagree (tuple vs list): left out.
     assert "sizes" not in net["forward"]
     # extra was only ever [] (no element type): left out. helper is decorated: the function
     # written in the file is recorded, not the wrapper.
+    # The nested function is a local TorchScript cannot type: left out.
     assert net["helper"] == {"y": "Tensor", "table": "Dict[str, Tensor]", "return": "Tensor"}
     # explode raised: its frame's 'return' event is not a return value.
     assert net["explode"] == {"n": "int"}

@@ -252,3 +252,50 @@ def test_every_init_with_every_call(project: Project) -> None:
     assert bad.verdict == "rejected"
     assert bad.reason.startswith("eager parity: output: max abs diff")
     assert bad.reason.endswith("for init[0] {'scale': 1.0} call[1]")
+
+
+# ---- Python-only artifacts (an ignored method) ---------------------------------------------------
+
+WINDOW_MODEL = textwrap.dedent("""\
+    import numpy as np
+    import torch
+    import torch.nn as nn
+
+
+    class Net(nn.Module):
+        def forward(self, x):
+            window = torch.from_numpy(np.hanning(x.size(-1))).to(x.dtype)
+            return x * window
+""")
+
+WINDOW_IGNORED = WINDOW_MODEL.replace(
+    "        window = torch.from_numpy(np.hanning(x.size(-1))).to(x.dtype)\n",
+    "        window = self._numpy_window(x)\n").replace(
+    "        return x * window\n",
+    "        return x * window\n"
+    "\n"
+    "    @torch.jit.ignore\n"
+    "    def _numpy_window(self, x: torch.Tensor) -> torch.Tensor:\n"
+    "        return torch.from_numpy(np.hanning(x.size(-1))).to(x.dtype)\n")
+assert "_numpy_window(x)\n" in WINDOW_IGNORED
+
+
+def test_python_only_rewrite_is_verified_when_save_fails(project: Project) -> None:
+    """An ignored method scripts and runs, and cannot be saved: with ``python_only`` that save
+    failure is expected and recorded; without it, it is a rejection."""
+    spec = parse_example("model.py:Net", {"inputs": ["randn(2, 8)"]}).to_json()
+    path = str(project.write("model.py", WINDOW_MODEL).resolve())
+    jobs = [ValidationJob(i, path, WINDOW_IGNORED,
+                          [{"name": "Net", "rule": "test", "lifted": {},
+                            "python_only": python_only, "example": spec}])
+            for i, python_only in enumerate([True, False])]
+
+    verdicts = run_jobs(jobs, workers=1, timeout=60)
+
+    [expected] = verdicts[0]
+    assert expected.verdict == "verified", expected.reason
+    assert "re-script, save fails as expected (a @torch.jit.ignore method runs in Python " \
+           "only)" in expected.reason
+    [unexpected] = verdicts[1]
+    assert unexpected.verdict == "rejected"
+    assert unexpected.reason.startswith("save/load:")
