@@ -51,7 +51,10 @@ classes held back whole, and a dropped rule skips its class.
 
 from __future__ import annotations
 
+import multiprocessing
 import os
+from collections.abc import Iterable, Iterator
+from concurrent.futures import ProcessPoolExecutor, as_completed
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Literal
@@ -93,9 +96,24 @@ class Options:
     verify: bool = True
     require_verified: bool | None = None    # None: from the configuration
     config: Path | None = None              # None: nearest pyproject.toml with [tool.tsfix]
-    jobs: int = 0                           # validation workers; 0: one per core
+    jobs: int = 0                           # rewrite and validation workers; 0: one per core
     timeout: float | None = None            # per file's validation; None: configuration
     unsafe_fixes: bool | None = None        # None: from the configuration
+
+
+@dataclass(frozen=True)
+class _RewriteSettings:
+    """What rewriting one file needs; small and picklable, sent to rewrite worker processes."""
+
+    rules: tuple[type[Rule], ...]
+    line_length: int
+    unsafe_fixes: bool
+
+    def rewrite(self, item: _Loaded,
+                skip: dict[str, frozenset[str]] | None = None) -> Rewrite:
+        return rewrite_source(item.source.text, item.result.display, self.rules,
+                              line_length=self.line_length, skip_classes=skip,
+                              unsafe_fixes=self.unsafe_fixes, observed=item.observed)
 
 
 @dataclass
@@ -109,6 +127,14 @@ class _Session:
     unsafe_fixes: bool
 
     @property
+    def workers(self) -> int:
+        return self.options.jobs or os.cpu_count() or 1
+
+    @property
+    def settings(self) -> _RewriteSettings:
+        return _RewriteSettings(tuple(self.rules), self.config.line_length, self.unsafe_fixes)
+
+    @property
     def timeout(self) -> float:
         return self.options.timeout or self.config.timeout
 
@@ -118,9 +144,16 @@ class _Session:
 
     def rewrite(self, item: _Loaded,
                 skip: dict[str, frozenset[str]] | None = None) -> Rewrite:
-        return rewrite_source(item.source.text, item.result.display, self.rules,
-                              line_length=self.config.line_length, skip_classes=skip,
-                              unsafe_fixes=self.unsafe_fixes, observed=item.observed)
+        return self.settings.rewrite(item, skip)
+
+
+@dataclass
+class _Observed:
+    """What the observe round found for one file."""
+
+    types: Observations | None = None
+    # Observing the original's examples timed out: validation would hang the same way.
+    timed_out: str | None = None
 
 
 @dataclass
@@ -160,27 +193,19 @@ def run(paths: list[Path], options: Options) -> RunResult:
         unsafe_fixes=(config.unsafe_fixes if options.unsafe_fixes is None
                       else options.unsafe_fixes))
     files: list[FileResult] = []
-    loaded: list[_Loaded] = []
     for found in discover(paths, config.root, config.exclude):
         if isinstance(found, SourceError):
             files.append(FileResult(found.path, str(found.path), status="failed",
                                     error=str(found)))
-            continue
-        result = FileResult(found, _display(found))
-        files.append(result)
-        item = _load(result)
-        if item is not None:
-            loaded.append(item)
+        else:
+            files.append(FileResult(found, _display(found)))
 
-    pending: list[_Pending] = []
-    # Workers start only when a round has jobs; with verify=False no round runs.
-    with WorkerPool(options.jobs or os.cpu_count() or 1) as pool:
+    # Validation workers start only when a round has jobs; with verify=False none runs.
+    with WorkerPool(session.workers) as pool:
+        observed: dict[Path, _Observed] = {}
         if options.verify and any(rule.needs_observations for rule in rules):
-            _observe(loaded, session, pool)
-        for item in loaded:
-            rewritten = _rewrite_file(item, session)
-            if rewritten is not None:
-                pending.append(rewritten)
+            observed = _observe(files, session, pool)
+        pending, processes = _rewrite_all(files, session, observed)
         if options.verify:
             _validate(pending, session, pool)
             _drop_rules(pending, session, pool)
@@ -192,7 +217,7 @@ def run(paths: list[Path], options: Options) -> RunResult:
     for rewritten in pending:
         _finish(rewritten, session)
     return RunResult(files, [r.name for r in rules], options.mode, options.verify,
-                     session.require_verified, session.unsafe_fixes)
+                     session.require_verified, session.unsafe_fixes, processes)
 
 
 def _display(path: Path) -> str:
@@ -216,36 +241,109 @@ def _load(result: FileResult) -> _Loaded | None:
 
 # ---- observed types ----------------------------------------------------------------------------
 
-def _observe(loaded: list[_Loaded], session: _Session, pool: WorkerPool) -> None:
+def _observe(files: list[FileResult], session: _Session, pool: WorkerPool
+             ) -> dict[Path, _Observed]:
     """Run the original files' examples eagerly, recording argument types for the rules."""
     jobs: list[ValidationJob] = []
-    by_job: dict[int, _Loaded] = {}
-    for item in loaded:
-        specs = session.config.examples_in(item.result.path)
+    by_job: dict[int, FileResult] = {}
+    for result in files:
+        if result.status == "failed":
+            continue
+        specs = session.config.examples_in(result.path)
         classes = [{"name": name, "example": spec.to_json()}
                    for name, spec in sorted(specs.items()) if isinstance(spec, ExampleSpec)]
         if not classes:
             continue
-        job = observe_job(len(jobs), str(item.result.path.resolve()), classes,
-                          session.sys_path)
+        job = observe_job(len(jobs), str(result.path.resolve()), classes, session.sys_path)
         jobs.append(job)
-        by_job[job.id] = item
+        by_job[job.id] = result
+    observed: dict[Path, _Observed] = {}
     for job_id, found in pool.observe(jobs, timeout=session.timeout).items():
-        item = by_job[job_id]
-        item.observed = found.types
-        item.result.observed = found.types
-        item.observe_timed_out = found.timed_out
+        result = by_job[job_id]
+        observed[result.path] = _Observed(found.types, found.timed_out)
+        result.observed = found.types
         for name, reason in sorted(found.failures.items()):
-            item.result.notes.append(f"no observed types for {name} (static inference only): "
-                                     f"{reason}")
+            result.notes.append(f"no observed types for {name} (static inference only): "
+                                f"{reason}")
+    return observed
 
 
 # ---- rewrite -----------------------------------------------------------------------------------
 
-def _rewrite_file(item: _Loaded, session: _Session) -> _Pending | None:
+# Below this many files, starting rewrite processes (each imports LibCST and black, ~0.5 s)
+# costs more than it saves.
+PARALLEL_MIN_FILES = 24
+# Files per task sent to a rewrite process: large enough to amortise pickling, small enough
+# to keep every process busy to the end and the progress display moving.
+FILES_PER_TASK = 8
+
+
+def _rewrite_all(files: list[FileResult], session: _Session,
+                 observed: dict[Path, _Observed]) -> tuple[list[_Pending], int]:
+    """Read and rewrite every file, in ``session.workers`` processes when there are many.
+    Returns the changed files and the number of other processes that did the work.
+
+    A worker returns its own copy of each FileResult, which replaces the one in ``files``;
+    only changed files keep their text in memory."""
+    work = [(i, result, observed.get(result.path, _Observed()))
+            for i, result in enumerate(files) if result.status != "failed"]
+    settings = session.settings
+    if session.workers <= 1 or len(work) < PARALLEL_MIN_FILES:
+        done: Iterator[list[tuple[int, _Outcome]]] = (
+            [(i, _load_and_rewrite(result, seen, settings))] for i, result, seen in work)
+        return _collect(files, done)
+    tasks = [work[start:start + FILES_PER_TASK] for start in range(0, len(work), FILES_PER_TASK)]
+    # spawn, not fork: the validation pool may already have threads and pipes open.
+    context = multiprocessing.get_context("spawn")
+    with ProcessPoolExecutor(max_workers=min(session.workers, len(tasks)),
+                             mp_context=context) as executor:
+        futures = [executor.submit(_rewrite_task, task, settings) for task in tasks]
+        try:
+            return _collect(files, (future.result() for future in as_completed(futures)))
+        except BaseException:
+            executor.shutdown(wait=False, cancel_futures=True)
+            raise
+
+
+@dataclass
+class _Outcome:
+    result: FileResult
+    pending: _Pending | None
+    pid: int = field(default_factory=os.getpid)
+
+
+def _rewrite_task(task: list[tuple[int, FileResult, _Observed]], settings: _RewriteSettings
+                  ) -> list[tuple[int, _Outcome]]:
+    """One rewrite process's share: a few files, read, rewritten and returned."""
+    return [(i, _load_and_rewrite(result, seen, settings)) for i, result, seen in task]
+
+
+def _collect(files: list[FileResult], done: Iterable[list[tuple[int, _Outcome]]]
+             ) -> tuple[list[_Pending], int]:
+    pending: dict[int, _Pending] = {}
+    pids: set[int] = set()
+    for batch in done:
+        for i, outcome in batch:
+            files[i] = outcome.result
+            pids.add(outcome.pid)
+            if outcome.pending is not None:
+                pending[i] = outcome.pending
+    return [pending[i] for i in sorted(pending)], len(pids - {os.getpid()})
+
+
+def _load_and_rewrite(result: FileResult, observed: _Observed,
+                      settings: _RewriteSettings) -> _Outcome:
+    item = _load(result)
+    if item is None:
+        return _Outcome(result, None)
+    item.observed, item.observe_timed_out = observed.types, observed.timed_out
+    return _Outcome(result, _rewrite_file(item, settings))
+
+
+def _rewrite_file(item: _Loaded, settings: _RewriteSettings) -> _Pending | None:
     result = item.result
     try:
-        rewrite = session.rewrite(item)
+        rewrite = settings.rewrite(item)
     except RewriteError as exc:
         result.status, result.error = "failed", str(exc)
         return None

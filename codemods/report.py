@@ -63,6 +63,8 @@ class RunResult:
     verify: bool
     require_verified: bool
     unsafe_fixes: bool = False
+    # Processes that rewrote files: 0 when the run rewrote in its own process.
+    rewrite_processes: int = 0
 
     def classes(self) -> list[ClassResult]:
         return [c for f in self.files for c in f.classes]
@@ -110,6 +112,7 @@ class RunResult:
             "mode": self.mode,
             "verify": self.verify,
             "unsafe_fixes": self.unsafe_fixes,
+            "rewrite_processes": self.rewrite_processes,
             "exit_code": self.exit_code,
             "summary": self.counts(),
             "files": [{
