@@ -7,6 +7,7 @@ from pathlib import Path
 from typing import Literal
 
 import click
+from tsfix.cli.progress import ProgressDisplay
 from tsfix.codemods import __version__
 from tsfix.codemods.config import ConfigError
 from tsfix.codemods.engine import Options, run
@@ -63,7 +64,7 @@ def main() -> None:
               type=click.Path(exists=True, dir_okay=False, path_type=Path),
               help="Read [tool.tsfix] from this file instead of the nearest pyproject.toml.")
 @click.option("-j", "--jobs", type=click.IntRange(min=0), default=0,
-              help="Validation worker processes (default: one per core).")
+              help="Worker processes for rewriting and validation (default: one per core).")
 @click.option("--timeout", type=click.FloatRange(min=1), default=None,
               help="Seconds allowed for validating one file (default 120).")
 @click.option("-q", "--quiet", is_flag=True, help="Only errors (and the diff with --dry-run).")
@@ -78,14 +79,18 @@ def apply(paths: tuple[Path, ...], rule_names: tuple[str, ...], dry_run: bool, c
     rules = [name.strip() for value in rule_names for name in value.split(",") if name.strip()]
     mode: Literal["write", "diff", "check"] = (
         "diff" if dry_run else "check" if check else "write")
+    display = None if quiet else ProgressDisplay(sys.stderr, terminal=sys.stderr.isatty())
     options = Options(rules=rules or None, mode=mode, verify=not no_verify,
                       require_verified=require_verified, config=config_path, jobs=jobs,
-                      timeout=timeout, unsafe_fixes=unsafe_fixes)
+                      timeout=timeout, unsafe_fixes=unsafe_fixes, progress=display)
     try:
         result = run(list(paths), options)
     except (ConfigError, UnknownRuleError) as exc:
         click.echo(f"error: {exc}", err=True)
         sys.exit(EXIT_USAGE)
+    finally:
+        if display is not None:
+            display.close()
     if mode == "diff":
         for file in result.files:
             if file.diff:

@@ -53,7 +53,7 @@ from __future__ import annotations
 
 import multiprocessing
 import os
-from collections.abc import Iterable, Iterator
+from collections.abc import Callable, Iterable, Iterator
 from concurrent.futures import ProcessPoolExecutor, as_completed
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -99,6 +99,20 @@ class Options:
     jobs: int = 0                           # rewrite and validation workers; 0: one per core
     timeout: float | None = None            # per file's validation; None: configuration
     unsafe_fixes: bool | None = None        # None: from the configuration
+    # Called in this process as work completes (the CLI draws its progress display from it).
+    progress: Callable[[Progress], None] | None = None
+
+
+@dataclass
+class Progress:
+    """How far a run is: ``done`` of ``total`` items of the current phase (files while
+    observing and rewriting, classes while validating), with the counts so far."""
+
+    phase: Literal["observe", "rewrite", "validate", "recheck"]
+    done: int
+    total: int
+    rewrites: int = 0                       # class rewrites found so far
+    verdicts: dict[str, int] = field(default_factory=dict)
 
 
 @dataclass(frozen=True)
@@ -125,10 +139,16 @@ class _Session:
     options: Options
     require_verified: bool
     unsafe_fixes: bool
+    # Running totals for the progress display: "rewrites" and one entry per verdict.
+    counts: dict[str, int] = field(default_factory=dict)
 
     @property
     def workers(self) -> int:
         return self.options.jobs or os.cpu_count() or 1
+
+    def reporter(self, phase: Literal["observe", "rewrite", "validate", "recheck"],
+                 total: int) -> _Reporter:
+        return _Reporter(self.options.progress, phase, total, self.counts)
 
     @property
     def settings(self) -> _RewriteSettings:
@@ -145,6 +165,31 @@ class _Session:
     def rewrite(self, item: _Loaded,
                 skip: dict[str, frozenset[str]] | None = None) -> Rewrite:
         return self.settings.rewrite(item, skip)
+
+
+class _Reporter:
+    """Counts one phase's completed items and tells ``Options.progress`` (if any)."""
+
+    def __init__(self, callback: Callable[[Progress], None] | None, phase: Literal[
+                 "observe", "rewrite", "validate", "recheck"], total: int,
+                 counts: dict[str, int]) -> None:
+        self.callback, self.phase, self.total, self.counts = callback, phase, total, counts
+        self.done = 0
+        self._tell()
+
+    def __call__(self, items: int = 1, *, rewrites: int = 0,
+                 verdicts: Iterable[str] = ()) -> None:
+        self.done += items
+        self.counts["rewrites"] = self.counts.get("rewrites", 0) + rewrites
+        for verdict in verdicts:
+            self.counts[verdict] = self.counts.get(verdict, 0) + 1
+        self._tell()
+
+    def _tell(self) -> None:
+        if self.callback is not None and self.total:
+            self.callback(Progress(self.phase, self.done, self.total,
+                                   self.counts.get("rewrites", 0),
+                                   {k: v for k, v in self.counts.items() if k != "rewrites"}))
 
 
 @dataclass
@@ -258,7 +303,9 @@ def _observe(files: list[FileResult], session: _Session, pool: WorkerPool
         jobs.append(job)
         by_job[job.id] = result
     observed: dict[Path, _Observed] = {}
-    for job_id, found in pool.observe(jobs, timeout=session.timeout).items():
+    report = session.reporter("observe", len(jobs))
+    found_types = pool.observe(jobs, timeout=session.timeout, on_result=lambda _: report())
+    for job_id, found in found_types.items():
         result = by_job[job_id]
         observed[result.path] = _Observed(found.types, found.timed_out)
         result.observed = found.types
@@ -288,10 +335,11 @@ def _rewrite_all(files: list[FileResult], session: _Session,
     work = [(i, result, observed.get(result.path, _Observed()))
             for i, result in enumerate(files) if result.status != "failed"]
     settings = session.settings
+    report = session.reporter("rewrite", len(work))
     if session.workers <= 1 or len(work) < PARALLEL_MIN_FILES:
         done: Iterator[list[tuple[int, _Outcome]]] = (
             [(i, _load_and_rewrite(result, seen, settings))] for i, result, seen in work)
-        return _collect(files, done)
+        return _collect(files, done, report)
     tasks = [work[start:start + FILES_PER_TASK] for start in range(0, len(work), FILES_PER_TASK)]
     # spawn, not fork: the validation pool may already have threads and pipes open.
     context = multiprocessing.get_context("spawn")
@@ -299,7 +347,8 @@ def _rewrite_all(files: list[FileResult], session: _Session,
                              mp_context=context) as executor:
         futures = [executor.submit(_rewrite_task, task, settings) for task in tasks]
         try:
-            return _collect(files, (future.result() for future in as_completed(futures)))
+            return _collect(files, (future.result() for future in as_completed(futures)),
+                            report)
         except BaseException:
             executor.shutdown(wait=False, cancel_futures=True)
             raise
@@ -318,8 +367,8 @@ def _rewrite_task(task: list[tuple[int, FileResult, _Observed]], settings: _Rewr
     return [(i, _load_and_rewrite(result, seen, settings)) for i, result, seen in task]
 
 
-def _collect(files: list[FileResult], done: Iterable[list[tuple[int, _Outcome]]]
-             ) -> tuple[list[_Pending], int]:
+def _collect(files: list[FileResult], done: Iterable[list[tuple[int, _Outcome]]],
+             report: _Reporter) -> tuple[list[_Pending], int]:
     pending: dict[int, _Pending] = {}
     pids: set[int] = set()
     for batch in done:
@@ -328,6 +377,7 @@ def _collect(files: list[FileResult], done: Iterable[list[tuple[int, _Outcome]]]
             pids.add(outcome.pid)
             if outcome.pending is not None:
                 pending[i] = outcome.pending
+        report(len(batch), rewrites=sum(len(outcome.result.classes) for _, outcome in batch))
     return [pending[i] for i in sorted(pending)], len(pids - {os.getpid()})
 
 
@@ -421,7 +471,9 @@ def _validate(pending: list[_Pending], session: _Session, pool: WorkerPool) -> N
                             session.sys_path)
         jobs.append(job)
         by_job[job.id] = item
-    verdicts = pool.validate(jobs, timeout=session.timeout)
+    report = session.reporter("validate", sum(len(job.classes) for job in jobs))
+    verdicts = pool.validate(jobs, timeout=session.timeout, on_result=lambda _, found: report(
+        len(found), verdicts=[v.verdict for v in found]))
     for job_id, class_verdicts in verdicts.items():
         by_name = {v.name: v for v in class_verdicts}
         for c in by_job[job_id].result.classes:
@@ -491,7 +543,8 @@ def _drop_rules(pending: list[_Pending], session: _Session, pool: WorkerPool) ->
                 trials[job.id] = _Trial(item, name, rule_name, rewrite)
     if not jobs:
         return
-    verdicts = pool.validate(jobs, timeout=session.timeout)
+    report = session.reporter("recheck", len(jobs))
+    verdicts = pool.validate(jobs, timeout=session.timeout, on_result=lambda *_: report())
 
     # (file, class) -> verified trials, best (dropping the last rule in registry order) first
     verified: dict[tuple[int, str], list[tuple[_Trial, ClassVerdict]]] = {}

@@ -219,12 +219,14 @@ class WorkerPool:
         return {job_id: _verdicts(by_id[job_id], outcome)
                 for job_id, outcome in outcomes.items()}
 
-    def observe(self, jobs: list[ValidationJob], *, timeout: float
+    def observe(self, jobs: list[ValidationJob], *, timeout: float,
+                on_result: Callable[[ValidationJob], None] | None = None
                 ) -> dict[int, ObservedTypes]:
         """Run observe jobs; returns job id -> the types seen (or why none were)."""
         by_id = {job.id: job for job in jobs}
+        done = (lambda job, _: on_result(job)) if on_result is not None else None
         return {job_id: _observed(by_id[job_id], outcome)
-                for job_id, outcome in self.run(jobs, timeout=timeout).items()}
+                for job_id, outcome in self.run(jobs, timeout=timeout, on_result=done).items()}
 
 
 def run_jobs(jobs: Iterable[ValidationJob], *, workers: int, timeout: float,
