@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 import sys
 from pathlib import Path
 from typing import Literal
@@ -20,6 +21,9 @@ from tsfix.codemods.report import (
     VERIFIED,
     RunResult,
 )
+
+# Runs over this many files end with the summary table (small runs: the summary line only).
+SUMMARY_TABLE_MIN_FILES = 10
 
 EXIT_CODES = """\b
 Exit codes:
@@ -107,7 +111,8 @@ def apply(paths: tuple[Path, ...], rule_names: tuple[str, ...], dry_run: bool, c
     sys.exit(code)
 
 
-def _print_outcome(result: RunResult, *, quiet: bool, verbose: bool) -> None:
+def _print_outcome(result: RunResult, *, quiet: bool, verbose: bool,
+                   table: bool = False) -> None:
     colour = {VERIFIED: "green", REJECTED: "red", UNVERIFIED: "yellow"}
     for file in result.files:
         if file.error:
@@ -133,7 +138,32 @@ def _print_outcome(result: RunResult, *, quiet: bool, verbose: bool) -> None:
             action = "rewrote" if file.written else "would rewrite"
             click.echo(f"{action} {file.display}", err=True)
     if not quiet:
+        if table or len(result.files) >= SUMMARY_TABLE_MIN_FILES:
+            click.echo("summary:", err=True)
+            for line in result.summary_table():
+                click.echo(line, err=True)
         click.echo(result.summary_line(), err=True)
+
+
+@main.command("report")
+@click.argument("report_path", metavar="REPORT",
+                type=click.Path(exists=True, dir_okay=False, path_type=Path))
+@click.option("-v", "--verbose", is_flag=True,
+              help="Also say what each rewrite did and why candidates were skipped.")
+def show_report(report_path: Path, verbose: bool) -> None:
+    """Summarise a past run from its --report JSON file."""
+    try:
+        result = RunResult.from_json(json.loads(report_path.read_text(encoding="utf-8")))
+    except (OSError, UnicodeDecodeError, ValueError, KeyError, TypeError, IndexError) as exc:
+        click.echo(f"error: {report_path}: not a tsfix report ({type(exc).__name__}: {exc})",
+                   err=True)
+        sys.exit(EXIT_USAGE)
+    mode = {"write": "written", "diff": "dry run", "check": "check"}.get(result.mode,
+                                                                         result.mode)
+    click.echo(f"{report_path}: rules {', '.join(result.rules)}; {mode}"
+               f"{'' if result.verify else ', not validated'}", err=True)
+    _print_outcome(result, quiet=False, verbose=verbose, table=True)
+    sys.exit(result.exit_code)
 
 
 @main.command("rules")

@@ -53,6 +53,7 @@ from __future__ import annotations
 
 import multiprocessing
 import os
+import time
 from collections.abc import Callable, Iterable, Iterator
 from concurrent.futures import ProcessPoolExecutor, as_completed
 from dataclasses import dataclass, field
@@ -383,11 +384,14 @@ def _collect(files: list[FileResult], done: Iterable[list[tuple[int, _Outcome]]]
 
 def _load_and_rewrite(result: FileResult, observed: _Observed,
                       settings: _RewriteSettings) -> _Outcome:
+    started = time.perf_counter()
     item = _load(result)
     if item is None:
         return _Outcome(result, None)
     item.observed, item.observe_timed_out = observed.types, observed.timed_out
-    return _Outcome(result, _rewrite_file(item, settings))
+    pending = _rewrite_file(item, settings)
+    result.rewrite_s = round(time.perf_counter() - started, 4)
+    return _Outcome(result, pending)
 
 
 def _rewrite_file(item: _Loaded, settings: _RewriteSettings) -> _Pending | None:

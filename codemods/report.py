@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import re
 from collections import Counter
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
@@ -53,6 +54,7 @@ class FileResult:
     notes: list[str] = field(default_factory=list)
     # Types seen in the eager example runs (only when a selected rule asked for them).
     observed: dict[str, dict[str, dict[str, str]]] = field(default_factory=dict)
+    rewrite_s: float = 0.0         # reading, rewriting and formatting the file
 
 
 @dataclass
@@ -125,8 +127,73 @@ class RunResult:
                 "skips": [asdict(s) for s in f.skips],
                 "notes": f.notes,
                 "observed": f.observed,
+                "rewrite_s": f.rewrite_s,
             } for f in self.files],
         }
 
     def write_json(self, path: Path) -> None:
         path.write_text(json.dumps(self.to_json(), indent=2) + "\n", encoding="utf-8")
+
+    @classmethod
+    def from_json(cls, data: dict[str, Any]) -> RunResult:
+        """The run a ``--report`` file describes (``tsfix report``). Raises KeyError or
+        TypeError when ``data`` is not such a report."""
+        files = []
+        for f in data["files"]:
+            classes = [ClassResult(c["rule"], c["class_name"],
+                                   (c["lines"][0], c["lines"][1]), c["summary"],
+                                   dict(c.get("lifted", {})), c["verdict"],
+                                   c.get("reason", ""), c.get("duration_s", 0.0),
+                                   list(c.get("notes", [])), c.get("python_only", False))
+                       for c in f["classes"]]
+            skips = [Skip(s["rule"], s["class_name"], s["line"], s["reason"])
+                     for s in f.get("skips", [])]
+            files.append(FileResult(Path(f["path"]), f["path"], f["status"], f.get("error"),
+                                    classes, skips, written=f.get("written", False),
+                                    notes=list(f.get("notes", [])),
+                                    observed=f.get("observed", {}),
+                                    rewrite_s=f.get("rewrite_s", 0.0)))
+        return cls(files, list(data["rules"]), data["mode"], data["verify"],
+                   data.get("require_verified", False), data.get("unsafe_fixes", False),
+                   data.get("rewrite_processes", 0))
+
+    def summary_table(self, top: int = 5) -> list[str]:
+        """End-of-run table: files, rewrites per rule, verdicts, the slowest validations and
+        the most common rejection reasons."""
+        c = self.counts()
+        rows = [("files", f"{c['files']} scanned, {c['changed']} changed, "
+                          f"{c['unchanged']} unchanged, {c['failed']} failed")]
+        per_rule = Counter(cl.rule for cl in self.classes())
+        if per_rule:
+            rows.append(("rewrites", ", ".join(f"{rule} {per_rule[rule]}"
+                                               for rule in self.rules if per_rule[rule])))
+            rows.append(("verdicts", f"{c[VERIFIED]} verified, {c[REJECTED]} rejected, "
+                                     f"{c[UNVERIFIED]} unverified"))
+        timed: dict[tuple[str, str], float] = {}
+        for f in self.files:
+            for cl in f.classes:
+                # One validation per class, shared by every rule that changed it.
+                timed[(f.display, cl.class_name)] = max(
+                    timed.get((f.display, cl.class_name), 0.0), cl.duration_s)
+        slowest = sorted(((s, k) for k, s in timed.items() if s > 0), reverse=True)[:top]
+        if slowest:
+            rows.append(("slowest", "; ".join(f"{path}:{name} {seconds:.1f}s"
+                                              for seconds, (path, name) in slowest)))
+        reasons = Counter(reason_kind(cl.reason) for cl in self.classes()
+                          if cl.verdict == REJECTED)
+        for i, (kind, count) in enumerate(reasons.most_common(top)):
+            rows.append(("rejected" if i == 0 else "", f"{count}x {kind}"))
+        width = max(len(label) for label, _ in rows)
+        return [f"  {label:<{width}}  {text}" for label, text in rows]
+
+
+_QUOTED = re.compile(r"""'[^']*'|"[^"]*"|`[^`]*`""")
+_NUMBER = re.compile(r"\b\d+(\.\d+)?(e-?\d+)?\b")
+
+
+def reason_kind(reason: str, length: int = 90) -> str:
+    """A rejection reason without its particulars, so that alike reasons count together:
+    quoted names and numbers become placeholders, the configuration label is dropped."""
+    kind = re.sub(r" for init\[.*$| for call\[.*$", "", reason)
+    kind = _NUMBER.sub("N", _QUOTED.sub("'...'", kind))
+    return kind if len(kind) <= length else kind[:length - 3] + "..."
