@@ -149,3 +149,36 @@ def test_report_command_rejects_other_json(tmp_path: Path) -> None:
     shown = CliRunner().invoke(cli_main, ["report", str(other)])
     assert shown.exit_code == 2
     assert f"error: {other}: not a tsfix report (KeyError" in shown.output
+
+
+# ---- pre-commit ----------------------------------------------------------------------------------
+
+def _hooks() -> dict[str, str]:
+    """id -> entry of the repository's .pre-commit-hooks.yaml (a flat list of mappings)."""
+    text = (Path(__file__).resolve().parent.parent / ".pre-commit-hooks.yaml").read_text()
+    hooks: dict[str, str] = {}
+    current = ""
+    for line in text.splitlines():
+        if line.startswith("- id:"):
+            current = line.split(":", 1)[1].strip()
+        elif line.strip().startswith("entry:"):
+            hooks[current] = line.split(":", 1)[1].strip()
+    return hooks
+
+
+def test_pre_commit_hooks_run_check_on_the_given_files(tmp_path: Path) -> None:
+    """pre-commit appends the staged file names to the entry: a model with a fixable
+    blocker fails the hook, a clean one passes, and nothing is written."""
+    hooks = _hooks()
+    assert set(hooks) == {"tsfix-check", "tsfix-check-static"}
+    zoo = _zoo(tmp_path, 1)
+    blocked = zoo / "family0" / "model_00.py"
+    before = blocked.read_text()
+    for entry in hooks.values():
+        program, *arguments = entry.split()
+        assert program == "tsfix"
+        runner = CliRunner()
+        failing = runner.invoke(cli_main, [*arguments, str(blocked)])
+        passing = runner.invoke(cli_main, [*arguments, str(zoo / "plain.py")])
+        assert (failing.exit_code, passing.exit_code) == (1, 0), (entry, failing.output)
+    assert blocked.read_text() == before
