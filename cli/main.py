@@ -69,6 +69,9 @@ def main() -> None:
               help="Read [tool.tsfix] from this file instead of the nearest pyproject.toml.")
 @click.option("-j", "--jobs", type=click.IntRange(min=0), default=0,
               help="Worker processes for rewriting and validation (default: one per core).")
+@click.option("--no-cache", is_flag=True,
+              help="Parse and validate every file again, ignoring outcomes cached by earlier "
+                   "runs ($TSFIX_CACHE_DIR, default ~/.cache/tsfix).")
 @click.option("--timeout", type=click.FloatRange(min=1), default=None,
               help="Seconds allowed for validating one file (default 120).")
 @click.option("-q", "--quiet", is_flag=True, help="Only errors (and the diff with --dry-run).")
@@ -77,8 +80,8 @@ def main() -> None:
 def apply(paths: tuple[Path, ...], rule_names: tuple[str, ...], dry_run: bool, check: bool,
           no_verify: bool, require_verified: bool | None, unsafe_fixes: bool | None,
           report_path: Path | None,
-          config_path: Path | None, jobs: int, timeout: float | None, quiet: bool,
-          verbose: bool) -> None:
+          config_path: Path | None, jobs: int, no_cache: bool, timeout: float | None,
+          quiet: bool, verbose: bool) -> None:
     """Rewrite the model files under PATHS, validating every rewritten class."""
     rules = [name.strip() for value in rule_names for name in value.split(",") if name.strip()]
     mode: Literal["write", "diff", "check"] = (
@@ -86,7 +89,8 @@ def apply(paths: tuple[Path, ...], rule_names: tuple[str, ...], dry_run: bool, c
     display = None if quiet else ProgressDisplay(sys.stderr, terminal=sys.stderr.isatty())
     options = Options(rules=rules or None, mode=mode, verify=not no_verify,
                       require_verified=require_verified, config=config_path, jobs=jobs,
-                      timeout=timeout, unsafe_fixes=unsafe_fixes, progress=display)
+                      timeout=timeout, unsafe_fixes=unsafe_fixes, progress=display,
+                      cache=not no_cache)
     try:
         result = run(list(paths), options)
     except (ConfigError, UnknownRuleError) as exc:

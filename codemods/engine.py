@@ -51,6 +51,7 @@ classes held back whole, and a dropped rule skips its class.
 
 from __future__ import annotations
 
+import json
 import multiprocessing
 import os
 import time
@@ -61,6 +62,7 @@ from pathlib import Path
 from typing import Any, Literal
 
 from tsfix.codemods.analysis import may_define_module
+from tsfix.codemods.cache import Cache, cacheable, entry_of, restore
 from tsfix.codemods.config import Config, ExampleError, ExampleSpec, find_pyproject, load_config
 from tsfix.codemods.registry import select_rules
 from tsfix.codemods.report import (
@@ -102,6 +104,10 @@ class Options:
     unsafe_fixes: bool | None = None        # None: from the configuration
     # Called in this process as work completes (the CLI draws its progress display from it).
     progress: Callable[[Progress], None] | None = None
+    # Reuse per-file outcomes of earlier runs (codemods/cache.py). Off by default in the API,
+    # on by default in the CLI (--no-cache), as in black.
+    cache: bool = False
+    cache_dir: Path | None = None           # None: $TSFIX_CACHE_DIR, else ~/.cache/tsfix
 
 
 @dataclass
@@ -246,6 +252,14 @@ def run(paths: list[Path], options: Options) -> RunResult:
         else:
             files.append(FileResult(found, _display(found)))
 
+    cache = None
+    if options.cache:
+        cache = Cache.for_run(options.cache_dir, rules=[r.name for r in rules],
+                              unsafe_fixes=session.unsafe_fixes,
+                              line_length=config.line_length, verify=options.verify,
+                              require_verified=session.require_verified)
+    keys, cached_texts = _from_cache(files, cache, config)
+
     # Validation workers start only when a round has jobs; with verify=False none runs.
     with WorkerPool(session.workers) as pool:
         observed: dict[Path, _Observed] = {}
@@ -260,10 +274,60 @@ def run(paths: list[Path], options: Options) -> RunResult:
                 for c in rewritten.result.classes:
                     c.reason = "not validated (--no-verify)"
 
+    final_texts: dict[int, str] = {}
     for rewritten in pending:
-        _finish(rewritten, session)
+        final = _finish(rewritten, session)
+        if final is not None:
+            final_texts[id(rewritten.result)] = final
+    for i, text in cached_texts.items():
+        _write_cached(files[i], text, options.mode)
+    if cache is not None:
+        for i, key in keys.items():
+            if not files[i].cached and cacheable(files[i]):
+                cache.put(key, entry_of(files[i], final_texts.get(id(files[i]))))
     return RunResult(files, [r.name for r in rules], options.mode, options.verify,
-                     session.require_verified, session.unsafe_fixes, processes)
+                     session.require_verified, session.unsafe_fixes, processes,
+                     cache.hits if cache is not None else 0)
+
+
+def _from_cache(files: list[FileResult], cache: Cache | None, config: Config
+                ) -> tuple[dict[int, str], dict[int, str]]:
+    """Restore the files whose outcome is cached. Returns every file's cache key and the
+    rewritten text of the restored changed files, both by index in ``files``."""
+    keys: dict[int, str] = {}
+    texts: dict[int, str] = {}
+    if cache is None:
+        return keys, texts
+    for i, result in enumerate(files):
+        if result.status == "failed":
+            continue
+        try:
+            content = result.path.read_bytes()
+        except OSError:
+            continue        # reported when the file is read for rewriting
+        examples = json.dumps({name: spec.to_json() if isinstance(spec, ExampleSpec)
+                               else str(spec)
+                               for name, spec in sorted(config.examples_in(result.path).items())})
+        keys[i] = cache.key(content, examples)
+        entry = cache.get(keys[i])
+        if entry is not None:
+            text = restore(result, entry)
+            if text is not None:
+                texts[i] = text
+    return keys, texts
+
+
+def _write_cached(result: FileResult, text: str, mode: str) -> None:
+    """A changed file restored from the cache (an earlier dry run or check): write it."""
+    if mode != "write" or result.status != "changed":
+        return
+    try:
+        source = read_source(result.path)
+        write_atomic(result.path, source.encode(text))
+        result.written = True
+    except (SourceError, OSError) as exc:
+        result.status = "failed"
+        result.error = f"{result.display}: cannot write: {exc}"
 
 
 def _display(path: Path) -> str:
@@ -293,7 +357,7 @@ def _observe(files: list[FileResult], session: _Session, pool: WorkerPool
     jobs: list[ValidationJob] = []
     by_job: dict[int, FileResult] = {}
     for result in files:
-        if result.status == "failed":
+        if result.status == "failed" or result.cached:
             continue
         specs = session.config.examples_in(result.path)
         classes = [{"name": name, "example": spec.to_json()}
@@ -334,7 +398,7 @@ def _rewrite_all(files: list[FileResult], session: _Session,
     A worker returns its own copy of each FileResult, which replaces the one in ``files``;
     only changed files keep their text in memory."""
     work = [(i, result, observed.get(result.path, _Observed()))
-            for i, result in enumerate(files) if result.status != "failed"]
+            for i, result in enumerate(files) if result.status != "failed" and not result.cached]
     settings = session.settings
     report = session.reporter("rewrite", len(work))
     if session.workers <= 1 or len(work) < PARALLEL_MIN_FILES:
@@ -583,11 +647,12 @@ def _apply_drop(trial: _Trial, verdict: ClassVerdict, order: dict[str, int]) -> 
 
 # ---- show or write -----------------------------------------------------------------------------
 
-def _finish(item: _Pending, session: _Session) -> None:
+def _finish(item: _Pending, session: _Session) -> str | None:
+    """Write (or only diff) the final text; returns it when it differs from the original."""
     result = item.result
     if result.status == "failed":
         result.classes = []  # nothing is written for a file with a broken example spec
-        return
+        return None
     require_verified = session.require_verified
     if require_verified:
         for c in result.classes:
@@ -607,10 +672,10 @@ def _finish(item: _Pending, session: _Session) -> None:
         except Exception as exc:
             result.status, result.error = "failed", _internal_error(result, exc)
             result.classes = []
-            return
+            return None
     if text == item.source.text:
         result.status = "rejected" if result.classes else "unchanged"
-        return
+        return None
     result.status = "changed"
     result.diff = unified_diff(item.source.text, text, result.display)
     if session.options.mode == "write":
@@ -620,6 +685,7 @@ def _finish(item: _Pending, session: _Session) -> None:
         except OSError as exc:
             result.status = "failed"
             result.error = f"{result.display}: cannot write: {exc.strerror or exc}"
+    return text
 
 
 __all__ = ["REJECTED", "UNVERIFIED", "VERIFIED", "Options", "RunResult", "run"]

@@ -55,6 +55,7 @@ class FileResult:
     # Types seen in the eager example runs (only when a selected rule asked for them).
     observed: dict[str, dict[str, dict[str, str]]] = field(default_factory=dict)
     rewrite_s: float = 0.0         # reading, rewriting and formatting the file
+    cached: bool = False           # restored from the cache: not parsed nor validated again
 
 
 @dataclass
@@ -67,6 +68,7 @@ class RunResult:
     unsafe_fixes: bool = False
     # Processes that rewrote files: 0 when the run rewrote in its own process.
     rewrite_processes: int = 0
+    cache_hits: int = 0
 
     def classes(self) -> list[ClassResult]:
         return [c for f in self.files for c in f.classes]
@@ -115,6 +117,7 @@ class RunResult:
             "verify": self.verify,
             "unsafe_fixes": self.unsafe_fixes,
             "rewrite_processes": self.rewrite_processes,
+            "cache_hits": self.cache_hits,
             "exit_code": self.exit_code,
             "summary": self.counts(),
             "files": [{
@@ -128,6 +131,7 @@ class RunResult:
                 "notes": f.notes,
                 "observed": f.observed,
                 "rewrite_s": f.rewrite_s,
+                "cached": f.cached,
             } for f in self.files],
         }
 
@@ -152,10 +156,11 @@ class RunResult:
                                     classes, skips, written=f.get("written", False),
                                     notes=list(f.get("notes", [])),
                                     observed=f.get("observed", {}),
-                                    rewrite_s=f.get("rewrite_s", 0.0)))
+                                    rewrite_s=f.get("rewrite_s", 0.0),
+                                    cached=f.get("cached", False)))
         return cls(files, list(data["rules"]), data["mode"], data["verify"],
                    data.get("require_verified", False), data.get("unsafe_fixes", False),
-                   data.get("rewrite_processes", 0))
+                   data.get("rewrite_processes", 0), data.get("cache_hits", 0))
 
     def summary_table(self, top: int = 5) -> list[str]:
         """End-of-run table: files, rewrites per rule, verdicts, the slowest validations and

@@ -139,6 +139,16 @@ class Project:
         return run([Path(p) for p in paths or (".",)], Options(**options))
 
 
+@pytest.fixture(autouse=True)
+def private_cache(tmp_path_factory: pytest.TempPathFactory,
+                  monkeypatch: pytest.MonkeyPatch) -> Path:
+    """The CLI caches outcomes by default: every test gets its own empty cache, so no test
+    sees another's (or the developer's) cached verdicts."""
+    directory = tmp_path_factory.mktemp("tsfix-cache")
+    monkeypatch.setenv("TSFIX_CACHE_DIR", str(directory))
+    return directory
+
+
 @pytest.fixture
 def project(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Project:
     root = tmp_path / "proj"

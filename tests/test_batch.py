@@ -7,12 +7,14 @@ import json
 from pathlib import Path
 from typing import Any
 
+import pytest
 from click.testing import CliRunner
-from conftest import model_source
+from conftest import TWO_CONFIGS, Project, model_source
 from tsfix.cli.main import main as cli_main
 from tsfix.codemods.engine import PARALLEL_MIN_FILES, Options, run
 from tsfix.codemods.report import ClassResult, FileResult, RunResult
 from tsfix.codemods.rule import Skip
+from tsfix.codemods.validation import WorkerPool
 
 
 def _zoo(root: Path, models: int) -> Path:
@@ -182,3 +184,116 @@ def test_pre_commit_hooks_run_check_on_the_given_files(tmp_path: Path) -> None:
         passing = runner.invoke(cli_main, [*arguments, str(zoo / "plain.py")])
         assert (failing.exit_code, passing.exit_code) == (1, 0), (entry, failing.output)
     assert blocked.read_text() == before
+
+
+# ---- the cache -----------------------------------------------------------------------------------
+
+class CountingRewrites:
+    """Counts rewrite_source calls in this process (runs of few files rewrite here)."""
+
+    def __init__(self, monkeypatch: Any) -> None:
+        import tsfix.codemods.engine as engine
+
+        self.calls = 0
+        real = engine.rewrite_source
+
+        def counting(*args: Any, **kwargs: Any) -> Any:
+            self.calls += 1
+            return real(*args, **kwargs)
+
+        monkeypatch.setattr(engine, "rewrite_source", counting)
+
+
+def _cached_run(zoo: Path, mode: str = "diff", **options: Any) -> RunResult:
+    return run([zoo], Options(rules=["lift-branch"], verify=False, mode=mode,  # type: ignore[arg-type]
+                              cache=True, jobs=1, **options))
+
+
+def test_second_run_over_unchanged_files_parses_nothing(tmp_path: Path, monkeypatch: Any
+                                                         ) -> None:
+    zoo = _zoo(tmp_path, 3)
+    counter = CountingRewrites(monkeypatch)
+
+    first = _cached_run(zoo)
+    rewrites_first = counter.calls
+    second = _cached_run(zoo)
+
+    assert first.cache_hits == 0 and rewrites_first == 5      # 3 models, plain, broken
+    # broken.py failed to parse: that outcome is cached too, utils.py was skipped.
+    assert second.cache_hits == 6
+    assert counter.calls == rewrites_first                     # nothing rewritten again
+    assert _comparable(second.to_json())["files"] == [
+        {**f, "cached": True} for f in _comparable(first.to_json())["files"]]
+    assert second.exit_code == first.exit_code == 3
+
+
+def test_cache_misses_when_content_rules_or_examples_change(tmp_path: Path,
+                                                             monkeypatch: Any) -> None:
+    zoo = _zoo(tmp_path, 2)
+    _cached_run(zoo)
+    model = zoo / "family0" / "model_00.py"
+    model.write_text(model.read_text() + "\n# edited\n")
+    assert _cached_run(zoo).cache_hits == 4                    # only the edited file misses
+    assert _cached_run(zoo, unsafe_fixes=True).cache_hits == 0  # other settings: other keys
+    (zoo / "pyproject.toml").write_text(
+        '[tool.tsfix.examples."family1/model_01.py:Net1"]\ninputs = ["randn(2, 4)"]\n')
+    # Only the file that now has examples misses.
+    assert _cached_run(zoo, config=zoo / "pyproject.toml").cache_hits == 4
+
+
+def test_write_after_dry_run_writes_the_cached_rewrite(tmp_path: Path, monkeypatch: Any
+                                                       ) -> None:
+    zoo = _zoo(tmp_path, 2)
+    _cached_run(zoo)
+    counter = CountingRewrites(monkeypatch)
+
+    written = _cached_run(zoo, mode="write")
+
+    assert counter.calls == 0 and written.cache_hits == 5
+    model = zoo / "family0" / "model_00.py"
+    assert "use_0: Optional[bool] = None" in model.read_text()
+    assert [f.display for f in written.files if f.written] == [
+        f.display for f in written.files if f.status == "changed"]
+    # The written files are new content: the next run parses them, finds nothing to do.
+    again = _cached_run(zoo)
+    assert counter.calls == 2
+    assert {f.status for f in again.files} == {"unchanged", "skipped", "failed"}
+
+
+def test_no_cache_flag_bypasses_it(tmp_path: Path) -> None:
+    zoo = _zoo(tmp_path, 2)
+    runner = CliRunner()
+    arguments = ["apply", "--rule", "lift-branch", "--no-verify", "--check", "-v"]
+    runner.invoke(cli_main, [*arguments, str(zoo)])
+    report = tmp_path / "r.json"
+    cached = runner.invoke(cli_main, [*arguments, "--report", str(report), str(zoo)])
+    assert json.loads(report.read_text())["cache_hits"] == 5, cached.output
+    runner.invoke(cli_main, [*arguments, "--no-cache", "--report", str(report), str(zoo)])
+    assert json.loads(report.read_text())["cache_hits"] == 0
+
+
+@pytest.mark.slow
+def test_cached_verdicts_skip_observation_and_validation(project: Project,
+                                                         monkeypatch: Any) -> None:
+    project.pyproject({"model.py:Net": TWO_CONFIGS})
+    project.write("model.py", model_source())
+    rounds: list[str] = []
+    for name in ("validate", "observe"):
+        real = getattr(WorkerPool, name)
+
+        def counting(self: WorkerPool, jobs: list[Any], *args: Any, _name: str = name,
+                     _real: Any = real, **kwargs: Any) -> Any:
+            rounds.extend([_name] * len(jobs))
+            return _real(self, jobs, *args, **kwargs)
+
+        monkeypatch.setattr(WorkerPool, name, counting)
+
+    first = project.run(mode="diff", cache=True, rules=["all"])
+    jobs_first = list(rounds)
+    second = project.run(mode="diff", cache=True, rules=["all"])
+
+    assert jobs_first == ["observe", "validate"]
+    assert rounds == jobs_first                       # the second run started no job
+    assert second.cache_hits == 1
+    [c] = second.classes()
+    assert c.verdict == "verified" and c.reason == first.classes()[0].reason

@@ -1,0 +1,128 @@
+"""A black-style cache of per-file outcomes, so a second run over an unchanged zoo skips
+parsing, observation and validation.
+
+An entry is keyed by the file's bytes and everything else its outcome depends on: the tsfix
+version, the selected rules in order, unsafe fixes, line length, whether validation ran and
+under which torch version, ``--require-verified``, and the example specs configured for the
+file. It holds the file's status, its class verdicts, skips, notes and the rewritten text.
+
+What the key cannot see: other files the model imports (a changed base class in another module
+changes a verdict without changing this file). ``--no-cache`` bypasses the cache for such runs;
+entries are also never stored for outcomes that depend on the machine rather than the code
+(timeouts, worker crashes, internal errors).
+
+Entries are small JSON files under ``$TSFIX_CACHE_DIR`` (default ``~/.cache/tsfix``), written
+atomically, one per key, so parallel runs never corrupt each other.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import hashlib
+import json
+import os
+import tempfile
+from dataclasses import asdict
+from importlib import metadata
+from pathlib import Path
+from typing import Any
+
+from tsfix.codemods.report import ClassResult, FileResult
+from tsfix.codemods.rule import Skip
+
+# Reasons that say the machine, not the code, decided: never cached.
+_TRANSIENT = ("timed out", "internal validation error", "worker", "internal error",
+              "cannot write")
+
+
+def default_directory() -> Path:
+    configured = os.environ.get("TSFIX_CACHE_DIR")
+    if configured:
+        return Path(configured)
+    base = os.environ.get("XDG_CACHE_HOME") or str(Path.home() / ".cache")
+    return Path(base) / "tsfix"
+
+
+def torch_version() -> str:
+    """The installed torch's version, read from its metadata (torch is not imported)."""
+    try:
+        return metadata.version("torch")
+    except metadata.PackageNotFoundError:
+        return "none"
+
+
+class Cache:
+    def __init__(self, directory: Path, salt: str) -> None:
+        self.directory = directory
+        self.salt = salt
+        self.hits = 0
+
+    @classmethod
+    def for_run(cls, directory: Path | None, *, rules: list[str], unsafe_fixes: bool,
+                line_length: int, verify: bool, require_verified: bool) -> Cache:
+        from tsfix.codemods import __version__
+
+        salt = json.dumps({"tsfix": __version__, "rules": rules, "unsafe_fixes": unsafe_fixes,
+                           "line_length": line_length, "verify": verify,
+                           "torch": torch_version() if verify else None,
+                           "require_verified": require_verified})
+        return cls(directory or default_directory(), salt)
+
+    def key(self, content: bytes, examples: str) -> str:
+        digest = hashlib.sha256()
+        for part in (self.salt.encode(), examples.encode(), content):
+            digest.update(len(part).to_bytes(8, "little"))
+            digest.update(part)
+        return digest.hexdigest()
+
+    def _path(self, key: str) -> Path:
+        return self.directory / key[:2] / f"{key}.json"
+
+    def get(self, key: str) -> dict[str, Any] | None:
+        try:
+            entry: dict[str, Any] = json.loads(self._path(key).read_text(encoding="utf-8"))
+        except (OSError, ValueError):
+            return None
+        self.hits += 1
+        return entry
+
+    def put(self, key: str, entry: dict[str, Any]) -> None:
+        path = self._path(key)
+        # A cache that cannot be written only costs speed: never fail a run for it.
+        with contextlib.suppress(OSError):
+            path.parent.mkdir(parents=True, exist_ok=True)
+            handle, temporary = tempfile.mkstemp(dir=path.parent, suffix=".tmp")
+            try:
+                with os.fdopen(handle, "w", encoding="utf-8") as out:
+                    json.dump(entry, out)
+                os.replace(temporary, path)
+            except BaseException:
+                with contextlib.suppress(OSError):
+                    os.unlink(temporary)
+                raise
+
+
+def cacheable(result: FileResult) -> bool:
+    if result.status == "failed" and (result.error is None or "cannot parse" not in result.error):
+        return False
+    reasons = [c.reason for c in result.classes] + [result.error or ""] + result.notes
+    return not any(word in reason for reason in reasons for word in _TRANSIENT)
+
+
+def entry_of(result: FileResult, text: str | None) -> dict[str, Any]:
+    """What restores ``result``: its outcome and, for a changed file, the text to write."""
+    return {"status": result.status, "error": result.error,
+            "classes": [asdict(c) for c in result.classes],
+            "skips": [asdict(s) for s in result.skips], "notes": result.notes,
+            "observed": result.observed, "diff": result.diff, "text": text}
+
+
+def restore(result: FileResult, entry: dict[str, Any]) -> str | None:
+    """Fill ``result`` from a cache entry; returns the rewritten text of a changed file."""
+    result.status, result.error = entry["status"], entry["error"]
+    result.classes = [ClassResult(**{**c, "lines": tuple(c["lines"])}) for c in entry["classes"]]
+    result.skips = [Skip(**s) for s in entry["skips"]]
+    result.notes, result.observed = list(entry["notes"]), entry["observed"]
+    result.diff, result.cached = entry["diff"], True
+    text: str | None = entry["text"]
+    return text
