@@ -8,6 +8,7 @@ from pathlib import Path
 from typing import Literal
 
 import click
+from tsfix.cli.interactive import review
 from tsfix.cli.progress import ProgressDisplay
 from tsfix.codemods import __version__
 from tsfix.codemods.config import ConfigError
@@ -55,6 +56,9 @@ def main() -> None:
               help="Print a unified diff of what would be written; write nothing.")
 @click.option("--check", is_flag=True,
               help="Write nothing; exit 1 if any file would change.")
+@click.option("-i", "--interactive", is_flag=True,
+              help="Review every hunk (y/n/a/d/q, as in git add -p) before anything is written; "
+                   "a file is written once all its hunks are decided.")
 @click.option("--no-verify", is_flag=True,
               help="Skip validation (never imports torch); rewrites are reported unverified.")
 @click.option("--require-verified", is_flag=True, default=None,
@@ -78,14 +82,18 @@ def main() -> None:
 @click.option("-v", "--verbose", is_flag=True,
               help="Also say what each rewrite did and why candidates were skipped.")
 def apply(paths: tuple[Path, ...], rule_names: tuple[str, ...], dry_run: bool, check: bool,
-          no_verify: bool, require_verified: bool | None, unsafe_fixes: bool | None,
-          report_path: Path | None,
+          interactive: bool, no_verify: bool, require_verified: bool | None,
+          unsafe_fixes: bool | None, report_path: Path | None,
           config_path: Path | None, jobs: int, no_cache: bool, timeout: float | None,
           quiet: bool, verbose: bool) -> None:
     """Rewrite the model files under PATHS, validating every rewritten class."""
     rules = [name.strip() for value in rule_names for name in value.split(",") if name.strip()]
+    if interactive and (dry_run or check):
+        click.echo("error: --interactive writes what you accept; it cannot be combined with "
+                   "--dry-run or --check", err=True)
+        sys.exit(EXIT_USAGE)
     mode: Literal["write", "diff", "check"] = (
-        "diff" if dry_run else "check" if check else "write")
+        "diff" if dry_run or interactive else "check" if check else "write")
     display = None if quiet else ProgressDisplay(sys.stderr, terminal=sys.stderr.isatty())
     options = Options(rules=rules or None, mode=mode, verify=not no_verify,
                       require_verified=require_verified, config=config_path, jobs=jobs,
@@ -99,11 +107,16 @@ def apply(paths: tuple[Path, ...], rule_names: tuple[str, ...], dry_run: bool, c
     finally:
         if display is not None:
             display.close()
-    if mode == "diff":
+    if mode == "diff" and not interactive:
         for file in result.files:
             if file.diff:
                 click.echo(file.diff, nl=False)
     _print_outcome(result, quiet=quiet, verbose=verbose)
+    if interactive:
+        for line in review(result, _ask):
+            click.secho(line, err=True, fg="red" if line.startswith("error") else None)
+        # Exit as a write run would: what was declined is the user's decision, not pending.
+        result.mode = "write"
     code = result.exit_code
     if report_path is not None:
         try:
@@ -113,6 +126,15 @@ def apply(paths: tuple[Path, ...], rule_names: tuple[str, ...], dry_run: bool, c
                        err=True)
             code = max(code, EXIT_FAILED)
     sys.exit(code)
+
+
+def _ask(prompt: str) -> str:
+    try:
+        answer: str = click.prompt(prompt, default="", show_default=False, prompt_suffix="")
+    except click.Abort:          # end of input or Ctrl-D: like q
+        click.echo()
+        return "q"
+    return answer
 
 
 def _print_outcome(result: RunResult, *, quiet: bool, verbose: bool,

@@ -319,6 +319,8 @@ def _from_cache(files: list[FileResult], cache: Cache | None, config: Config
 
 def _write_cached(result: FileResult, text: str, mode: str) -> None:
     """A changed file restored from the cache (an earlier dry run or check): write it."""
+    if result.status == "changed":
+        result.new_text = text
     if mode != "write" or result.status != "changed":
         return
     try:
@@ -678,6 +680,7 @@ def _finish(item: _Pending, session: _Session) -> str | None:
         return None
     result.status = "changed"
     result.diff = unified_diff(item.source.text, text, result.display)
+    result.new_text = text
     if session.options.mode == "write":
         try:
             write_atomic(result.path, item.source.encode(text))

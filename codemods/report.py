@@ -56,6 +56,8 @@ class FileResult:
     observed: dict[str, dict[str, dict[str, str]]] = field(default_factory=dict)
     rewrite_s: float = 0.0         # reading, rewriting and formatting the file
     cached: bool = False           # restored from the cache: not parsed nor validated again
+    # A changed file's new text (written, or what would be); not in the JSON report.
+    new_text: str | None = field(default=None, repr=False, compare=False)
 
 
 @dataclass

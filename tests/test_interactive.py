@@ -1,0 +1,99 @@
+"""``tsfix apply --interactive``: hunk-by-hunk review driven through its prompts."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+from click.testing import CliRunner
+from conftest import model_source
+from tsfix.cli.interactive import apply_hunks, hunks_of, review
+from tsfix.cli.main import main as cli_main
+from tsfix.codemods.engine import Options, run
+
+# Two classes far enough apart to give two hunks.
+TWO_MODELS = (model_source("First", "use_a")
+              + "\n\n" + "\n".join(f"CONSTANT_{i} = {i}" for i in range(12)) + "\n\n\n"
+              + model_source("Second", "use_b").split("\n\n\n", 1)[1])
+
+
+def _apply(path: Path, answers: str, *extra: str) -> tuple[int, str]:
+    result = CliRunner().invoke(cli_main, ["apply", "--rule", "lift-branch", "--no-verify",
+                                           "--interactive", *extra, str(path)], input=answers)
+    return result.exit_code, result.output
+
+
+@pytest.fixture
+def models(tmp_path: Path) -> Path:
+    folder = tmp_path / "models"
+    folder.mkdir()
+    (folder / "a.py").write_text(TWO_MODELS)
+    (folder / "b.py").write_text(model_source("Third", "use_c"))
+    return folder
+
+
+def test_hunks_apply_all_none_or_some() -> None:
+    new = TWO_MODELS.replace("if self.use_a:", "if use_a:").replace("if self.use_b:",
+                                                                    "if use_b:")
+    hunks = hunks_of(TWO_MODELS, new)
+    assert len(hunks) == 2
+    assert apply_hunks(TWO_MODELS, new, hunks, [True, True]) == new
+    assert apply_hunks(TWO_MODELS, new, hunks, [False, False]) == TWO_MODELS
+    only_second = apply_hunks(TWO_MODELS, new, hunks, [False, True])
+    assert "if self.use_a:" in only_second and "if use_b:" in only_second
+
+
+def test_yes_and_no_per_hunk(models: Path) -> None:
+    code, output = _apply(models / "a.py", "y\ny\nn\n")
+    text = (models / "a.py").read_text()
+    assert code == 0, output
+    # Each hunk is shown under its class, rule and verdict; the typing import on its own.
+    assert "(1/3) (imports the rewrites below need)" in output
+    assert "(2/3) First [lift-branch] unverified" in output
+    assert "(3/3) Second [lift-branch] unverified" in output
+    assert "from typing import Optional" in text
+    assert "if self.use_a:" not in text and "if self.use_b:" in text
+    assert "rewrote " in output and "with 2 of 3 hunks (a partial rewrite is not validated)" \
+        in output
+
+
+def test_all_rest_of_file_then_quit(models: Path) -> None:
+    # a: this and every later hunk of a.py; then q on b.py's hunk.
+    code, output = _apply(models, "?\na\nq\n")
+    assert code == 0, output
+    assert "d - do not apply this hunk or any of the later hunks in the file" in output
+    assert "if self.use_a:" not in (models / "a.py").read_text()
+    assert "if self.use_b:" not in (models / "a.py").read_text()
+    assert (models / "b.py").read_text() == model_source("Third", "use_c")
+    assert "kept " in output and "b.py unchanged" in output
+
+
+def test_nothing_is_written_before_a_file_is_decided(models: Path) -> None:
+    before = (models / "a.py").read_text()
+    result = run([models], Options(rules=["lift-branch"], verify=False, mode="diff"))
+    seen: list[bool] = []
+
+    def ask(prompt: str) -> str:
+        # Every prompt about a.py comes while a.py is still as it was.
+        seen.append((models / "a.py").read_text() == before)
+        return "y"
+
+    lines = review(result, ask)
+
+    # a.py's 3 hunks are asked about while it is untouched; it is written as soon as they
+    # are decided, before b.py's 2 prompts.
+    assert seen == [True, True, True, False, False]
+    assert lines[0].startswith("rewrote ") and lines[0].endswith("a.py")
+    assert "if self.use_a:" not in (models / "a.py").read_text()
+
+
+def test_end_of_input_counts_as_quit(models: Path) -> None:
+    code, output = _apply(models / "a.py", "y\n")
+    assert code == 0, output
+    assert "with 1 of 3 hunks" in output           # the import only; the rest declined
+    assert "if self.use_a:" in (models / "a.py").read_text()
+
+
+def test_interactive_refuses_dry_run(models: Path) -> None:
+    code, output = _apply(models, "", "--dry-run")
+    assert code == 2 and "cannot be combined" in output
