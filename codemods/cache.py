@@ -59,13 +59,15 @@ class Cache:
 
     @classmethod
     def for_run(cls, directory: Path | None, *, rules: list[str], unsafe_fixes: bool,
-                line_length: int, verify: bool, require_verified: bool) -> Cache:
+                line_length: int, verify: bool, require_verified: bool,
+                auto_examples: bool = True) -> Cache:
         from tsfix.codemods import __version__
 
         salt = json.dumps({"tsfix": __version__, "rules": rules, "unsafe_fixes": unsafe_fixes,
                            "line_length": line_length, "verify": verify,
                            "torch": torch_version() if verify else None,
-                           "require_verified": require_verified})
+                           "require_verified": require_verified,
+                           "auto_examples": auto_examples and verify})
         return cls(directory or default_directory(), salt)
 
     def key(self, content: bytes, examples: str) -> str:

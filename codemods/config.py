@@ -10,6 +10,7 @@ Configuration comes from the nearest ``pyproject.toml`` above the given paths th
     timeout = 120                    # seconds per file's validation
     require-verified = false
     unsafe-fixes = false             # fixes that change what callers may pass (--unsafe-fixes)
+    auto-examples = true             # guess inputs for classes without an example table
 
     [tool.tsfix.examples."models/custom.py:CustomModel"]
     init = [{ branch_testing = true }, { branch_testing = false }]
@@ -71,6 +72,7 @@ TENSOR_KEY = "__tensor__"
 
 _LOOKS_LIKE_CALL = re.compile(r"^\s*[A-Za-z_][\w.]*\(")   # name( ... : meant as a tensor
 _KNOWN_KEYS = {"rules", "exclude", "line-length", "timeout", "require-verified", "unsafe-fixes",
+               "auto-examples",
                "examples"}
 _EXAMPLE_KEYS = {"init", "inputs", "kwargs", "calls", "factory"}
 _CALL_KEYS = {"inputs", "kwargs"}
@@ -104,6 +106,13 @@ class ExampleSpec:
     factory: str | None = None
     # Several calls per instance (``calls = [...]``); None: the one call inputs/kwargs.
     calls: list[ExampleCall] | None = None
+    # No table: the worker builds the class with its defaults and guesses an input from its
+    # first layer (``automatic``).
+    auto: bool = False
+
+    @classmethod
+    def automatic(cls, key: str) -> ExampleSpec:
+        return cls(key, auto=True)
 
     def call_list(self) -> list[ExampleCall]:
         """The calls made on every instance: ``calls``, else the one ``inputs``/``kwargs``."""
@@ -113,7 +122,7 @@ class ExampleSpec:
 
     def to_json(self) -> dict[str, Any]:
         return {"key": self.key, "init": self.init, "inputs": self.inputs,
-                "kwargs": self.kwargs, "factory": self.factory,
+                "kwargs": self.kwargs, "factory": self.factory, "auto": self.auto,
                 "calls": [{"inputs": c.inputs, "kwargs": c.kwargs} for c in self.call_list()]}
 
 
@@ -127,6 +136,8 @@ class Config:
     timeout: float = 120.0
     require_verified: bool = False
     unsafe_fixes: bool = False
+    # Classes without an example table are validated on a guessed input (validation_worker).
+    auto_examples: bool = True
     # (resolved file path, class name) -> spec, or the error that makes the spec unusable
     examples: dict[tuple[Path, str], ExampleSpec | ExampleError] = field(default_factory=dict)
 
@@ -192,6 +203,8 @@ def load_config(path: Path | None) -> Config:
     config.require_verified = _typed(table.get("require-verified", False), bool,
                                      f"{where} require-verified")
     config.unsafe_fixes = _typed(table.get("unsafe-fixes", False), bool, f"{where} unsafe-fixes")
+    config.auto_examples = _typed(table.get("auto-examples", True), bool,
+                                  f"{where} auto-examples")
     if "rules" in table:
         config.rules = _string_list(table["rules"], f"{where} rules")
     config.exclude = _string_list(table.get("exclude", []), f"{where} exclude")

@@ -257,7 +257,8 @@ def run(paths: list[Path], options: Options) -> RunResult:
         cache = Cache.for_run(options.cache_dir, rules=[r.name for r in rules],
                               unsafe_fixes=session.unsafe_fixes,
                               line_length=config.line_length, verify=options.verify,
-                              require_verified=session.require_verified)
+                              require_verified=session.require_verified,
+                              auto_examples=config.auto_examples)
     keys, cached_texts = _from_cache(files, cache, config)
 
     # Validation workers start only when a round has jobs; with verify=False none runs.
@@ -516,7 +517,7 @@ def _validate(pending: list[_Pending], session: _Session, pool: WorkerPool) -> N
         result = item.result
         classes = []
         for name, group in _by_class(result.classes).items():
-            spec = config.example_for(result.path, name)
+            spec = _example_for(session, result.path, name)
             if isinstance(spec, ExampleError):
                 result.status, result.error = "failed", str(spec)
                 break
@@ -550,6 +551,14 @@ def _validate(pending: list[_Pending], session: _Session, pool: WorkerPool) -> N
             v = by_name.get(c.class_name)
             if v is not None:
                 c.verdict, c.reason, c.duration_s = v.verdict, v.reason, v.duration_s
+
+
+def _example_for(session: _Session, path: Path, name: str) -> ExampleSpec | ExampleError | None:
+    """The configured example table, else (``auto-examples``) a guessed one."""
+    spec = session.config.example_for(path, name)
+    if spec is None and session.config.auto_examples:
+        return ExampleSpec.automatic(f"{_example_key(path, session.config)}:{name}")
+    return spec
 
 
 def _example_key(path: Path, config: Config) -> str:
@@ -590,7 +599,7 @@ def _drop_rules(pending: list[_Pending], session: _Session, pool: WorkerPool) ->
         for name in sorted(rejected | not_scripting, key=list(groups).index):
             contributing = sorted({c.rule for c in groups[name]},
                                   key=lambda r: order.get(r, len(order)))
-            spec = session.config.example_for(result.path, name)
+            spec = _example_for(session, result.path, name)
             if len(contributing) < 2 or not isinstance(spec, ExampleSpec):
                 continue
             others = frozenset(rejected - {name})

@@ -146,6 +146,7 @@ class Instance:
         self.init = init
         self.calls = calls
         self.many_calls = many_calls
+        self.guessed = ""           # automatic example: how the input was guessed
 
     def label(self, j: int | None = None, *, show_init: bool = False) -> str:
         """``init[1]`` or, with several calls per instance, ``init[1] call[0]``."""
@@ -157,8 +158,11 @@ class Instance:
         return text
 
 
-def instances(example: dict[str, Any]) -> list[Instance]:
-    """Every ``init`` table, each with every call; a factory item is one instance, one call."""
+def instances(example: dict[str, Any], cls: type | None = None) -> list[Instance]:
+    """Every ``init`` table, each with every call; a factory item is one instance, one call;
+    an automatic example is the class built with its defaults, called on a guessed input."""
+    if example.get("auto") and cls is not None:
+        return [automatic_instance(cls, example["key"])]
     if example.get("factory"):
         module_name, _, function_name = example["factory"].partition(":")
         try:
@@ -222,6 +226,72 @@ def difference(expected: Any, got: Any, where: str = "output") -> str | None:
         return None if abs(expected - got) <= ATOL + RTOL * abs(expected) else \
             f"{where}: {expected} != {got}"
     return None if expected == got else f"{where}: {expected!r} != {got!r}"
+
+
+# ---- automatic examples ------------------------------------------------------------------------
+#
+# For a class without an example table: build it with its defaults and feed its first layer
+# (in registration order) what that layer takes, batch 2. A guess that does not run is never a
+# rejection: the class is "unverified: could not infer inputs".
+
+COULD_NOT_INFER = "could not infer inputs"
+
+
+def add_table(key: str) -> str:
+    return f'add [tool.tsfix.examples."{key}"] to pyproject.toml'
+
+
+def guess_input(instance: Any) -> tuple[torch.Tensor, str] | None:
+    """An input for the first layer whose type fixes its shape, and how it was made."""
+    nn = torch.nn
+    for layer in list(instance.modules())[1:]:
+        name = type(layer).__name__
+        shape: tuple[int, ...]
+        if isinstance(layer, nn.Linear):
+            shape = (2, layer.in_features)
+        elif isinstance(layer, nn.Conv1d | nn.ConvTranspose1d):
+            shape = (2, layer.in_channels, 64)
+        elif isinstance(layer, nn.Conv2d | nn.ConvTranspose2d):
+            shape = (2, layer.in_channels, 32, 32)
+        elif isinstance(layer, nn.Conv3d | nn.ConvTranspose3d):
+            shape = (2, layer.in_channels, 8, 16, 16)
+        elif isinstance(layer, nn.Embedding):
+            made = torch.randint(0, layer.num_embeddings, (2, 16),
+                                 generator=torch.Generator().manual_seed(SEED))
+            return made, f"randint(0, {layer.num_embeddings}, (2, 16)) for {name}"
+        elif isinstance(layer, nn.RNNBase):
+            shape = (2, 16, layer.input_size) if layer.batch_first else (16, 2, layer.input_size)
+        elif isinstance(layer, nn.LayerNorm):
+            shape = (2, 16, *layer.normalized_shape)
+        elif isinstance(layer, nn.BatchNorm1d | nn.InstanceNorm1d):
+            shape = (2, layer.num_features, 16)
+        elif isinstance(layer, nn.BatchNorm2d | nn.InstanceNorm2d):
+            shape = (2, layer.num_features, 16, 16)
+        elif isinstance(layer, nn.BatchNorm3d | nn.InstanceNorm3d):
+            shape = (2, layer.num_features, 8, 8, 8)
+        elif isinstance(layer, nn.GroupNorm):
+            shape = (2, layer.num_channels, 16, 16)
+        else:
+            continue
+        made = torch.randn(shape, generator=torch.Generator().manual_seed(SEED))
+        return made, f"randn{shape} for {name}"
+    return None
+
+
+def automatic_instance(cls: type, key: str) -> Instance:
+    try:
+        probe = build(cls, {})
+    except BaseException as exc:
+        raise unverified(f"{COULD_NOT_INFER}: the constructor needs arguments "
+                         f"({short_error(exc)}); {add_table(key)}") from exc
+    guessed = guess_input(probe)
+    if guessed is None:
+        raise unverified(f"{COULD_NOT_INFER}: no first layer fixes the input shape; "
+                         f"{add_table(key)}")
+    tensor, how = guessed
+    inst = Instance(0, {}, [((tensor,), {})], False)
+    inst.guessed = how
+    return inst
 
 
 # ---- modules -----------------------------------------------------------------------------------
@@ -309,7 +379,7 @@ def check_class(original: types.ModuleType, rewritten: types.ModuleType,
     rewritten_cls = getattr(rewritten, name, None)
     if original_cls is None or rewritten_cls is None:
         raise unverified(f"class {name} is not defined at module level")
-    configs = instances(job_class["example"])
+    configs = instances(job_class["example"], original_cls)
     n_calls = sum(len(inst.calls) for inst in configs)
 
     # 1-2: build both, eager parity, for every instance and every call.
@@ -333,6 +403,10 @@ def check_class(original: types.ModuleType, rewritten: types.ModuleType,
             try:
                 want = call(orig, args, kwargs)
             except BaseException as exc:
+                if inst.guessed:
+                    raise unverified(f"{COULD_NOT_INFER}: the guessed input ({inst.guessed}) "
+                                     f"fails in the original: {short_error(exc)}; "
+                                     f"{add_table(job_class['example']['key'])}") from exc
                 raise unverified(f"the original forward raised for {label}: "
                                  f"{short_error(exc)}") from exc
             if difference(want, call(orig, args, kwargs)) is not None:
@@ -433,6 +507,8 @@ def check_class(original: types.ModuleType, rewritten: types.ModuleType,
              if any(inst.many_calls for inst in configs) else "")
     summary = (f"{n_calls} configuration(s){shape}: eager parity, re-script, {save_step}; one "
                f"artifact served {served_calls} of {n_calls}")
+    if configs[0].guessed:
+        summary = f"guessed input {configs[0].guessed}; {summary}"
     if notes:
         summary += f" (not comparable: {'; '.join(notes)})"
     return summary

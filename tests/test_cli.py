@@ -64,7 +64,8 @@ def test_rules_via_module_entry_point() -> None:
     assert probe.returncode == 0, probe.stderr
     # Listed in the order --rule all runs them.
     assert [line.split()[0] for line in probe.stdout.splitlines()] == list(ALL_RULES)
-    assert list(ALL_RULES) == ["modulelist-iter", "lift-branch", "annotate"]
+    assert list(ALL_RULES) == ["modulelist-iter", "lift-branch", "numpy-to-torch", "ignore-numpy",
+                               "annotate"]
 
 
 # ---- --dry-run / --diff ------------------------------------------------------------------------
@@ -358,7 +359,9 @@ def test_bad_example_spec_fails_only_that_file(project: Project) -> None:
     assert bad["status"] == "failed" and bad["written"] is False
     good = file_record(report, "good.py")
     assert good["written"] is True
-    assert "no example inputs" in good["classes"][0]["reason"]
+    # No table and no layer to guess an input from: unverified, with the table to add.
+    assert good["classes"][0]["reason"].startswith("could not infer inputs: no first layer")
+    assert 'add [tool.tsfix.examples."good.py:Net"]' in good["classes"][0]["reason"]
 
 
 def test_unknown_tsfix_key_is_usage_error(project: Project) -> None:
@@ -425,7 +428,7 @@ def test_require_verified_holds_back_unverified(project: Project, how: str) -> N
     [c] = record["classes"]
     assert c["verdict"] == "rejected"
     assert c["written"] is False
-    assert "require-verified" in c["reason"] and "no example inputs" in c["reason"]
+    assert "require-verified" in c["reason"] and "could not infer inputs" in c["reason"]
 
 
 # ---- rejected by validation --------------------------------------------------------------------

@@ -299,3 +299,49 @@ def test_python_only_rewrite_is_verified_when_save_fails(project: Project) -> No
     [unexpected] = verdicts[1]
     assert unexpected.verdict == "rejected"
     assert unexpected.reason.startswith("save/load:")
+
+
+# ---- automatic examples ------------------------------------------------------------------------
+
+def test_automatic_examples_guess_an_input_from_the_first_layer(project: Project) -> None:
+    """No example tables: classes built with their defaults get an input made for their first
+    layer; a guess that cannot run is unverified, never rejected."""
+    project.pyproject({})
+    project.write("conv.py", model_source(
+        init_lines=["self.conv = nn.Conv2d(3, 8, 3)"], forward_lines=["x = self.conv(x)"]))
+    project.write("seq.py", model_source(
+        init_lines=["self.embed = nn.Embedding(50, 8)",
+                    "self.rnn = nn.GRU(8, 8, batch_first=True)"],
+        forward_lines=["x, _ = self.rnn(self.embed(x))"]))
+    project.write("needs_args.py", model_source(
+        init_lines=["self.fc = nn.Linear(width, 4)"], forward_lines=["x = self.fc(x)"]
+    ).replace("def __init__(self, ", "def __init__(self, width, "))
+    # The first layer takes 4 features, forward first cuts the input to 2 of them.
+    project.write("wrong_guess.py", model_source(
+        init_lines=["self.fc = nn.Linear(4, 4)"], forward_lines=["x = self.fc(x[:, :2])"]))
+
+    result = project.run()
+
+    conv = verdict_of(result, "conv.py")
+    assert conv.verdict == "verified", conv.reason
+    assert conv.reason.startswith("guessed input randn(2, 3, 32, 32) for Conv2d; ")
+    seq = verdict_of(result, "seq.py")
+    assert seq.verdict == "verified", seq.reason
+    assert seq.reason.startswith("guessed input randint(0, 50, (2, 16)) for Embedding; ")
+    needs_args = verdict_of(result, "needs_args.py")
+    assert needs_args.verdict == "unverified"
+    assert needs_args.reason.startswith("could not infer inputs: the constructor needs "
+                                        "arguments")
+    assert 'add [tool.tsfix.examples."needs_args.py:Net"]' in needs_args.reason
+    wrong = verdict_of(result, "wrong_guess.py")
+    assert wrong.verdict == "unverified"
+    assert wrong.reason.startswith("could not infer inputs: the guessed input (randn(2, 4) "
+                                   "for Linear) fails in the original: RuntimeError")
+
+
+def test_automatic_examples_can_be_turned_off(project: Project) -> None:
+    project.pyproject({}, settings="auto-examples = false")
+    project.write("conv.py", model_source(
+        init_lines=["self.conv = nn.Conv2d(3, 8, 3)"], forward_lines=["x = self.conv(x)"]))
+    c = verdict_of(project.run(), "conv.py")
+    assert c.verdict == "unverified" and c.reason.startswith("no example inputs: add")
