@@ -2,9 +2,10 @@
 parsing, observation and validation.
 
 An entry is keyed by the file's bytes and everything else its outcome depends on: the tsfix
-version, the selected rules in order, unsafe fixes, line length, whether validation ran and
-under which torch version, ``--require-verified``, and the example specs configured for the
-file. It holds the file's status, its class verdicts, skips, notes and the rewritten text.
+version and a hash of its own source (so edited rules never reuse old entries), the selected
+rules in order, unsafe fixes, line length, automatic examples, whether validation ran and under
+which torch version, ``--require-verified``, and the example specs configured for the file. It
+holds the file's status, its class verdicts, skips, notes and the rewritten text.
 
 What the key cannot see: other files the model imports (a changed base class in another module
 changes a verdict without changing this file). ``--no-cache`` bypasses the cache for such runs;
@@ -43,6 +44,15 @@ def default_directory() -> Path:
     return Path(base) / "tsfix"
 
 
+def code_fingerprint() -> str:
+    """A hash of tsfix's own source: a rule edited without a version bump (a developer
+    install) must not be answered from entries the old code made."""
+    digest = hashlib.sha256()
+    for path in sorted(Path(__file__).resolve().parent.glob("*.py")):
+        digest.update(path.read_bytes())
+    return digest.hexdigest()[:16]
+
+
 def torch_version() -> str:
     """The installed torch's version, read from its metadata (torch is not imported)."""
     try:
@@ -63,7 +73,8 @@ class Cache:
                 auto_examples: bool = True) -> Cache:
         from tsfix.codemods import __version__
 
-        salt = json.dumps({"tsfix": __version__, "rules": rules, "unsafe_fixes": unsafe_fixes,
+        salt = json.dumps({"tsfix": __version__, "code": code_fingerprint(), "rules": rules,
+                           "unsafe_fixes": unsafe_fixes,
                            "line_length": line_length, "verify": verify,
                            "torch": torch_version() if verify else None,
                            "require_verified": require_verified,

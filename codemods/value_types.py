@@ -332,7 +332,10 @@ class Typer:
         name = qualified_name(func, dict(self.imports)) or ""
         if name.startswith("torch.") and name.count(".") >= 1:
             short = name.removeprefix("torch.")
-            if short in _NON_TENSOR_FUNCTIONS or short.startswith(("jit.", "cuda.", "backends.")):
+            # Namespaces whose functions return packed sequences, distributions, handles...
+            if short in _NON_TENSOR_FUNCTIONS or short.startswith((
+                    "jit.", "cuda.", "backends.", "nn.utils.", "distributions.", "utils.",
+                    "autograd.")):
                 return {"jit.is_scripting": "bool", "jit.is_tracing": "bool",
                         "is_tensor": "bool", "numel": "int", "is_floating_point": "bool",
                         "cuda.is_available": "bool"}.get(short)

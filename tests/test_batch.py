@@ -297,3 +297,14 @@ def test_cached_verdicts_skip_observation_and_validation(project: Project,
     assert second.cache_hits == 1
     [c] = second.classes()
     assert c.verdict == "verified" and c.reason == first.classes()[0].reason
+
+
+def test_cache_misses_when_tsfix_itself_changes(tmp_path: Path, monkeypatch: Any) -> None:
+    import tsfix.codemods.cache as cache_module
+
+    zoo = _zoo(tmp_path, 2)
+    _cached_run(zoo)
+    assert _cached_run(zoo).cache_hits == 5
+    # An edited rule (a developer install, same version number) must not reuse entries.
+    monkeypatch.setattr(cache_module, "code_fingerprint", lambda: "edited")
+    assert _cached_run(zoo).cache_hits == 0
