@@ -23,6 +23,8 @@ from tsfix.codemods.report import (
     RunResult,
 )
 
+EXIT_INTERRUPTED = 130      # Ctrl-C, as shells report SIGINT
+
 # Runs over this many files end with the summary table (small runs: the summary line only).
 SUMMARY_TABLE_MIN_FILES = 10
 
@@ -33,6 +35,7 @@ Exit codes:
   2  usage or configuration error
   3  a rewrite was rejected by validation, a file failed (cannot be read or
      parsed, bad example spec), or --require-verified and a rewrite is unverified
+  130  interrupted (Ctrl-C)
 """
 
 
@@ -104,6 +107,13 @@ def apply(paths: tuple[Path, ...], rule_names: tuple[str, ...], dry_run: bool, c
     except (ConfigError, UnknownRuleError) as exc:
         click.echo(f"error: {exc}", err=True)
         sys.exit(EXIT_USAGE)
+    except KeyboardInterrupt:
+        if display is not None:
+            display.close()
+        # Files are written only after every phase, each in one atomic rename.
+        click.echo("interrupted: stopped; every file is either as it was or fully rewritten",
+                   err=True)
+        sys.exit(EXIT_INTERRUPTED)
     finally:
         if display is not None:
             display.close()

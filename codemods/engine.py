@@ -54,6 +54,7 @@ from __future__ import annotations
 import json
 import multiprocessing
 import os
+import signal
 import time
 from collections.abc import Callable, Iterable, Iterator
 from concurrent.futures import ProcessPoolExecutor, as_completed
@@ -411,8 +412,8 @@ def _rewrite_all(files: list[FileResult], session: _Session,
     tasks = [work[start:start + FILES_PER_TASK] for start in range(0, len(work), FILES_PER_TASK)]
     # spawn, not fork: the validation pool may already have threads and pipes open.
     context = multiprocessing.get_context("spawn")
-    with ProcessPoolExecutor(max_workers=min(session.workers, len(tasks)),
-                             mp_context=context) as executor:
+    with ProcessPoolExecutor(max_workers=min(session.workers, len(tasks)), mp_context=context,
+                             initializer=_ignore_interrupts) as executor:
         futures = [executor.submit(_rewrite_task, task, settings) for task in tasks]
         try:
             return _collect(files, (future.result() for future in as_completed(futures)),
@@ -420,6 +421,12 @@ def _rewrite_all(files: list[FileResult], session: _Session,
         except BaseException:
             executor.shutdown(wait=False, cancel_futures=True)
             raise
+
+
+def _ignore_interrupts() -> None:
+    """Rewrite processes leave Ctrl-C to the parent, which stops the run; a traceback from
+    every process would bury its message."""
+    signal.signal(signal.SIGINT, signal.SIG_IGN)
 
 
 @dataclass

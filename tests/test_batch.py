@@ -308,3 +308,35 @@ def test_cache_misses_when_tsfix_itself_changes(tmp_path: Path, monkeypatch: Any
     # An edited rule (a developer install, same version number) must not reuse entries.
     monkeypatch.setattr(cache_module, "code_fingerprint", lambda: "edited")
     assert _cached_run(zoo).cache_hits == 0
+
+
+# ---- Ctrl-C --------------------------------------------------------------------------------------
+
+@pytest.mark.slow
+def test_ctrl_c_stops_cleanly_and_writes_nothing_half(tmp_path: Path) -> None:
+    """SIGINT while validation runs (a model that hangs): exit 130 with one message, no
+    traceback, and every file exactly as it was (writes come only after validation)."""
+    import signal
+    import subprocess
+    import sys
+    import time
+
+    zoo = _zoo(tmp_path, 3)
+    (zoo / "broken.py").unlink()
+    hanging = zoo / "family0" / "model_00.py"
+    hanging.write_text(model_source("Net0", flag="use_0", header=["import time"],
+                                    init_lines=["self.fc = nn.Linear(4, 4)"],
+                                    forward_lines=["time.sleep(60)", "x = self.fc(x)"]))
+    before = {p: p.read_bytes() for p in zoo.rglob("*.py")}
+    process = subprocess.Popen([sys.executable, "-m", "tsfix.cli.main", "apply", "--rule",
+                                "lift-branch", "-j", "1", str(zoo)],
+                               stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    time.sleep(4)       # the worker has started and sits in the sleeping forward
+    process.send_signal(signal.SIGINT)
+    _, stderr = process.communicate(timeout=60)
+
+    assert process.returncode == 130, stderr
+    assert "Traceback" not in stderr
+    assert "interrupted: stopped; every file is either as it was or fully rewritten" in stderr
+    assert {p: p.read_bytes() for p in zoo.rglob("*.py")} == before
+    assert not list(zoo.rglob("*.tsfix"))       # no temporary file left behind
