@@ -1,0 +1,395 @@
+"""numpy-to-torch: what it translates (and that the values and dtypes match numpy's), what it
+refuses with the reason, chains of names translated together, imports, and the fixture pairs
+(without and with validation)."""
+
+from __future__ import annotations
+
+import importlib.util
+import json
+import shutil
+import subprocess
+import sys
+import textwrap
+import types
+from pathlib import Path
+
+import libcst as cst
+import pytest
+from tsfix.codemods.engine import Options, run
+from tsfix.codemods.numpy_to_torch import NumpyToTorch
+from tsfix.codemods.rewrite import Rewrite, rewrite_source
+
+FIXTURES = Path(__file__).resolve().parent.parent / "fixtures" / "numpy-to-torch"
+
+HEADER = "import numpy as np\nimport torch\nfrom torch import nn\n\n\n"
+
+
+def rewrite(code: str) -> Rewrite:
+    result = rewrite_source(textwrap.dedent(code), "m.py", [NumpyToTorch])
+    cst.parse_module(result.text)
+    if result.changed:
+        again = rewrite_source(result.text, "m.py", [NumpyToTorch])
+        assert not again.changed and again.text == result.text, "not a fixed point"
+    return result
+
+
+def model(*lines: str, params: str = "x", init: str = "") -> str:
+    """A module whose forward() is ``lines``; ``init`` lines go into __init__."""
+    init_body = "".join(f"        {line}\n" for line in init.splitlines() if line)
+    body = "".join(f"        {line}\n" for line in lines)
+    return (HEADER + "class M(nn.Module):\n"
+            "    def __init__(self, d_model=16):\n"
+            "        super().__init__()\n"
+            "        self.d_model = d_model\n" + init_body + "\n"
+            f"    def forward(self, {params}):\n" + body)
+
+
+def forward_of(result: Rewrite) -> list[str]:
+    text = result.text
+    body = text[text.index("    def forward"):].splitlines()[1:]
+    return [line.strip() for line in body if line.strip()]
+
+
+def reasons(result: Rewrite) -> list[str]:
+    return [s.reason for s in result.skips]
+
+
+# ---- translations ----------------------------------------------------------------------------
+
+TRANSLATIONS = [
+    # scalars -> math
+    ("return x * np.sqrt(self.d_model)", "return x * math.sqrt(self.d_model)"),
+    ("return x.masked_fill(x > 0, -np.inf)", "return x.masked_fill(x > 0, -math.inf)"),
+    ("return x * np.pi + np.e", "return x * math.pi + math.e"),
+    ("return x / np.log(x.size(-1))", "return x / math.log(x.size(-1))"),
+    ("return x * np.arctan2(1.0, 2.0)", "return x * math.atan2(1.0, 2.0)"),
+    # constructors: numpy's float64 default spelled out; int arange stays int64
+    ("return x + torch.from_numpy(np.zeros((2, x.size(1))))",
+     "return x + torch.zeros((2, x.size(1)), dtype=torch.float64)"),
+    ("return x + torch.from_numpy(np.ones(x.size(1), dtype=np.float32))",
+     "return x + torch.ones(x.size(1), dtype=torch.float32)"),
+    ("return x + torch.from_numpy(np.arange(x.size(1)))", "return x + torch.arange(x.size(1))"),
+    ("return x + torch.from_numpy(np.arange(0.0, 1.0, 0.25))",
+     "return x + torch.arange(0.0, 1.0, 0.25, dtype=torch.float64)"),
+    ("return x + torch.from_numpy(np.full(3, 2))",
+     "return x + torch.full(3, 2, dtype=torch.int64)"),
+    ("return x + torch.from_numpy(np.linspace(0, 1, x.size(1)))",
+     "return x + torch.linspace(0, 1, x.size(1), dtype=torch.float64)"),
+    ("return x + torch.from_numpy(np.hamming(x.size(1)))",
+     "return x + torch.hamming_window(x.size(1), periodic=False, dtype=torch.float64)"),
+    ("return x + torch.from_numpy(np.array([1.0, 2.0]))",
+     "return x + torch.tensor([1.0, 2.0], dtype=torch.float64)"),
+    # elementwise, reductions, shapes on arrays from tensors
+    ("return torch.from_numpy(np.clip(np.exp(torch.sigmoid(x).numpy()), 0.0, 1.5))",
+     "return torch.clamp(torch.exp(torch.sigmoid(x)), 0.0, 1.5)"),
+    ("return torch.from_numpy(np.argmax(x.detach().cpu().numpy(), axis=1))",
+     "return torch.argmax(x.detach().cpu(), dim=1)"),
+    ("return torch.from_numpy(x.detach().numpy().sum(axis=-1, keepdims=True))",
+     "return x.detach().sum(dim=-1, keepdim=True)"),
+    ("return torch.from_numpy(x.data.numpy().max(axis=0))", "return x.data.amax(dim=0)"),
+    ("return torch.from_numpy(np.std(x.float().numpy(), axis=1))",
+     "return torch.std(x.float(), dim=1, correction=0)"),
+    ("return torch.from_numpy(np.mean(x.long().numpy(), axis=0))",
+     "return torch.mean(x.long().to(torch.float64), dim=0)"),
+    ("return torch.from_numpy(np.concatenate([x.float().numpy(), x.float().numpy()], axis=1))",
+     "return torch.cat([x.float(), x.float()], dim=1)"),
+    ("return torch.from_numpy(np.expand_dims(x.float().numpy(), 0))",
+     "return torch.unsqueeze(x.float(), 0)"),
+    ("return torch.from_numpy(np.transpose(x.float().numpy(), (1, 0)))",
+     "return torch.permute(x.float(), [1, 0])"),
+    ("return torch.from_numpy(x.long().numpy().astype(np.float32))",
+     "return x.long().to(torch.float32)"),
+    ("return torch.from_numpy(np.where(x.numpy() > 0, x.float().numpy(), 0.0))",
+     "return torch.where(x > 0, x.float(), 0.0)"),
+    ("return torch.from_numpy(np.maximum(x.float().numpy(), 0.0))",
+     "return torch.clamp(x.float(), min=0.0)"),
+    ("return torch.from_numpy(x.float().numpy().copy())", "return x.float().clone()"),
+    ("return x.size(0) + x.float().numpy().ndim", "return x.size(0) + x.float().dim()"),
+    # integer true division and int * float: computed in float64 like numpy
+    ("return torch.from_numpy(np.arange(x.size(1)) / x.size(1))",
+     "return torch.arange(x.size(1)).to(torch.float64) / x.size(1)"),
+    ("return torch.from_numpy(np.arange(x.size(1)) * 0.5)",
+     "return torch.arange(x.size(1)).to(torch.float64) * 0.5"),
+    # a float32 array with a numpy float64 scalar is float64 in numpy 2
+    ("return torch.from_numpy(x.float().numpy() * np.sqrt(2.0))",
+     "return x.float().to(torch.float64) * math.sqrt(2.0)"),
+    # torch.as_tensor / torch.tensor wrappers
+    ("return torch.as_tensor(np.arange(x.size(1)), dtype=torch.float32)",
+     "return torch.arange(x.size(1)).to(dtype=torch.float32)"),
+    ("return torch.tensor(np.arange(x.size(1)))", "return torch.arange(x.size(1)).clone()"),
+    ("return torch.tensor(np.arange(x.size(1)), dtype=torch.float32)",
+     "return torch.arange(x.size(1)).to(dtype=torch.float32, copy=True)"),
+]
+
+
+@pytest.mark.parametrize(("before", "after"), TRANSLATIONS, ids=[t[0] for t in TRANSLATIONS])
+def test_translation(before: str, after: str) -> None:
+    result = rewrite(model(before))
+    assert forward_of(result) == [after], reasons(result)
+    assert result.changes and result.changes[0].rule == "numpy-to-torch"
+
+
+REFUSED = [
+    ("a = np.percentile(x.detach().numpy(), 99)", "torch.quantile"),
+    ("a = np.median(x.float().numpy())", "lower one"),
+    ("a = np.random.rand(3)", "numpy's generator"),
+    ("a = np.fft.rfft(x.float().numpy())", "np.fft"),
+    ("a = np.sort(x.float().numpy())", "ties"),
+    ("a = np.searchsorted(x.float().numpy(), 0.5)", "searchsorted"),
+    ("a = np.exp(x.numpy())", "its dtype is unknown"),
+    ("a = x.numpy() / 2", "dtype of an array here is unknown"),
+    ("a = x.numpy() * 0.5", "dtype of an array here is unknown"),
+    ("a = np.exp(x)", "of the torch Tensor `x`"),
+    ("a = np.log2(x.size(0))", "does not script"),
+    ("a = x.float().numpy().tolist()", "element type"),
+    ("a = x.float().numpy().T", "`.T`"),
+    ("a = np.where(x.numpy() > 0, 1.0, 0.0)", "two float numbers"),
+    ("a = np.floor(x.long().numpy())", "only float arrays"),
+    ("a = np.linspace(0, 1, 5, endpoint=False)", "endpoint"),
+    ("a = np.concatenate([x.float().numpy(), x.long().numpy()])", "dtypes differ"),
+    ("a = np.cumsum(x.float().numpy())", "flattens"),
+    ("a = np.sum(x.to(torch.uint8).numpy())", "uint64"),
+    ("a = np.arange(n)", "int or a float"),
+]
+
+
+@pytest.mark.parametrize(("line", "reason"), REFUSED, ids=[r[0] for r in REFUSED])
+def test_refused_with_reason(line: str, reason: str) -> None:
+    code = model(line, "return x", params="x, n=None")
+    result = rewrite(code)
+    assert result.text == textwrap.dedent(code)
+    assert not result.changes
+    assert any(reason in r for r in reasons(result)), reasons(result)
+
+
+# ---- chains of names -------------------------------------------------------------------------
+
+def test_a_chain_is_translated_together() -> None:
+    result = rewrite(model(
+        "lens = lengths.cpu().numpy()",
+        "mask = np.arange(x.size(1))[None, :] < lens[:, None]",
+        "n = int(lens.max())",
+        "mask = torch.from_numpy(mask).to(x.device)",
+        "return x[:, :n] * mask[:, :n, None]", params="x, lengths"))
+    assert forward_of(result) == [
+        "lens = lengths.cpu()",
+        "mask = torch.arange(x.size(1))[None, :] < lens[:, None]",
+        "n = int(lens.max())",
+        "mask = mask.to(x.device)",
+        "return x[:, :n] * mask[:, :n, None]"]
+    assert "translated np.arange, .numpy(), torch.from_numpy (3 sites)" in \
+        result.changes[0].summary
+    assert any("2**24" in note for note in result.changes[0].notes)
+
+
+def test_an_array_read_by_untranslated_numpy_keeps_the_whole_chain() -> None:
+    code = model("a = x.float().numpy()",
+                 "b = np.exp(a)",
+                 "c = np.percentile(b, 50)",
+                 "return x * float(c)")
+    result = rewrite(code)
+    assert not result.changes
+    assert any("`b` would become a Tensor, but line" in r for r in reasons(result))
+
+
+def test_a_zero_dim_reduction_is_not_used_as_an_int() -> None:
+    code = model("n = np.sum(x.long().numpy() > 0)", "return x[:, :n]")
+    result = rewrite(code)
+    assert not result.changes
+    assert any("would become a Tensor" in r for r in reasons(result))
+
+
+def test_an_array_returned_or_stored_is_not_translated() -> None:
+    for line in ("return np.exp(x.float().numpy())", "self.cache = np.zeros(3)"):
+        result = rewrite(model(line))
+        assert not result.changes
+        assert any("numpy array" in r for r in reasons(result)), (line, reasons(result))
+
+
+def test_astype_that_may_alias_is_not_written_into() -> None:
+    result = rewrite(model("a = x.float().numpy().astype(np.float32)", "a[0] = 1.0",
+                           "return torch.from_numpy(a)"))
+    assert not result.changes
+    assert any("share memory" in r for r in reasons(result))
+
+
+def test_eager_only_branch_that_reads_the_array_blocks_it() -> None:
+    code = model("a = np.zeros(3)",
+                 "if not torch.jit.is_scripting():",
+                 "    print(a.dtype)",
+                 "return x + torch.from_numpy(a)")
+    result = rewrite(code)
+    assert not result.changes
+    assert any("only runs in eager mode" in r for r in reasons(result))
+
+
+def test_numpy_in_branches_and_loops() -> None:
+    result = rewrite(model(
+        "acc = np.zeros(x.size(1))",
+        "for i in range(x.size(0)):",
+        "    acc = acc + np.ones(x.size(1))",
+        "if x.size(0) > 1:",
+        "    acc = acc * 2",
+        "return x + torch.from_numpy(acc).float()"))
+    assert forward_of(result) == [
+        "acc = torch.zeros(x.size(1), dtype=torch.float64)",
+        "for i in range(x.size(0)):",
+        "acc = acc + torch.ones(x.size(1), dtype=torch.float64)",
+        "if x.size(0) > 1:",
+        "acc = acc * 2",
+        "return x + acc.float()"]
+
+
+def test_ignored_methods_and_scripting_branches_are_left_alone() -> None:
+    for code in NumpyToTorch.VALID[:2]:
+        assert not rewrite(code).changes
+
+
+def test_helper_methods_reached_from_forward_are_translated() -> None:
+    code = (HEADER + "class M(nn.Module):\n"
+            "    def forward(self, x):\n"
+            "        return self.scale(x)\n\n"
+            "    def scale(self, x):\n"
+            "        return x / np.sqrt(x.size(-1))\n\n"
+            "    def unused(self, x):\n"
+            "        return x / np.sqrt(x.size(-1))\n")
+    result = rewrite(code)
+    assert "        return x / math.sqrt(x.size(-1))\n\n    def unused" in result.text
+    assert result.text.endswith("        return x / np.sqrt(x.size(-1))\n")
+
+
+# ---- imports, shadowing, no numpy ------------------------------------------------------------
+
+def test_import_torch_is_added_when_only_nn_is_imported() -> None:
+    code = ("import numpy as np\nfrom torch import nn\n\n\n"
+            "class M(nn.Module):\n"
+            "    def forward(self, x):\n"
+            "        return x + np.zeros(3).sum()\n")
+    result = rewrite(code)
+    assert result.text.startswith("import numpy as np\nimport torch\nfrom torch import nn\n")
+    assert "return x + torch.zeros(3, dtype=torch.float64).sum()" in result.text
+
+
+def test_existing_math_import_and_alias_are_reused() -> None:
+    code = ("import math as m\nimport numpy as np\nimport torch as th\nfrom torch import nn\n\n\n"
+            "class M(nn.Module):\n"
+            "    def forward(self, x):\n"
+            "        return x * np.sqrt(2.0) + th.from_numpy(np.ones(2))\n")
+    result = rewrite(code)
+    assert "return x * m.sqrt(2.0) + th.ones(2, dtype=th.float64)" in result.text
+    assert result.text.count("import") == 4
+
+
+def test_a_local_np_is_not_numpy() -> None:
+    code = model("np = self.d_model", "return x * np")
+    assert not rewrite(code).changes
+
+
+def test_files_without_numpy_cost_nothing() -> None:
+    code = ("import torch\nfrom torch import nn\n\n\n"
+            "class M(nn.Module):\n"
+            "    def forward(self, x):\n"
+            "        return x.sqrt()\n")
+    rule = NumpyToTorch(__import__("libcst.codemod").codemod.CodemodContext())
+    rule.source_text = code
+    rule.transform_module(cst.parse_module(code))
+    assert not rule.active and not rule.changes
+
+
+# ---- values and dtypes equal numpy's ---------------------------------------------------------
+
+PARITY = [
+    "np.arange(x.size(1)) / x.size(1)",
+    "np.arange(x.size(1)) * 0.5 + 1",
+    "np.exp(np.arange(0, 8, 2) * -(np.log(10000.0) / 8))",
+    "np.sin(np.arange(x.size(1))[:, None] * np.ones(3))",
+    "np.clip(np.arange(6), 0.5, 3)",
+    "np.maximum(np.arange(6) - 2, 0)",
+    "np.sqrt(np.arange(4, dtype=np.int32))",
+    "np.mean(np.arange(6).reshape(2, 3), axis=1)",
+    "np.var(np.linspace(0, 1, 7)[:, None], axis=0)",
+    "np.argmax(np.stack([np.array([1.0, 3.0, 3.0]), np.array([2.0, 0.0, 1.0])]), axis=1)",
+    "np.cumsum(np.arange(5, dtype=np.int32), axis=0)",
+    "x.float().numpy() * np.sqrt(2.0)",
+    "np.hanning(7).astype(np.float32)",
+    "np.where(np.arange(4) > 1, np.arange(4), -1)",
+    "np.concatenate([np.zeros(2), np.ones(3)])",
+    "(2 ** (-8.0 / 4)) ** np.arange(1, 5)",
+]
+
+
+def _load(path: Path, text: str) -> types.ModuleType:
+    """Import ``text`` from a real file (torch.jit.script reads the source)."""
+    path.write_text(text)
+    spec = importlib.util.spec_from_file_location(path.stem, path)
+    assert spec is not None and spec.loader is not None
+    module = importlib.util.module_from_spec(spec)
+    sys.modules[path.stem] = module
+    spec.loader.exec_module(module)
+    return module
+
+
+@pytest.mark.parametrize("expression", PARITY)
+def test_translated_values_and_dtypes_equal_numpys(expression: str, tmp_path: Path) -> None:
+    torch = pytest.importorskip("torch")
+    code = model(f"a = {expression}", "return torch.from_numpy(np.asarray(a))")
+    code = code.replace("torch.from_numpy(np.asarray(a))", "torch.from_numpy(a)")
+    result = rewrite(code)
+    assert result.changes, reasons(result)
+    assert "np." not in "".join(forward_of(result)), forward_of(result)
+    x = torch.randn(2, 5)
+    key = abs(hash(expression))
+    original = _load(tmp_path / f"n2t_original_{key}.py", textwrap.dedent(code)).M()(x)
+    translated_model = _load(tmp_path / f"n2t_translated_{key}.py", result.text).M()
+    translated = translated_model(x)
+    assert translated.dtype == original.dtype, (expression, translated.dtype, original.dtype)
+    assert torch.allclose(translated, original, rtol=1e-12, atol=1e-12, equal_nan=True)
+    scripted = torch.jit.script(translated_model)(x)
+    assert scripted.dtype == original.dtype
+    assert torch.allclose(scripted, original, rtol=1e-12, atol=1e-12, equal_nan=True)
+
+
+# ---- fixtures ---------------------------------------------------------------------------------
+
+def _pairs(folder: Path) -> list[tuple[Path, Path]]:
+    return [(p, p.with_name(p.name.replace(".in.py", ".out.py")))
+            for p in sorted(folder.glob("*.in.py"))]
+
+
+def test_fixture_pairs_without_validation(tmp_path: Path) -> None:
+    folder = tmp_path / "numpy-to-torch"
+    shutil.copytree(FIXTURES, folder, ignore=shutil.ignore_patterns("__pycache__"))
+    pairs = _pairs(folder)
+    assert len(pairs) >= 6
+    result = run([folder], Options(rules=["numpy-to-torch"], verify=False))
+    for before, after in pairs:
+        assert before.read_text() == after.read_text(), before.name
+    assert not any(f.status == "changed" and f.path.name.endswith(".out.py")
+                   for f in result.files)
+    rewritten = {c.class_name for f in result.files for c in f.classes}
+    assert rewritten == {"SinusoidalPositionalEncoding", "ALiBiBias", "MaskedMeanPool",
+                         "PackedEncoder", "IntentClassifier", "GeluTanh",
+                         "CausalSelfAttention", "FramedLogEnergy"}
+    skipped = {s.class_name for f in result.files for s in f.skips}
+    assert {"RobustScaler", "Bucketizer"} <= skipped
+    again = run([folder], Options(rules=["numpy-to-torch"], verify=False))
+    assert [f for f in again.files if f.status == "changed"] == []
+
+
+@pytest.mark.slow
+def test_fixture_pairs_are_verified_with_save_and_load(tmp_path: Path) -> None:
+    folder = tmp_path / "numpy-to-torch"
+    shutil.copytree(FIXTURES, folder, ignore=shutil.ignore_patterns("__pycache__"))
+    report = tmp_path / "report.json"
+    done = subprocess.run([sys.executable, "-m", "tsfix.cli.main", "apply", "--rule",
+                           "numpy-to-torch", "--report", str(report), str(folder)],
+                          capture_output=True, text=True, cwd=tmp_path)
+    assert done.returncode == 0, done.stderr
+    data = json.loads(report.read_text())
+    classes = [c for f in data["files"] for c in f["classes"]]
+    assert len(classes) == 8
+    assert {c["verdict"] for c in classes} == {"verified"}, classes
+    for c in classes:
+        assert "save/load" in c["reason"] and "save fails" not in c["reason"], c
+    for before, after in _pairs(folder):
+        assert before.read_text() == after.read_text(), before.name
