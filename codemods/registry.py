@@ -3,14 +3,18 @@
 from __future__ import annotations
 
 from tsfix.codemods.annotate import Annotate
+from tsfix.codemods.ignore_numpy import IgnoreNumpy
 from tsfix.codemods.lift_branch import LiftBranch
 from tsfix.codemods.modulelist_iter import ModuleListIter
+from tsfix.codemods.numpy_to_torch import NumpyToTorch
 from tsfix.codemods.rule import Rule
 
 # modulelist-iter first: it restructures loops, which the others then read as written.
+# numpy-to-torch before ignore-numpy: what has an exact torch form is translated (the
+# artifact then saves), and only the rest is moved into an ignored method.
 # annotate last: it types what is still untyped, including signatures lift-branch extended.
 ALL_RULES: dict[str, type[Rule]] = {
-    rule.name: rule for rule in (ModuleListIter, LiftBranch, Annotate)
+    rule.name: rule for rule in (ModuleListIter, LiftBranch, NumpyToTorch, IgnoreNumpy, Annotate)
 }
 
 

@@ -28,7 +28,7 @@ def _pairs(folder: Path) -> list[tuple[Path, Path]]:
 
 def test_every_fixture_has_its_expected_output() -> None:
     for folder in ("lift-branch", "lift-branch-rejected", "annotate", "modulelist-iter",
-                   "rules-together"):
+                   "rules-together", "numpy-to-torch", "ignore-numpy"):
         pairs = _pairs(FIXTURES / folder)
         assert pairs
         for before, after in pairs:
@@ -162,7 +162,8 @@ def test_the_rule_that_breaks_a_class_is_dropped_and_the_other_kept(tmp_path: Pa
 
 @pytest.mark.slow
 def test_rule_all_verifies_every_rule_fixture(tmp_path: Path) -> None:
-    for name in ("lift-branch", "annotate", "modulelist-iter"):
+    for name in ("lift-branch", "annotate", "modulelist-iter", "numpy-to-torch",
+                 "ignore-numpy"):
         folder = _copy(tmp_path, name)
         data = _apply(folder, "all")
         assert data["returncode"] == 0, (name, data["stderr"])
