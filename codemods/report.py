@@ -183,9 +183,8 @@ class RunResult:
                 timed[(f.display, cl.class_name)] = max(
                     timed.get((f.display, cl.class_name), 0.0), cl.duration_s)
         slowest = sorted(((s, k) for k, s in timed.items() if s > 0), reverse=True)[:top]
-        if slowest:
-            rows.append(("slowest", "; ".join(f"{path}:{name} {seconds:.1f}s"
-                                              for seconds, (path, name) in slowest)))
+        for i, (seconds, (path, name)) in enumerate(slowest):
+            rows.append(("slowest" if i == 0 else "", f"{seconds:6.1f}s  {path}:{name}"))
         reasons = Counter(reason_kind(cl.reason) for cl in self.classes()
                           if cl.verdict == REJECTED)
         for i, (kind, count) in enumerate(reasons.most_common(top)):

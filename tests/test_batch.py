@@ -112,7 +112,8 @@ def test_summary_table_counts_rules_verdicts_slowest_and_reasons() -> None:
         "  files     5 scanned, 1 changed, 1 unchanged, 1 failed",
         "  rewrites  lift-branch 2, annotate 3",
         "  verdicts  2 verified, 2 rejected, 1 unverified",
-        "  slowest   b.py:B 9.5s; a.py:A 4.0s",
+        "  slowest      9.5s  b.py:B",
+        "               4.0s  a.py:A",
         # Alike reasons count together whatever name and configuration they mention.
         "  rejected  2x re-script: RuntimeError: '...' object has no attribute '...'",
     ]
