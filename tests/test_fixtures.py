@@ -165,6 +165,10 @@ def test_rule_all_verifies_every_rule_fixture(tmp_path: Path) -> None:
     for name in ("lift-branch", "annotate", "modulelist-iter", "numpy-to-torch",
                  "ignore-numpy"):
         folder = _copy(tmp_path, name)
+        # The inputs only: an .out.py of one rule can be the next rule's input (what
+        # numpy-to-torch leaves is ignore-numpy's), and has no example table of its own.
+        for expected in folder.glob("*.out.py"):
+            expected.unlink()
         data = _apply(folder, "all")
         assert data["returncode"] == 0, (name, data["stderr"])
         classes = [c for f in data["files"] for c in f["classes"]]
