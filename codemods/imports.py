@@ -54,28 +54,69 @@ def add_typing_names(module: cst.Module, names: Collection[str]) -> cst.Module:
                 return module.with_changes(body=body)
     line = cst.parse_statement(f"from typing import {', '.join(sorted(names))}\n")
     assert isinstance(line, cst.SimpleStatementLine)
-    roots = [(i, _imported_root(s)) for i, s in enumerate(body)]
-    imports = [(i, r) for i, r in roots if r is not None]
+    return _insert_standard_library_line(module, line)
+
+
+def add_module_import(module: cst.Module, name: str) -> cst.Module:
+    """``import math`` with the standard-library imports (or as its own group before the
+    third-party ones); ``import torch`` before the first ``from torch ...`` import, else after
+    the last third-party import. The caller checks that the name is not bound yet."""
+    line = cst.parse_statement(f"import {name}\n")
+    assert isinstance(line, cst.SimpleStatementLine)
+    if name in sys.stdlib_module_names:
+        return _insert_standard_library_line(module, line)
+    body: list[cst.BaseStatement] = list(module.body)
+    imports = _imports(body)
+    third = [i for i, r in imports if r not in sys.stdlib_module_names and r != "."
+             and r != "__future__"]
+    if third:
+        torch_lines = [i for i, r in imports if r == "torch"]
+        at = torch_lines[0] if torch_lines else third[-1] + 1
+        if torch_lines:
+            first = body[at]
+            assert isinstance(first, cst.SimpleStatementLine)
+            line = line.with_changes(leading_lines=first.leading_lines)
+            body[at] = first.with_changes(leading_lines=[])
+        body.insert(at, line)
+    elif imports:
+        body.insert(imports[-1][0] + 1, line)
+    else:
+        body.insert(_after_future_or_docstring(body, imports), line)
+    return module.with_changes(body=body)
+
+
+def _imports(body: list[cst.BaseStatement]) -> list[tuple[int, str]]:
+    """(index, top-level module) of every top-level import line."""
+    return [(i, r) for i, r in ((i, _imported_root(s)) for i, s in enumerate(body))
+            if r is not None]
+
+
+def _insert_standard_library_line(module: cst.Module,
+                                  line: cst.SimpleStatementLine) -> cst.Module:
+    """After the last standard-library import; else as its own group before the first other
+    import (which keeps its comments); else after ``__future__`` imports or the docstring."""
+    body: list[cst.BaseStatement] = list(module.body)
+    imports = _imports(body)
     stdlib = [i for i, r in imports if r in sys.stdlib_module_names and r != "__future__"]
     if stdlib:
-        at = stdlib[-1] + 1
-        body.insert(at, line)
+        body.insert(stdlib[-1] + 1, line)
         return module.with_changes(body=body)
     others = [i for i, r in imports if r != "__future__"]
     if others:
-        # Its own group before the first third-party import; that import keeps its comments.
         first = body[others[0]]
         assert isinstance(first, cst.SimpleStatementLine)
         body[others[0]] = first.with_changes(leading_lines=[cst.EmptyLine()])
         body.insert(others[0], line.with_changes(leading_lines=first.leading_lines))
         return module.with_changes(body=body)
-    future = [i for i, r in imports if r == "__future__"]
-    at = future[-1] + 1 if future else _after_docstring(body)
-    body.insert(at, line)
+    body.insert(_after_future_or_docstring(body, imports), line)
     return module.with_changes(body=body)
 
 
-def _after_docstring(body: list[cst.BaseStatement]) -> int:
+def _after_future_or_docstring(body: list[cst.BaseStatement],
+                               imports: list[tuple[int, str]]) -> int:
+    future = [i for i, r in imports if r == "__future__"]
+    if future:
+        return future[-1] + 1
     if body and isinstance(body[0], cst.SimpleStatementLine) and isinstance(
             body[0].body[0], cst.Expr) and isinstance(body[0].body[0].value, cst.SimpleString):
         return 1

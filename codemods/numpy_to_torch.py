@@ -114,7 +114,6 @@ Fix safety
 
 from __future__ import annotations
 
-import sys
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field, replace
 from typing import ClassVar
@@ -133,6 +132,7 @@ from tsfix.codemods.analysis import (
     self_attr,
     self_name,
 )
+from tsfix.codemods.imports import add_module_import
 from tsfix.codemods.numpy_usage import (
     dotted_name,
     function_numpy_bindings,
@@ -561,7 +561,7 @@ class NumpyToTorch(Rule):
         if not self.changes:
             return result
         for name in sorted(self.module_imports):
-            result = _add_module_import(result, name)
+            result = add_module_import(result, name)
         return result
 
     def rewrite_class(self, cls: cst.ClassDef) -> cst.ClassDef:
@@ -2439,64 +2439,3 @@ def _init_attributes(methods: Mapping[str, cst.FunctionDef], imports: Mapping[st
         if attr not in elsewhere and kind is not None and is_complete(kind):
             attributes[attr] = kind
     return attributes, layers
-
-
-def _imported_root(statement: cst.BaseStatement) -> str | None:
-    if not isinstance(statement, cst.SimpleStatementLine) or len(statement.body) != 1:
-        return None
-    small = statement.body[0]
-    if isinstance(small, cst.Import):
-        return (get_full_name_for_node(small.names[0].name) or "").split(".")[0]
-    if isinstance(small, cst.ImportFrom):
-        if small.relative:
-            return "."
-        return (get_full_name_for_node(small.module) or "").split(".")[0] if small.module else None
-    return None
-
-
-def _add_module_import(module: cst.Module, name: str) -> cst.Module:
-    """``import math`` with the standard-library imports (or as its own group before the
-    third-party ones); ``import torch`` before the first ``from torch ...`` import, else after
-    the last third-party import."""
-    body: list[cst.BaseStatement] = list(module.body)
-    line = cst.parse_statement(f"import {name}\n")
-    imports = [(i, r) for i, r in ((i, _imported_root(s)) for i, s in enumerate(body))
-               if r is not None]
-    stdlib = [i for i, r in imports if r in sys.stdlib_module_names and r != "__future__"]
-    third = [i for i, r in imports if r not in sys.stdlib_module_names and r != "."
-             and r != "__future__"]
-    if name in sys.stdlib_module_names:
-        if stdlib:
-            body.insert(stdlib[-1] + 1, line)
-            return module.with_changes(body=body)
-        others = [i for i, r in imports if r != "__future__"]
-        if others:
-            first = body[others[0]]
-            assert isinstance(first, cst.SimpleStatementLine)
-            body[others[0]] = first.with_changes(leading_lines=[cst.EmptyLine()])
-            body.insert(others[0], line.with_changes(leading_lines=first.leading_lines))
-            return module.with_changes(body=body)
-    elif third:
-        torch_lines = [i for i, r in imports if r == "torch"]
-        at = torch_lines[0] if torch_lines else third[-1] + 1
-        if torch_lines:
-            first = body[at]
-            assert isinstance(first, cst.SimpleStatementLine)
-            line = line.with_changes(leading_lines=first.leading_lines)
-            body[at] = first.with_changes(leading_lines=[])
-        body.insert(at, line)
-        return module.with_changes(body=body)
-    elif imports:
-        body.insert(imports[-1][0] + 1, line)
-        return module.with_changes(body=body)
-    future = [i for i, r in imports if r == "__future__"]
-    at = future[-1] + 1 if future else _after_docstring(body)
-    body.insert(at, line)
-    return module.with_changes(body=body)
-
-
-def _after_docstring(body: list[cst.BaseStatement]) -> int:
-    if body and isinstance(body[0], cst.SimpleStatementLine) and isinstance(
-            body[0].body[0], cst.Expr) and isinstance(body[0].body[0].value, cst.SimpleString):
-        return 1
-    return 0
