@@ -1,29 +1,25 @@
-"""``tsfix`` command line: a thin click layer over :func:`tsfix.codemods.engine.run`."""
+"""``tsfix`` command line: a thin click layer over :func:`tsfix.codemods.engine.run`.
+
+The engine, LibCST and black are imported inside the commands that use them, so that
+``tsfix --help`` and ``tsfix rules`` start in a fraction of LibCST's own import time.
+"""
 
 from __future__ import annotations
 
 import json
 import sys
 from pathlib import Path
-from typing import Literal
+from typing import TYPE_CHECKING, Literal
 
 import click
-from tsfix.cli.interactive import review
-from tsfix.cli.progress import ProgressDisplay
 from tsfix.codemods import __version__
-from tsfix.codemods.config import ConfigError
-from tsfix.codemods.engine import Options, run
-from tsfix.codemods.registry import ALL_RULES, UnknownRuleError
-from tsfix.codemods.report import (
-    EXIT_FAILED,
-    EXIT_USAGE,
-    REJECTED,
-    UNVERIFIED,
-    VERIFIED,
-    RunResult,
-)
+from tsfix.codemods.rule_names import RULE_SUMMARIES
+
+if TYPE_CHECKING:
+    from tsfix.codemods.report import RunResult
 
 EXIT_INTERRUPTED = 130      # Ctrl-C, as shells report SIGINT
+EXIT_USAGE = 2              # as tsfix.codemods.report.EXIT_USAGE, without importing it
 
 # Runs over this many files end with the summary table (small runs: the summary line only).
 SUMMARY_TABLE_MIN_FILES = 10
@@ -90,6 +86,13 @@ def apply(paths: tuple[Path, ...], rule_names: tuple[str, ...], dry_run: bool, c
           config_path: Path | None, jobs: int, no_cache: bool, timeout: float | None,
           quiet: bool, verbose: bool) -> None:
     """Rewrite the model files under PATHS, validating every rewritten class."""
+    from tsfix.cli.interactive import review
+    from tsfix.cli.progress import ProgressDisplay
+    from tsfix.codemods.config import ConfigError
+    from tsfix.codemods.engine import Options, run
+    from tsfix.codemods.registry import UnknownRuleError
+    from tsfix.codemods.report import EXIT_FAILED
+
     rules = [name.strip() for value in rule_names for name in value.split(",") if name.strip()]
     if interactive and (dry_run or check):
         click.echo("error: --interactive writes what you accept; it cannot be combined with "
@@ -149,6 +152,8 @@ def _ask(prompt: str) -> str:
 
 def _print_outcome(result: RunResult, *, quiet: bool, verbose: bool,
                    table: bool = False) -> None:
+    from tsfix.codemods.report import REJECTED, UNVERIFIED, VERIFIED
+
     colour = {VERIFIED: "green", REJECTED: "red", UNVERIFIED: "yellow"}
     for file in result.files:
         if file.error:
@@ -188,6 +193,8 @@ def _print_outcome(result: RunResult, *, quiet: bool, verbose: bool,
               help="Also say what each rewrite did and why candidates were skipped.")
 def show_report(report_path: Path, verbose: bool) -> None:
     """Summarise a past run from its --report JSON file."""
+    from tsfix.codemods.report import RunResult
+
     try:
         result = RunResult.from_json(json.loads(report_path.read_text(encoding="utf-8")))
     except (OSError, UnicodeDecodeError, ValueError, KeyError, TypeError, IndexError) as exc:
@@ -205,9 +212,9 @@ def show_report(report_path: Path, verbose: bool) -> None:
 @main.command("rules")
 def list_rules() -> None:
     """List the rules: name and one-line summary."""
-    width = max(len(name) for name in ALL_RULES)
-    for name, rule in ALL_RULES.items():
-        click.echo(f"{name:<{width}}  {rule.summary}")
+    width = max(len(name) for name in RULE_SUMMARIES)
+    for name, summary in RULE_SUMMARIES.items():
+        click.echo(f"{name:<{width}}  {summary}")
 
 
 if __name__ == "__main__":

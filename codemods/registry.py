@@ -8,6 +8,9 @@ from tsfix.codemods.lift_branch import LiftBranch
 from tsfix.codemods.modulelist_iter import ModuleListIter
 from tsfix.codemods.numpy_to_torch import NumpyToTorch
 from tsfix.codemods.rule import Rule
+from tsfix.codemods.rule_names import UnknownRuleError, check_rule_names
+
+__all__ = ["ALL_RULES", "UnknownRuleError", "select_rules"]
 
 # modulelist-iter first: it restructures loops, which the others then read as written.
 # numpy-to-torch before ignore-numpy: what has an exact torch form is translated (the
@@ -18,19 +21,8 @@ ALL_RULES: dict[str, type[Rule]] = {
 }
 
 
-class UnknownRuleError(ValueError):
-    pass
-
-
 def select_rules(names: list[str]) -> list[type[Rule]]:
     """Rule classes for ``names`` (``all`` selects every rule), in registry order."""
-    wanted: set[str] = set()
-    for name in names:
-        if name == "all":
-            wanted.update(ALL_RULES)
-        elif name in ALL_RULES:
-            wanted.add(name)
-        else:
-            known = ", ".join(["all", *ALL_RULES])
-            raise UnknownRuleError(f"unknown rule {name!r} (known: {known})")
+    check_rule_names(names, list(ALL_RULES))
+    wanted = set(ALL_RULES) if "all" in names else set(names)
     return [rule for rule_name, rule in ALL_RULES.items() if rule_name in wanted]

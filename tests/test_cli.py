@@ -21,6 +21,7 @@ from conftest import (
 from tsfix.codemods import registry
 from tsfix.codemods.registry import ALL_RULES
 from tsfix.codemods.rule import ClassChange, Rule
+from tsfix.codemods.rule_names import RULE_SUMMARIES
 
 MODEL = model_source()
 ORIGINAL_TEST_LINE = "        if self.use_act:\n"
@@ -66,6 +67,25 @@ def test_rules_via_module_entry_point() -> None:
     assert [line.split()[0] for line in probe.stdout.splitlines()] == list(ALL_RULES)
     assert list(ALL_RULES) == ["modulelist-iter", "lift-branch", "numpy-to-torch", "ignore-numpy",
                                "annotate"]
+
+
+def test_rule_names_table_matches_the_rule_classes() -> None:
+    # `tsfix rules` prints the LibCST-free table; it must say what the rule classes say.
+    assert {name: rule.summary for name, rule in ALL_RULES.items()} == RULE_SUMMARIES
+    assert list(RULE_SUMMARIES) == list(ALL_RULES)
+
+
+def test_help_and_rules_import_neither_libcst_nor_torch() -> None:
+    # Start-up speed: `tsfix --help` / `tsfix rules` must not pay for LibCST, black or torch.
+    probe = subprocess.run(
+        [sys.executable, "-c",
+         "import sys\n"
+         "from tsfix.cli.main import main\n"
+         "try:\n    main(['rules'])\nexcept SystemExit:\n    pass\n"
+         "print(sorted(m for m in ('libcst', 'black', 'torch', 'numpy') if m in sys.modules))"],
+        capture_output=True, text=True, cwd="/", timeout=120)
+    assert probe.returncode == 0, probe.stderr
+    assert probe.stdout.splitlines()[-1] == "[]"
 
 
 # ---- --dry-run / --diff ------------------------------------------------------------------------
