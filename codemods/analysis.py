@@ -42,13 +42,33 @@ def find_all(node: cst.CSTNode, *types: type[cst.CSTNode]) -> list[Any]:
     """Every node of ``types`` in ``node`` (itself included), in source order.
 
     Reads the node dataclasses' fields directly: LibCST's own ``visit`` (and so
-    ``matchers.findall``) rebuilds every node it passes, which dominates a rule's run time."""
-    found: list[Any] = []
+    ``matchers.findall``) rebuilds every node it passes, which dominates a rule's run time.
+    Rules ask about the same method bodies many times (once per parameter, per rule), so each
+    subtree's node list is kept until :func:`forget_trees`."""
+    return [n for n in _preorder(node) if isinstance(n, types)]
+
+
+# id(root) -> (root, every node under it in source order). The root is held so that its id
+# cannot be reused by another node while the entry lives.
+_PREORDER: dict[int, tuple[cst.CSTNode, list[cst.CSTNode]]] = {}
+# A safety bound for callers that never call forget_trees(); the engine forgets per file.
+_PREORDER_MAX_ENTRIES = 20_000
+
+
+def _preorder(node: cst.CSTNode) -> list[cst.CSTNode]:
+    entry = _PREORDER.get(id(node))
+    if entry is not None and entry[0] is node:
+        return entry[1]
+    found: list[cst.CSTNode] = []
     stack: list[Any] = [node]
     while stack:
         current = stack.pop()
-        if isinstance(current, types):
-            found.append(current)
+        if current is not node:
+            cached = _PREORDER.get(id(current))
+            if cached is not None and cached[0] is current:
+                found.extend(cached[1])
+                continue
+        found.append(current)
         children = []
         for name in _child_fields(type(current)):
             value = getattr(current, name)
@@ -57,7 +77,30 @@ def find_all(node: cst.CSTNode, *types: type[cst.CSTNode]) -> list[Any]:
             elif isinstance(value, tuple | list):
                 children.extend(v for v in value if isinstance(v, cst.CSTNode))
         stack.extend(reversed(children))
+    if len(_PREORDER) >= _PREORDER_MAX_ENTRIES:
+        _PREORDER.clear()
+    _PREORDER[id(node)] = (node, found)
     return found
+
+
+_NODE_IDS: dict[int, tuple[cst.CSTNode, frozenset[int]]] = {}
+
+
+def contains(root: cst.CSTNode, node: cst.CSTNode) -> bool:
+    """Whether ``node`` is ``root`` or inside it (by identity)."""
+    entry = _NODE_IDS.get(id(root))
+    if entry is None or entry[0] is not root:
+        if len(_NODE_IDS) >= _PREORDER_MAX_ENTRIES:
+            _NODE_IDS.clear()
+        entry = (root, frozenset(map(id, _preorder(root))))
+        _NODE_IDS[id(root)] = entry
+    return id(node) in entry[1]
+
+
+def forget_trees() -> None:
+    """Drop the node lists :func:`find_all` keeps (call when done with a file's trees)."""
+    _PREORDER.clear()
+    _NODE_IDS.clear()
 
 
 def may_define_module(text: str) -> bool:

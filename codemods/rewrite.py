@@ -7,15 +7,18 @@ worker process.
 
 from __future__ import annotations
 
+import ast
 import difflib
 import re
+import warnings
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 
 import black
 import libcst as cst
 from libcst.codemod import CodemodContext
-from tsfix.codemods.rule import ClassChange, Observations, Rule, Skip
+from tsfix.codemods.analysis import forget_trees
+from tsfix.codemods.rule import ClassChange, Observations, Rule, Skip, forget_positions
 
 
 class RewriteError(Exception):
@@ -52,15 +55,29 @@ def rewrite_source(text: str, path: str, rules: Sequence[type[Rule]], *, line_le
     """Run ``rules`` over ``text``. ``skip_classes`` maps a rule name to classes it must leave
     alone (their earlier rewrite was rejected by validation); ``observed`` holds the argument
     types seen in the eager example runs of the original file."""
+    try:
+        return _rewrite(text, path, rules, line_length, skip_classes or {}, unsafe_fixes,
+                        observed)
+    finally:
+        # The node lists and class positions kept for this file's trees.
+        forget_trees()
+        forget_positions()
+
+
+def _rewrite(text: str, path: str, rules: Sequence[type[Rule]], line_length: int,
+             skip_classes: Mapping[str, frozenset[str]], unsafe_fixes: bool,
+             observed: Observations | None) -> Rewrite:
     module = parse(text, path)
+    original_classes = [s for s in module.body if isinstance(s, cst.ClassDef)]
     result = Rewrite(text)
     for rule_class in rules:
         rule = rule_class(CodemodContext(filename=path),
-                          (skip_classes or {}).get(rule_class.name, frozenset()),
+                          skip_classes.get(rule_class.name, frozenset()),
                           unsafe_fixes=unsafe_fixes, observed=observed)
         # Rules never add or remove top-level classes, so every rule can place its classes by
         # the original text: reported lines then refer to the file as the user has it.
         rule.source_text = text
+        rule.original_classes = original_classes
         module = rule.transform_module(module)
         result.changes.extend(rule.changes)
         result.skips.extend(rule.skips)
@@ -69,15 +86,38 @@ def rewrite_source(text: str, path: str, rules: Sequence[type[Rule]], *, line_le
     new_text = format_touched_lines(text, module.code, line_length,
                                     four_space_indent=module.default_indent == "    "
                                     and "\r" not in text)
-    # Safety net in black's spirit: never hand back text that does not parse.
-    try:
-        cst.parse_module(new_text)
-    except cst.ParserSyntaxError as exc:
-        raise RewriteError(f"{path}: internal error: the rewritten source does not parse "
-                           f"({exc.message} at line {exc.raw_line}); nothing was changed. "
-                           "Please report this with the file.") from exc
+    _check_parses(new_text, text, path)
     result.text = new_text
     return result
+
+
+def _check_parses(new_text: str, old_text: str, path: str) -> None:
+    """Safety net in black's spirit: never hand back text that does not parse.
+
+    CPython's own parser is the judge that matters, at a tenth of LibCST's parse time; for a
+    file that this Python cannot parse even before the rewrite (newer syntax that LibCST
+    knows), LibCST judges."""
+    try:
+        _python_parse(new_text, path)
+        return
+    except (SyntaxError, ValueError) as exc:
+        problem = f"{exc}"
+    try:
+        _python_parse(old_text, path)
+    except (SyntaxError, ValueError):
+        try:
+            cst.parse_module(new_text)
+            return
+        except cst.ParserSyntaxError as exc:
+            problem = f"{exc.message} at line {exc.raw_line}"
+    raise RewriteError(f"{path}: internal error: the rewritten source does not parse "
+                       f"({problem}); nothing was changed. Please report this with the file.")
+
+
+def _python_parse(text: str, path: str) -> None:
+    with warnings.catch_warnings():     # the file's own invalid escapes are not ours to report
+        warnings.simplefilter("ignore")
+        ast.parse(text, filename=path)
 
 
 def touched_line_ranges(old: str, new: str) -> list[tuple[int, int]]:
@@ -102,9 +142,8 @@ def format_touched_lines(old: str, new: str, line_length: int, *,
     ranges = touched_line_ranges(old, new)
     if not ranges or not four_space_indent:
         return new
-    try:
-        formatted = black.format_str(new, mode=black.Mode(line_length=line_length), lines=ranges)
-    except Exception:
+    formatted = _black_on_touched_statements(new, ranges, black.Mode(line_length=line_length))
+    if formatted is None:
         return new
     # black may still change lines outside the ranges (it adds a blank line between a class
     # line and a def whose signature it reformats, and drops blank lines at the top of a
@@ -113,6 +152,81 @@ def format_touched_lines(old: str, new: str, line_length: int, *,
     if not _kept_lines(old, new) <= _kept_lines(old, formatted):
         return new
     return formatted
+
+
+def _black_on_touched_statements(text: str, ranges: list[tuple[int, int]],
+                                 mode: black.Mode) -> str | None:
+    """black (with ``lines=``) on each statement that holds a touched range, alone.
+
+    black parses the whole input even when asked for a few lines, with a pure-Python parser:
+    on a large file that is most of a rewrite's cost. A top-level statement is valid source on
+    its own, and so is a method under a stand-in ``class _:`` line, so each touched one is
+    formatted by itself and put back in place. Returns None when black fails on the whole
+    file."""
+    if "fmt:" in text:
+        # A `# fmt: off` above a statement would not be seen by black from inside it.
+        return _black_whole(text, ranges, mode)
+    try:
+        tree = ast.parse(text)
+    except (SyntaxError, ValueError):
+        return _black_whole(text, ranges, mode)
+    lines = text.splitlines(keepends=True)
+    units = [unit for node in tree.body for unit in _formatting_units(node, ranges)]
+    # Bottom up, so that earlier statements keep their line numbers while later ones change.
+    for start, end, header in reversed(units):
+        inside = [(max(a, start) - start + 1 + bool(header), min(b, end) - start + 1 + bool(header))
+                  for a, b in ranges if a <= end and start <= b]
+        if not inside:
+            continue
+        chunk = header + "".join(lines[start - 1:end])
+        if not chunk.endswith("\n"):
+            chunk += "\n"
+        formatted = _black_whole(chunk, inside, mode)
+        if formatted is None or not formatted.startswith(header):
+            continue
+        formatted = formatted[len(header):]
+        if header:
+            # black puts a blank line between a class line and its first method when it
+            # formats the def line; the stand-in class line has no place in the file.
+            formatted = formatted.lstrip("\n")
+        if not lines[end - 1].endswith(("\n", "\r")):
+            formatted = formatted.rstrip("\n")
+        lines[start - 1:end] = formatted.splitlines(keepends=True)
+    return "".join(lines)
+
+
+_METHOD_HEADER = "class _:\n"
+
+
+def _formatting_units(node: ast.stmt,
+                      ranges: list[tuple[int, int]]) -> list[tuple[int, int, str]]:
+    """(first line, last line, stand-in header) of the pieces of ``node`` to format alone:
+    the methods of a class whose touched lines all lie in methods, else ``node`` whole."""
+    whole = [(_first_line(node), node.end_lineno or node.lineno, "")]
+    if not isinstance(node, ast.ClassDef):
+        return whole
+    methods = [(_first_line(item), item.end_lineno or item.lineno, _METHOD_HEADER)
+               for item in node.body
+               if isinstance(item, ast.FunctionDef | ast.AsyncFunctionDef)
+               and item.col_offset == len("    ")]
+    start, end = whole[0][:2]
+    for a, b in ranges:
+        if a <= end and start <= b and not any(m_start <= a and b <= m_end
+                                               for m_start, m_end, _ in methods):
+            return whole
+    return methods
+
+
+def _first_line(node: ast.stmt) -> int:
+    decorators: list[ast.expr] = getattr(node, "decorator_list", [])
+    return min([node.lineno] + [d.lineno for d in decorators])
+
+
+def _black_whole(text: str, ranges: list[tuple[int, int]], mode: black.Mode) -> str | None:
+    try:
+        return black.format_str(text, mode=mode, lines=ranges)
+    except Exception:
+        return None
 
 
 def _edits_within(new: str, formatted: str, ranges: list[tuple[int, int]]) -> str:

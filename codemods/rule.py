@@ -13,6 +13,7 @@ A rule is a LibCST codemod (``Codemod``) that rewrites top-level classes, with t
 from __future__ import annotations
 
 import ast
+import functools
 from collections.abc import Collection, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import ClassVar, TypeAlias
@@ -20,6 +21,7 @@ from typing import ClassVar, TypeAlias
 import libcst as cst
 from libcst.codemod import Codemod, CodemodContext, SkipFile
 from libcst.metadata import CodeRange, MetadataWrapper, PositionProvider
+from tsfix.codemods.analysis import contains
 from tsfix.codemods.imports import add_typing_names
 
 # Types seen in the eager example runs: class -> method -> parameter (or "return") -> a
@@ -96,7 +98,10 @@ class Rule(Codemod):
         self.source_text: str | None = None     # set by the engine; saves a codegen
         self._current_class: cst.ClassDef | None = None
         self._class_index = 0
-        self._class_lines: list[int] = []
+        self._class_layouts: list[_ClassLayout] = []
+        # The classes as parsed from the source text (set by the engine): a class that is
+        # still one of them can be located by the text's own line numbers.
+        self.original_classes: Sequence[cst.ClassDef] = ()
         self._line_shift = 0
 
     def transform_module(self, tree: cst.Module) -> cst.Module:
@@ -109,7 +114,7 @@ class Rule(Codemod):
 
     def transform_module_impl(self, tree: cst.Module) -> cst.Module:
         self.source_module = tree
-        self._class_lines = _top_level_class_lines(self.source_text or tree.code)
+        self._class_layouts = _class_layouts(self.source_text or tree.code)
         self.prepare(tree)
         body: list[cst.BaseStatement] = []
         for statement in tree.body:
@@ -144,31 +149,102 @@ class Rule(Codemod):
     def _position(self, node: cst.CSTNode) -> CodeRange:
         """Position of a node inside the class being rewritten, in file coordinates.
 
-        Resolving PositionProvider over the whole file costs a full codegen; instead positions
-        are resolved within the one class and shifted by its line, which ``ast`` gives cheaply."""
+        Resolving PositionProvider over the whole file costs a full codegen with position
+        tracking; instead positions are resolved within the one method holding the node when
+        the class is as parsed (the text's own ``ast`` places the method), else within the
+        class, shifted by its line."""
+        assert self._current_class is not None
+        located = self._position_in_method(node)
+        if located is not None:
+            return located
         if self._positions is None:
-            assert self._current_class is not None
-            wrapper = MetadataWrapper(cst.Module(body=[self._current_class]),
-                                      unsafe_skip_copy=True)
-            self._positions = wrapper.resolve(PositionProvider)
-            self._line_shift = (self._class_lines[self._class_index]
+            self._positions = _node_positions(self._current_class)
+            self._line_shift = (self._class_layouts[self._class_index].line
                                 - self._positions[self._current_class.name].start.line)
-        relative = self._positions[node]
-        shift = self._line_shift
-        return CodeRange((relative.start.line + shift, relative.start.column),
-                         (relative.end.line + shift, relative.end.column))
+        return _shifted(self._positions[node], self._line_shift, 0)
+
+    def _position_in_method(self, node: cst.CSTNode) -> CodeRange | None:
+        cls = self._current_class
+        index = self._class_index
+        if (cls is None or index >= len(self.original_classes)
+                or self.original_classes[index] is not cls
+                or not isinstance(cls.body, cst.IndentedBlock)):
+            return None
+        layout = self._class_layouts[index]
+        for statement in cls.body.body:
+            if (isinstance(statement, cst.FunctionDef) and statement.name.value in layout.methods
+                    and contains(statement, node)):
+                positions = _node_positions(statement)
+                line, column = layout.methods[statement.name.value]
+                here = positions[statement].start
+                return _shifted(positions[node], line - here.line, column - here.column)
+        return None
 
     def skip(self, class_name: str, node: cst.CSTNode, reason: str) -> None:
         self.skips.append(Skip(self.name, class_name, self.line_of(node), reason))
 
 
-def _top_level_class_lines(text: str) -> list[int]:
-    """Line of the ``class`` keyword of each top-level class, in order."""
+def _shifted(position: CodeRange, lines: int, columns: int) -> CodeRange:
+    return CodeRange((position.start.line + lines, position.start.column + columns),
+                     (position.end.line + lines, position.end.column + columns))
+
+
+# id(statement) -> (the statement, positions within it alone). Rules that left a class alone
+# hand the next rule the same nodes, so positions are resolved once per file, not per rule.
+_POSITIONS: dict[int, tuple[cst.ClassDef | cst.FunctionDef, Mapping[cst.CSTNode, CodeRange]]] = {}
+_POSITIONS_MAX_ENTRIES = 256      # for callers that never call forget_positions()
+
+
+def _node_positions(statement: cst.ClassDef | cst.FunctionDef) -> Mapping[cst.CSTNode, CodeRange]:
+    entry = _POSITIONS.get(id(statement))
+    if entry is not None and entry[0] is statement:
+        return entry[1]
+    wrapper = MetadataWrapper(cst.Module(body=[statement]), unsafe_skip_copy=True)
+    positions = wrapper.resolve(PositionProvider)
+    if len(_POSITIONS) >= _POSITIONS_MAX_ENTRIES:
+        _POSITIONS.clear()
+    _POSITIONS[id(statement)] = (statement, positions)
+    return positions
+
+
+def forget_positions() -> None:
+    """Drop the class positions kept for the file being rewritten."""
+    _POSITIONS.clear()
+    _class_layouts.cache_clear()
+
+
+@dataclass(frozen=True)
+class _ClassLayout:
+    """Where a top-level class and its methods start in the original text."""
+
+    line: int                                           # of the ``class`` keyword
+    # method name -> (line, column) of its ``def``; names defined twice are left out
+    methods: Mapping[str, tuple[int, int]] = field(default_factory=dict)
+
+
+@functools.lru_cache(maxsize=4)
+def _class_layouts(text: str) -> list[_ClassLayout]:
+    """The layout of each top-level class, in order."""
     try:
         tree = ast.parse(text)
     except (SyntaxError, ValueError):
         # LibCST parsed it, ast did not (rare): fall back to LibCST's own positions.
         module = cst.parse_module(text)
         positions = MetadataWrapper(module, unsafe_skip_copy=True).resolve(PositionProvider)
-        return [positions[s.name].start.line for s in module.body if isinstance(s, cst.ClassDef)]
-    return [node.lineno for node in tree.body if isinstance(node, ast.ClassDef)]
+        return [_ClassLayout(positions[s.name].start.line)
+                for s in module.body if isinstance(s, cst.ClassDef)]
+    layouts = []
+    for node in tree.body:
+        if not isinstance(node, ast.ClassDef):
+            continue
+        methods: dict[str, tuple[int, int]] = {}
+        seen: set[str] = set()
+        for item in node.body:
+            if isinstance(item, ast.FunctionDef | ast.AsyncFunctionDef):
+                if item.name in seen:
+                    methods.pop(item.name, None)
+                else:
+                    methods[item.name] = (item.lineno, item.col_offset)
+                seen.add(item.name)
+        layouts.append(_ClassLayout(node.lineno, methods))
+    return layouts

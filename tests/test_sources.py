@@ -296,3 +296,55 @@ def test_black_edits_outside_the_touched_lines_are_dropped() -> None:
     formatted = format_touched_lines(old, new, 88)
     # black formats the touched line, but does not get to add a blank line after `class`.
     assert formatted == old.replace("eps=1e-8", "eps: float = 1e-8")
+
+
+FORMATTING_MODULE = '''\
+import torch
+
+
+def helper( x ):
+    return x
+
+
+class Net(torch.nn.Module):
+    scale=2
+
+    @torch.jit.unused
+    def debug( self ):
+        return 1
+
+    def forward(self, x, flag=None):
+        return x*self.scale
+
+
+class Other(torch.nn.Module):
+    def forward( self, x ):
+        return x
+'''
+
+
+@pytest.mark.parametrize(("old_line", "new_line"), [
+    # inside a method: formatted under a stand-in class line
+    ("    def forward(self, x, flag=None):",
+     "    def forward(self, x, flag: Optional[bool]=None):"),
+    # a class-level statement: the whole class is formatted
+    ("    scale=2", "    scale: int=2"),
+    # a line in a method's body
+    ("        return x*self.scale", "        return x*self.scale+0"),
+])
+def test_touched_statements_are_formatted_alone_as_black_would_format_the_file(
+        old_line: str, new_line: str) -> None:
+    # Speed: black reformats only the touched method (or class) by itself; the result must be
+    # what black's own lines= mode gives on the whole file.
+    import black
+    from tsfix.codemods.rewrite import format_touched_lines, touched_line_ranges
+
+    old = FORMATTING_MODULE
+    new = old.replace(old_line, new_line)
+    ranges = touched_line_ranges(old, new)
+    whole_file = black.format_str(new, mode=black.Mode(line_length=88), lines=ranges)
+    formatted = format_touched_lines(old, new, 88)
+    assert formatted == whole_file
+    assert formatted != new                      # the touched line was formatted ...
+    for untouched in ("def helper( x ):", "    def debug( self ):", "    def forward( self, x ):"):
+        assert untouched in formatted            # ... and nothing else was
