@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import dataclasses
 import re
-from collections.abc import Iterator
+from collections.abc import Iterator, Mapping
 from dataclasses import dataclass
 from typing import Any
 
@@ -409,3 +409,102 @@ def docstring_count(body: cst.BaseSuite) -> int:
                 and isinstance(first.body[0].value, cst.SimpleString | cst.ConcatenatedString)):
             return 1
     return 0
+
+
+# ---- what TorchScript compiles -----------------------------------------------------------------
+
+_EMPTY_MODULE = cst.Module([])
+_IGNORED = ("jit.ignore", "jit.unused")
+_NOT_COMPILED_METHOD = (*_IGNORED, "staticmethod", "classmethod", "property")
+
+
+def code_of(node: cst.CSTNode) -> str:
+    """The source of one node, as LibCST writes it."""
+    return _EMPTY_MODULE.code_for_node(node)
+
+
+def decorator_names(func: cst.FunctionDef) -> list[str]:
+    """Dotted names of ``func``'s decorators (``torch.jit.ignore`` for ``@torch.jit.ignore()``)."""
+    names = []
+    for decorator in func.decorators:
+        target = decorator.decorator
+        if isinstance(target, cst.Call):
+            target = target.func
+        names.append(get_full_name_for_node(target) or "")
+    return names
+
+
+def is_ignored(func: cst.FunctionDef) -> bool:
+    """Decorated with ``@torch.jit.ignore`` or ``@torch.jit.unused``: not compiled."""
+    return any(name.endswith(_IGNORED) for name in decorator_names(func))
+
+
+def torch_alias(imports: Mapping[str, str]) -> str | None:
+    """The local name bound to the torch module (``torch``, ``th``), if any."""
+    for local, full in imports.items():
+        if full == "torch" and "." not in local:
+            return local
+    return None
+
+
+def top_level_names(module: cst.Module) -> set[str]:
+    """Names bound at module level: imports, assignments, functions and classes."""
+    names = set(import_map(module))
+    for statement in module.body:
+        if isinstance(statement, cst.FunctionDef | cst.ClassDef):
+            names.add(statement.name.value)
+        for target in find_all(statement, cst.AssignTarget) if isinstance(
+                statement, cst.SimpleStatementLine) else []:
+            names.update(n.value for n in find_all(target.target, cst.Name))
+    return names
+
+
+def scripting_test(test: cst.BaseExpression, imports: Mapping[str, str]) -> str | None:
+    """"scripting" for ``torch.jit.is_scripting()`` (its else branch never compiles),
+    "eager" for ``not torch.jit.is_scripting()`` (its body never compiles)."""
+    negated = False
+    if isinstance(test, cst.UnaryOperation) and isinstance(test.operator, cst.Not):
+        test, negated = test.expression, True
+    if isinstance(test, cst.Call) and not test.args and qualified_name(
+            test.func, dict(imports)) == "torch.jit.is_scripting":
+        return "eager" if negated else "scripting"
+    return None
+
+
+def never_compiled(func: cst.FunctionDef, imports: Mapping[str, str]) -> set[int]:
+    """ids of the nodes TorchScript never compiles: the non-scripting branches of
+    ``is_scripting()`` tests."""
+    skipped: set[int] = set()
+    for node in find_all(func.body, cst.If):
+        kind = scripting_test(node.test, imports)
+        branch = node.body if kind == "eager" else node.orelse if kind == "scripting" else None
+        if branch is not None:
+            skipped.update(id(n) for n in find_all(branch, cst.CSTNode))  # type: ignore[type-abstract]
+    return skipped
+
+
+def _not_compiled_method(func: cst.FunctionDef) -> bool:
+    """Ignored, unused, static, class methods and properties: never compiled as methods."""
+    return any(name.endswith(_NOT_COMPILED_METHOD) for name in decorator_names(func))
+
+
+def compiled_methods(cls: cst.ClassDef, imports: Mapping[str, str],
+                     not_calls: set[int] | None = None) -> list[str]:
+    """``forward`` and the methods of ``cls`` it calls, transitively, leaving out calls in
+    never-compiled branches, calls whose id is in ``not_calls`` and ignored methods."""
+    methods = methods_of(cls)
+    if "forward" not in methods or _not_compiled_method(methods["forward"]):
+        return []
+    order = ["forward"]
+    for name in order:
+        func = methods[name]
+        self_var = self_name(func)
+        if self_var is None:
+            continue
+        skipped = never_compiled(func, imports) | (not_calls or set())
+        for call in find_all(func.body, cst.Call):
+            callee = self_attr(call.func, self_var)
+            if (callee in methods and callee not in order and callee != "__init__"
+                    and id(call) not in skipped and not _not_compiled_method(methods[callee])):
+                order.append(callee)
+    return order

@@ -84,6 +84,7 @@ import libcst as cst
 from libcst.helpers import get_full_name_for_node
 from tsfix.codemods.analysis import (
     attribute_assignments,
+    code_of,
     find_all,
     import_map,
     methods_of,
@@ -97,16 +98,11 @@ from tsfix.codemods.analysis import (
 from tsfix.codemods.rule import ClassChange, Example, Rule
 
 _CONTAINERS = {"ModuleList": "list", "Sequential": "list", "ModuleDict": "dict"}
-_EMPTY = cst.Module([])
-
-
-def _code(node: cst.CSTNode) -> str:
-    return _EMPTY.code_for_node(node)
 
 
 def _key(node: cst.CSTNode) -> str:
     """Source text without whitespace: two expressions written alike have the same key."""
-    return "".join(_code(node).split())
+    return "".join(code_of(node).split())
 
 
 def _singular(attr: str) -> str:
@@ -596,12 +592,12 @@ class _MethodAnalysis:
         exact, offset = self._uses(loop, index, "list")
         if not exact and not offset:
             return
-        header = f"for {_code(loop.target)} in {_code(loop.iter)}"
+        header = f"for {code_of(loop.target)} in {code_of(loop.iter)}"
         what = f"`{header}` (line {self.rule.line_of(loop)})"
         for node in exact + offset:
             self.handled.add(id(node))
         if offset:
-            return self.skip(loop, f"{_code(offset[0])} in {what}: an index computed from the "
+            return self.skip(loop, f"{code_of(offset[0])} in {what}: an index computed from the "
                              "loop variable has no iteration equivalent; not rewritten")
         refusal = self._common_refusal(loop, index, what)
         if refusal is not None:
@@ -610,7 +606,7 @@ class _MethodAnalysis:
                   if any(s.value is u for u in exact) and not _is_literal_key(
                       _single_index(s) or cst.Name("x"))]
         if nested:
-            return self.skip(loop, f"{_code(nested[0])} in {what}: a nested container indexed "
+            return self.skip(loop, f"{code_of(nested[0])} in {what}: a nested container indexed "
                              "by another variable; not rewritten")
         used = {self_attr(node.value, self.self_var) for node in exact}
         # The list the loop is about comes first, the others in their __init__ order.
@@ -625,7 +621,7 @@ class _MethodAnalysis:
             attrs = [lead[0]] + [a for a in attrs if a != lead[0]]
         for attr in attrs:
             if not self.cls.covers(keys, attr):
-                return self.skip(loop, f"`{_code(loop.iter)}` in {what} cannot be shown to "
+                return self.skip(loop, f"`{code_of(loop.iter)}` in {what} cannot be shown to "
                                  f"cover every entry of self.{attr}; not rewritten")
         # Is the index needed besides the replaced subscripts (in the body, or after the loop)?
         replaced = {id(n) for node in exact for n in find_all(node, cst.Name)}
@@ -664,7 +660,7 @@ class _MethodAnalysis:
     def reversed_elements(self, loop: cst.For, element: str, attr: str,
                           taken: set[str]) -> None:
         """``for up in reversed(self.ups)``: iterate the reversed slice."""
-        header = f"for {element} in {_code(loop.iter)}"
+        header = f"for {element} in {code_of(loop.iter)}"
         what = f"`{header}` (line {self.rule.line_of(loop)})"
         refusal = self._common_refusal(loop, element, what)
         if refusal is not None:
@@ -684,7 +680,7 @@ class _MethodAnalysis:
             return
         for node in exact:
             self.handled.add(id(node))
-        header = f"for {key} in {_code(loop.iter)}"
+        header = f"for {key} in {code_of(loop.iter)}"
         what = f"`{header}` (line {self.rule.line_of(loop)})"
         refusal = self._common_refusal(loop, key, what)
         if refusal is not None:
@@ -728,7 +724,7 @@ class _MethodAnalysis:
             first = found[0]
             attr = self_attr(first.value, self.self_var)
             assert attr is not None
-            where = f"{_code(first)} (line {self.rule.line_of(first)})"
+            where = f"{code_of(first)} (line {self.rule.line_of(first)})"
             reason = self._hoist_refusal(line, region, found, id(line) in self.block_of)
             if reason is not None:
                 self.skip(first, f"{where}: {reason}; not rewritten")
@@ -752,7 +748,7 @@ class _MethodAnalysis:
             loop_names.setdefault(block, set()).update((element, name))
             index = _single_index(first)
             assert index is not None
-            self.plan.hoists[id(line)] = _Hoist(self.rule.line_of(first), attr, _code(index),
+            self.plan.hoists[id(line)] = _Hoist(self.rule.line_of(first), attr, code_of(index),
                                                 result, name, element, tensor)
 
     def _hoist_refusal(self, line: cst.CSTNode, region: cst.CSTNode,
@@ -789,7 +785,7 @@ class _MethodAnalysis:
             if index is not None and _is_literal_key(index):
                 continue
             self.handled.add(id(node))
-            self.skip(node, f"{_code(node)} (line {self.rule.line_of(node)}) is indexed with a "
+            self.skip(node, f"{code_of(node)} (line {self.rule.line_of(node)}) is indexed with a "
                       "computed value outside a loop over the whole list; TorchScript needs an "
                       "integer literal and no iteration is equivalent; not rewritten")
 
@@ -902,7 +898,7 @@ class _MethodRewriter(cst.CSTTransformer):
             f"{hoist.result}: Optional[{hoist.tensor}] = None",
             f"for {hoist.name}, {hoist.element} in {s}.{hoist.attr}.items():",
             f"    if {hoist.name} == {hoist.key}:",
-            f"        {hoist.result} = {_code(call)}",
+            f"        {hoist.result} = {code_of(call)}",
             f"if {hoist.result} is None:",
             f"    raise KeyError({hoist.key})",
         ]
@@ -926,7 +922,7 @@ class _CallExtractor(cst.CSTTransformer):
         func = original_node.func
         if (isinstance(func, cst.Subscript) and self_attr(func.value, self.self_var)
                 == self.hoist.attr and _single_index(func) is not None
-                and _code(_single_index(func) or func) == self.hoist.key and not self.found):
+                and code_of(_single_index(func) or func) == self.hoist.key and not self.found):
             self.found.append(updated_node)
             return cst.Name(self.hoist.result).with_changes(lpar=updated_node.lpar,
                                                              rpar=updated_node.rpar)

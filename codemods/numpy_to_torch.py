@@ -121,14 +121,17 @@ from typing import ClassVar
 import libcst as cst
 from libcst.helpers import get_full_name_for_node
 from tsfix.codemods.analysis import (
+    code_of,
     find_all,
     import_map,
+    is_ignored,
     literal_type,
     methods_of,
     module_class_names,
     parameters_of,
     qualified_name,
     reachable_methods,
+    scripting_test,
     self_attr,
     self_name,
 )
@@ -151,14 +154,6 @@ from tsfix.codemods.value_types import (
     type_from_annotation,
     unify_all,
 )
-
-_EMPTY = cst.Module([])
-_IGNORED_DECORATORS = ("torch.jit.ignore", "torch.jit.unused", "jit.ignore", "jit.unused")
-
-
-def _code(node: cst.CSTNode) -> str:
-    return _EMPTY.code_for_node(node)
-
 
 # ---- dtypes ------------------------------------------------------------------------------------
 
@@ -597,7 +592,7 @@ class _ClassTranslator:
         self.cls = cls
         self.name = cls.name.value
         self.methods = methods_of(cls)
-        compiled = {n: f for n, f in self.methods.items() if not _is_ignored(f)}
+        compiled = {n: f for n, f in self.methods.items() if not is_ignored(f)}
         self.compiled = [n for n in reachable_methods(compiled) if n != "__init__"]
         self.attributes: dict[str, str] = {}
         self.layers: set[str] = set()
@@ -775,7 +770,7 @@ class _MethodTranslator:
                 env = self._unit(_Unit(small, stmt, "small", compiled), env)
             return env
         if isinstance(stmt, cst.If):
-            scripting = _scripting_test(stmt.test, self.rule.imports)
+            scripting = scripting_test(stmt.test, self.rule.imports)
             env = self._unit(_Unit(stmt.test, stmt, "header", compiled), env)
             body_compiled = compiled and scripting != "eager"
             else_compiled = compiled and scripting != "scripting"
@@ -911,7 +906,7 @@ class _MethodTranslator:
         if unit.kind != "small":
             raise _Refuse("numpy inside a nested function or class")
         code = self._small(node, bound)
-        if code is None or code == _code(node).rstrip().rstrip(";").rstrip():
+        if code is None or code == code_of(node).rstrip().rstrip(";").rstrip():
             return None, bound
         try:
             line = cst.parse_statement(code + "\n")
@@ -947,7 +942,7 @@ class _MethodTranslator:
             target, changed = self._target(node.target, value, bound)
             if not value.changed and not changed:
                 return None
-            return f"{target}: {_code(node.annotation.annotation)} = {value.code}"
+            return f"{target}: {code_of(node.annotation.annotation)} = {value.code}"
         if isinstance(node, cst.AugAssign):
             return self._augmented(node, bound)
         if isinstance(node, cst.Return):
@@ -968,7 +963,7 @@ class _MethodTranslator:
             if not test.changed and not (msg and msg.changed):
                 return None
             return f"assert {test.code}" + (f", {msg.code}" if msg else "")
-        raise _Refuse(f"numpy in a `{_code(node).split()[0]}` statement")
+        raise _Refuse(f"numpy in a `{code_of(node).split()[0]}` statement")
 
     def _target(self, target: cst.BaseExpression, value: _Expr,
                 bound: dict[str, _Val]) -> tuple[str, bool]:
@@ -979,7 +974,7 @@ class _MethodTranslator:
                     raise _Refuse("a tuple of numpy arrays")
                 val = _UNKNOWN
             bound[target.value] = val
-            return _code(target), False
+            return code_of(target), False
         if isinstance(target, cst.Tuple | cst.List):
             names = [e.value for e in target.elements]
             if value.val.kind == LITERAL and len(value.val.items) == len(names):
@@ -996,7 +991,7 @@ class _MethodTranslator:
                     bound[element.value] = item
                 elif _holds_array(item):
                     raise _Refuse("unpacks numpy values into something other than names")
-            return _code(target), changed
+            return code_of(target), changed
         if isinstance(target, cst.Subscript):
             base = self.expr(target.value)
             if base.val.kind == ARRAY and base.val.alias:
@@ -1012,27 +1007,27 @@ class _MethodTranslator:
             elif _holds_array(value.val):
                 raise _Refuse(f"stores a numpy array into `{base.code}`")
             index, changed = self._indices(target, base)
-            code = f"{_atom(base)}[{index}]" if changed or base.changed else _code(target)
+            code = f"{_atom(base)}[{index}]" if changed or base.changed else code_of(target)
             return code, changed or base.changed
         if isinstance(target, cst.Attribute):
             if _holds_array(value.val):
                 raise _Refuse("stores a numpy array on an attribute")
             base = self.expr(target.value)
-            return (_code(target) if not base.changed else
+            return (code_of(target) if not base.changed else
                     f"{_atom(base)}.{target.attr.value}"), base.changed
         raise _Refuse("an unusual assignment target")
 
     def _augmented(self, node: cst.AugAssign, bound: dict[str, _Val]) -> str | None:
-        op = _code(node.operator).strip()[:-1]
+        op = code_of(node.operator).strip()[:-1]
         target = self.expr(node.target)
         value = self.expr(node.value)
         if target.val.kind in (ARRAY, SCALAR0):
             if target.val.alias:
                 raise _Refuse(f"writes into `{target.code}`, which may share memory with the "
                               "array it was cast from (numpy's astype copies)")
-            self._promote([target, value], f"`{_code(node)}`", op=op, in_place=True)
+            self._promote([target, value], f"`{code_of(node)}`", op=op, in_place=True)
         elif value.val.kind in (ARRAY, SCALAR0):
-            raise _Refuse(f"`{_code(node)}` mixes a numpy array into a "
+            raise _Refuse(f"`{code_of(node)}` mixes a numpy array into a "
                           f"{target.val.kind} in place")
         if isinstance(node.target, cst.Name):
             current = self.env.get(node.target.value)
@@ -1061,7 +1056,7 @@ class _MethodTranslator:
                 return _Expr(node.value, self.env[node.value])
             if isinstance(node, cst.Tuple | cst.List):
                 return self._literal(node)
-            return _Expr(_code(node), self._typed(node), atomic=_is_atomic(node))
+            return _Expr(code_of(node), self._typed(node), atomic=_is_atomic(node))
         if isinstance(node, cst.Name):
             return self._name(node)
         if isinstance(node, cst.Attribute):
@@ -1082,8 +1077,8 @@ class _MethodTranslator:
         raise _Refuse(f"numpy inside a {kind} expression is not translated")
 
     def _wrap(self, node: cst.BaseExpression, inner: str) -> str:
-        return ("".join(_code(p) for p in node.lpar) + inner
-                + "".join(_code(p) for p in node.rpar))
+        return ("".join(code_of(p) for p in node.lpar) + inner
+                + "".join(code_of(p) for p in node.rpar))
 
     def _name(self, node: cst.Name) -> _Expr:
         name = node.value
@@ -1107,7 +1102,7 @@ class _MethodTranslator:
             self.outcome.names.append("np.newaxis")
             return _Expr("None", _Val(NEWAXIS), changed=True)
         if short in _DTYPE_NAMES:
-            return _Expr(_code(node), _Val(DTYPE, _DTYPE_NAMES[short]))
+            return _Expr(code_of(node), _Val(DTYPE, _DTYPE_NAMES[short]))
         raise _Refuse(f"np.{short} used as a value")
 
     def _attribute(self, node: cst.Attribute) -> _Expr:
@@ -1133,14 +1128,14 @@ class _MethodTranslator:
                 return _Expr(self._wrap(node, f"{_atom(base)}.numel()"), _Val(NUM, "int"),
                              changed=True)
             raise _Refuse(f"`.{attr}` of a numpy array is not translated")
-        code = self._wrap(node, f"{_atom(base)}.{attr}") if base.changed else _code(node)
+        code = self._wrap(node, f"{_atom(base)}.{attr}") if base.changed else code_of(node)
         if kind == TENS:
             if attr == "data":
                 return _Expr(code, _Val(TENS, base.val.dtype), changed=base.changed)
             if attr == "shape":
                 return _Expr(code, _Val(OTHER, typ="List[int]"), changed=base.changed)
         if kind in (DTYPE, NEWAXIS, LITERAL):
-            raise _Refuse(f"`{_code(node)}` is not translated")
+            raise _Refuse(f"`{code_of(node)}` is not translated")
         return _Expr(code, self._typed(node), changed=base.changed)
 
     # -- calls ---------------------------------------------------------------------------------
@@ -1182,15 +1177,15 @@ class _MethodTranslator:
             if receiver.val.kind == SCALAR0:
                 if func.attr.value == "item" and not node.args:
                     if receiver.val.dtype is None:
-                        raise _Refuse(f"`{_code(node)}`: the dtype of the numpy scalar is "
+                        raise _Refuse(f"`{code_of(node)}`: the dtype of the numpy scalar is "
                                       "unknown")
                     kind = {0: "bool", 1: "int", 2: "float"}[_category(receiver.val.dtype)]
                     return _Expr(self._wrap(node, f"{_atom(receiver)}.item()"),
                                  _Val(NUM, kind), changed=receiver.changed)
                 raise _Refuse(f"`.{func.attr.value}()` of a numpy scalar is not translated")
             if receiver.val.kind in (DTYPE, NEWAXIS, LITERAL):
-                raise _Refuse(f"`{_code(node)}` is not translated")
-        callee = get_full_name_for_node(func) or _code(func)
+                raise _Refuse(f"`{code_of(node)}` is not translated")
+        callee = get_full_name_for_node(func) or code_of(func)
         parts: list[str] = []
         kinds: list[str] = []
         changed = receiver.changed if receiver is not None else False
@@ -1200,7 +1195,7 @@ class _MethodTranslator:
             if value.val.kind in (ARRAY, SCALAR0):
                 self._array_argument(callee, qualified_torch, index, arg, value)
             elif value.val.kind in (DTYPE, NEWAXIS):
-                raise _Refuse(f"passes `{_code(arg.value)}` to {callee}()")
+                raise _Refuse(f"passes `{code_of(arg.value)}` to {callee}()")
             elif value.val.kind == LITERAL and any(_holds_array(i) for i in value.val.items):
                 raise _Refuse(f"passes numpy arrays to {callee}()")
             changed = changed or value.changed
@@ -1208,11 +1203,11 @@ class _MethodTranslator:
                 f"{arg.keyword.value}=" if arg.keyword is not None else "")
             parts.append(prefix + value.code)
         if not changed:
-            result = _Expr(_code(node), self._typed(node))
+            result = _Expr(code_of(node), self._typed(node))
         else:
             func_code = (f"{_atom(receiver)}.{func.attr.value}"
                          if receiver is not None and receiver.changed
-                         and isinstance(func, cst.Attribute) else _code(func))
+                         and isinstance(func, cst.Attribute) else code_of(func))
             result = _Expr(self._wrap(node, f"{func_code}({', '.join(parts)})"),
                            self._typed(node), changed=True)
         if callee == "len" and kinds[:1] == [ARRAY]:
@@ -1256,10 +1251,10 @@ class _MethodTranslator:
         dtype = value.val.dtype
         to_args = []
         if "dtype" in keywords:
-            to_args.append(f"dtype={_code(keywords['dtype'])}")
+            to_args.append(f"dtype={code_of(keywords['dtype'])}")
             dtype = _torch_dtype_name(keywords["dtype"], self.rule.imports)
         if "device" in keywords:
-            to_args.append(f"device={_code(keywords['device'])}")
+            to_args.append(f"device={code_of(keywords['device'])}")
         if qualified == "torch.tensor":
             # torch.tensor copies; .to() alone may return the same tensor
             code = f"{code}.to({', '.join(to_args)}, copy=True)" if to_args else \
@@ -1272,26 +1267,26 @@ class _MethodTranslator:
 
     def _binary(self, node: cst.BinaryOperation) -> _Expr:
         left, right = self.expr(node.left), self.expr(node.right)
-        op = _code(node.operator).strip()
+        op = code_of(node.operator).strip()
         kinds = {left.val.kind, right.val.kind}
         changed = left.changed or right.changed
         if kinds & {ARRAY, SCALAR0}:
             if left.val.kind == TENS and op in ("+", "-", "*", "/", "//", "%", "**"):
                 # Tensor <op> ndarray: torch converts the array as it is; same result.
-                code = f"{left.code}{_code(node.operator)}{right.code}"
+                code = f"{left.code}{code_of(node.operator)}{right.code}"
                 return _Expr(self._wrap(node, code), _Val(TENS), changed=changed,
                              atomic=bool(node.lpar))
-            codes, dtype = self._promote([left, right], f"`{_code(node)}`", op=op)
+            codes, dtype = self._promote([left, right], f"`{code_of(node)}`", op=op)
             kind = ARRAY if ARRAY in kinds else SCALAR0
             changed = changed or codes != [left.code, right.code]
-            code = f"{codes[0]}{_code(node.operator)}{codes[1]}"
+            code = f"{codes[0]}{code_of(node.operator)}{codes[1]}"
             return _Expr(self._wrap(node, code), _Val(kind, dtype), changed=changed,
                          atomic=bool(node.lpar))
         for side in (left, right):
             if side.val.kind in (DTYPE, NEWAXIS, LITERAL, OPAQUE):
-                raise _Refuse(f"`{_code(node)}` is not translated")
-        code = (self._wrap(node, f"{left.code}{_code(node.operator)}{right.code}") if changed
-                else _code(node))
+                raise _Refuse(f"`{code_of(node)}` is not translated")
+        code = (self._wrap(node, f"{left.code}{code_of(node.operator)}{right.code}") if changed
+                else code_of(node))
         if left.val.kind == NUM and right.val.kind == NUM:
             dtype = "float" if "float" in (left.val.dtype, right.val.dtype) or op == "/" else \
                 "int"
@@ -1304,18 +1299,18 @@ class _MethodTranslator:
 
     def _unary(self, node: cst.UnaryOperation) -> _Expr:
         inner = self.expr(node.expression)
-        op = _code(node.operator)
-        code = self._wrap(node, f"{op}{inner.code}") if inner.changed else _code(node)
+        op = code_of(node.operator)
+        code = self._wrap(node, f"{op}{inner.code}") if inner.changed else code_of(node)
         kind = inner.val.kind
         if kind in (ARRAY, SCALAR0):
             if isinstance(node.operator, cst.Not):
                 raise _Refuse("`not` of a numpy array")
             if isinstance(node.operator, cst.Minus) and inner.val.dtype in (None, "bool"):
-                raise _Refuse(f"`{_code(node)}`: negating an array whose dtype is "
+                raise _Refuse(f"`{code_of(node)}`: negating an array whose dtype is "
                               f"{inner.val.dtype or 'unknown'}")
             return _Expr(code, inner.val, changed=inner.changed, atomic=bool(node.lpar))
         if kind in (DTYPE, NEWAXIS, LITERAL):
-            raise _Refuse(f"`{_code(node)}` is not translated")
+            raise _Refuse(f"`{code_of(node)}` is not translated")
         val = inner.val if kind in (NUM, TENS) else self._typed(node)
         if isinstance(node.operator, cst.Not):
             val = _Val(NUM, "bool")
@@ -1330,19 +1325,19 @@ class _MethodTranslator:
         if kinds & {ARRAY, SCALAR0}:
             if len(node.comparisons) != 1 or isinstance(
                     node.comparisons[0].operator, cst.Is | cst.IsNot | cst.In | cst.NotIn):
-                raise _Refuse(f"`{_code(node)}`: chained or identity comparison of arrays")
-            codes, _ = self._promote(values, f"`{_code(node)}`", comparison=True)
+                raise _Refuse(f"`{code_of(node)}`: chained or identity comparison of arrays")
+            codes, _ = self._promote(values, f"`{code_of(node)}`", comparison=True)
             changed = changed or codes != [left.code, rights[0].code]
-            code = f"{codes[0]}{_code(node.comparisons[0].operator)}{codes[1]}"
+            code = f"{codes[0]}{code_of(node.comparisons[0].operator)}{codes[1]}"
             kind = ARRAY if ARRAY in kinds else SCALAR0
             return _Expr(self._wrap(node, code), _Val(kind, "bool"), changed=changed,
                          atomic=bool(node.lpar))
         for value in values:
             if value.val.kind in (DTYPE, NEWAXIS, LITERAL):
-                raise _Refuse(f"`{_code(node)}` is not translated")
+                raise _Refuse(f"`{code_of(node)}` is not translated")
         if not changed:
-            return _Expr(_code(node), self._typed(node), atomic=bool(node.lpar))
-        code = left.code + "".join(f"{_code(c.operator)}{r.code}"
+            return _Expr(code_of(node), self._typed(node), atomic=bool(node.lpar))
+        code = left.code + "".join(f"{code_of(c.operator)}{r.code}"
                                    for c, r in zip(node.comparisons, rights, strict=True))
         val = _Val(TENS) if TENS in kinds else _Val(NUM, "bool")
         return _Expr(self._wrap(node, code), val, changed=True, atomic=bool(node.lpar))
@@ -1433,10 +1428,10 @@ class _MethodTranslator:
         base = self.expr(node.value)
         kind = base.val.kind
         if kind in (DTYPE, NEWAXIS, LITERAL, SCALAR0):
-            raise _Refuse(f"`{_code(node)}` is not translated")
+            raise _Refuse(f"`{code_of(node)}` is not translated")
         index, changed = self._indices(node, base)
         changed = changed or base.changed
-        code = self._wrap(node, f"{_atom(base)}[{index}]") if changed else _code(node)
+        code = self._wrap(node, f"{_atom(base)}[{index}]") if changed else code_of(node)
         if kind == ARRAY:
             # Integers only: a numpy scalar if they index every dimension, else an array;
             # the rank is not tracked, so either.
@@ -1482,7 +1477,7 @@ class _MethodTranslator:
                 text = f"{bounds[0]}:{bounds[1]}" + (f":{bounds[2]}" if piece.step is not None
                                                       or isinstance(piece.second_colon,
                                                                     cst.Colon) else "")
-                parts.append(text if changed else _code(piece))
+                parts.append(text if changed else code_of(piece))
         return ", ".join(parts), changed
 
     def _check_index(self, value: _Expr, base: _Expr) -> None:
@@ -1514,7 +1509,7 @@ class _MethodTranslator:
                 if self._involved(element):
                     raise _Refuse("a starred numpy value")
                 items.append(_UNKNOWN)
-                codes.append(_code(element.value))
+                codes.append(code_of(element.value))
                 continue
             value = self.expr(element.value)
             items.append(value.val)
@@ -1529,7 +1524,7 @@ class _MethodTranslator:
                 code = self._wrap(node, f"[{', '.join(codes)}]")
                 atomic = True
         else:
-            code, atomic = _code(node), bool(node.lpar) or isinstance(node, cst.List)
+            code, atomic = code_of(node), bool(node.lpar) or isinstance(node, cst.List)
         return _Expr(code, _Val(LITERAL, items=tuple(items)), changed=changed, atomic=atomic)
 
     # -- names this file can use ---------------------------------------------------------------
@@ -1692,7 +1687,7 @@ class _Call:
             value = self.t.expr(node)
             if value.val.kind == DTYPE and value.val.dtype is not None:
                 return value.val.dtype
-        raise _Refuse(f"{self.label}: the dtype `{_code(node)}` is not translated")
+        raise _Refuse(f"{self.label}: the dtype `{code_of(node)}` is not translated")
 
     def torch_dtype(self, dtype: str) -> str:
         if dtype == FLOATING:
@@ -2047,8 +2042,8 @@ class _NumpyCall(_Call):
     def _linspace(self) -> _Expr:
         args = self.bind(("start", "stop", "num", "endpoint", "retstep", "dtype", "axis"))
         for name, default in (("endpoint", "True"), ("retstep", "False"), ("axis", "0")):
-            if name in args and _code(args[name]).strip() != default:
-                raise _Refuse(f"{self.label} with {name}={_code(args[name])}")
+            if name in args and code_of(args[name]).strip() != default:
+                raise _Refuse(f"{self.label} with {name}={code_of(args[name])}")
         start = self.number(args.get("start"), "start", ("int", "float"))
         stop = self.number(args.get("stop"), "stop", ("int", "float"))
         num = self.number(args["num"], "num") if "num" in args else "50"
@@ -2059,10 +2054,10 @@ class _NumpyCall(_Call):
 
     def _eye(self) -> _Expr:
         args = self.bind(("N", "M", "k", "dtype"))
-        if "k" in args and _code(args["k"]).strip() != "0":
+        if "k" in args and code_of(args["k"]).strip() != "0":
             raise _Refuse(f"{self.label} with k=")
         sizes = [self.number(args.get("N"), "N")]
-        if args.get("M") is not None and _code(args["M"]) != "None":
+        if args.get("M") is not None and code_of(args["M"]) != "None":
             sizes.append(self.number(args["M"], "M"))
         dtype = self.dtype(args.get("dtype"), "float64")
         assert dtype is not None
@@ -2233,7 +2228,7 @@ class _ArrayMethod(_Call):
             values, names = [a], []
             for key, keyword in (("a_min", "min"), ("a_max", "max")):
                 node = args.get(key)
-                if node is not None and _code(node) != "None":
+                if node is not None and code_of(node) != "None":
                     values.append(self.t.expr(node))
                     names.append(keyword)
             if not names:
@@ -2271,7 +2266,7 @@ class _ArrayMethod(_Call):
         else:
             raise _Refuse(f"{self.label} is not translated")
         result.code = self.t._wrap(self.node, result.code)
-        result.changed = a.changed or result.code != _code(self.node)
+        result.changed = a.changed or result.code != code_of(self.node)
         if result.changed:
             self.t.outcome.names.append(f"ndarray.{attr}")
         return result
@@ -2281,29 +2276,6 @@ class _ArrayMethod(_Call):
 
 
 # ---- helpers -----------------------------------------------------------------------------------
-
-def _is_ignored(func: cst.FunctionDef) -> bool:
-    for decorator in func.decorators:
-        target = decorator.decorator
-        if isinstance(target, cst.Call):
-            target = target.func
-        name = get_full_name_for_node(target) or ""
-        if name.endswith(_IGNORED_DECORATORS):
-            return True
-    return False
-
-
-def _scripting_test(test: cst.BaseExpression, imports: Mapping[str, str]) -> str | None:
-    """"scripting" for ``torch.jit.is_scripting()`` (its else branch never compiles),
-    "eager" for ``not torch.jit.is_scripting()`` (its body never compiles)."""
-    negated = False
-    if isinstance(test, cst.UnaryOperation) and isinstance(test.operator, cst.Not):
-        test, negated = test.expression, True
-    if isinstance(test, cst.Call) and not test.args and qualified_name(
-            test.func, dict(imports)) == "torch.jit.is_scripting":
-        return "eager" if negated else "scripting"
-    return None
-
 
 def _reads(node: cst.CSTNode) -> set[str]:
     """Names ``node`` reads: not attribute names, keyword names or plain assignment targets."""

@@ -1,0 +1,656 @@
+"""``sum-tensors``: builtin ``sum(...)`` over tensors in compiled methods is made explicit.
+
+What it does
+    In ``forward()`` and the methods it reaches, each call of the builtin ``sum`` whose
+    elements are known to be tensors is rewritten into what Python computes, ``start + e0 +
+    e1 + ...`` with ``start=0``:
+
+    * a list or tuple of tensors (a local built by ``[]`` and ``.append(tensor)``, a parameter
+      annotated or observed as ``List[Tensor]``) or a list comprehension / generator of tensors
+      becomes an accumulation loop placed before the statement::
+
+          output = sum(skips)            ->  output = torch.tensor(0)
+                                             for skip in skips:
+                                                 output = output + skip
+
+      A generator's ``for``/``if`` clauses become nested ``for``/``if`` statements. When the
+      statement is ``name = sum(...)``, the loop accumulates into ``name``; otherwise into a
+      fresh ``<list>_sum`` that replaces the call.
+    * a literal list of tensors, ``sum([a, b, c])``, becomes ``0 + a + b + c``;
+    * a single tensor, ``sum(t)`` (a sum over dim 0 in Python), becomes ``t.sum(0)``.
+
+    Types come from annotations, the code (``torch.*`` results, tensor methods, layers built in
+    ``__init__``) and, when example runs exist, observed types. Sums of ints or floats (which
+    TorchScript compiles) and sums whose elements cannot be shown to be tensors are left alone;
+    the latter are reported.
+
+Why it breaks export
+    TorchScript's ``sum`` has no overload for a list of tensors (``sum(List[Tensor])`` fails to
+    compile), and on a single tensor it sums every element instead of iterating over dim 0, so
+    ``sum(t)`` scripts but returns another value.
+
+Example
+    Before::
+
+        skips = []
+        for layer in self.layers:
+            x, skip = layer(x)
+            skips.append(skip)
+        return self.post(sum(skips))
+
+    After::
+
+        skips = []
+        for layer in self.layers:
+            x, skip = layer(x)
+            skips.append(skip)
+        skips_sum = torch.tensor(0)
+        for skips_item in skips:
+            skips_sum = skips_sum + skips_item
+        return self.post(skips_sum)
+
+Fix safety
+    Python's ``sum`` adds from the int ``0``; the loop adds from ``torch.tensor(0)``, a 0-dim
+    int64 tensor, which measured on torch 2.13 gives the same values and dtypes (bool elements
+    become int64, narrower ints and floats keep their dtype, broadcasting is unchanged) and a
+    new tensor. An empty sequence gives ``tensor(0)`` instead of the int ``0``. The loop runs
+    before the rest of its statement; statements where that could change what runs (the call
+    inside a lambda, comprehension, conditional expression or ``and``/``or``, or a statement
+    with ``:=``) are left alone, as are generators whose loop variable is used elsewhere in the
+    method. ``t.sum(0)`` matches ``sum(t)`` for float and bool tensors; for int8/uint8/int16/
+    int32 tensors it returns int64 where ``sum(t)`` kept the dtype, and floating-point results
+    may differ in the last bits (another summation order); such rewrites carry a note.
+"""
+
+from __future__ import annotations
+
+import keyword
+from collections.abc import Mapping
+
+import libcst as cst
+from libcst.helpers import get_full_name_for_node
+from tsfix.codemods.analysis import (
+    code_of,
+    compiled_methods,
+    find_all,
+    import_map,
+    literal_type,
+    methods_of,
+    module_class_names,
+    names_used,
+    never_compiled,
+    parameters_of,
+    qualified_name,
+    self_attr,
+    self_name,
+    top_level_names,
+    torch_alias,
+)
+from tsfix.codemods.imports import add_module_import
+from tsfix.codemods.rule import ClassChange, Example, Rule
+from tsfix.codemods.value_types import (
+    TENSOR,
+    Typer,
+    collect_locals,
+    is_complete,
+    is_tensor_layer,
+    parts_of,
+    type_from_annotation,
+)
+
+_SINGLE_TENSOR_NOTE = ("sum(t) -> t.sum(0): int8/uint8/int16/int32 tensors now sum to int64, "
+                       "floating-point sums may differ in the last bits")
+_EMPTY_NOTE = ("an empty sequence now sums to tensor(0) instead of the int 0")
+# Nodes a hoisted loop must not be taken out of: it would run when the original did not.
+_CONDITIONAL = (cst.Lambda, cst.ListComp, cst.SetComp, cst.DictComp, cst.GeneratorExp,
+                cst.IfExp, cst.BooleanOperation)
+
+
+def _short(node: cst.CSTNode) -> str:
+    """One line of source for a summary, at most about 80 characters."""
+    text = " ".join(code_of(node).split()).replace("( ", "(").replace("[ ", "[")
+    text = text.replace(" )", ")").replace(", ]", "]").replace(" ]", "]").replace(",)", ")")
+    return text if len(text) <= 80 else text[:77] + "..."
+
+
+def _singular(name: str) -> str:
+    base = name.lstrip("_")
+    if base.endswith("ies") and len(base) > 3:
+        return base[:-3] + "y"
+    if base.endswith("s") and not base.endswith(("ss", "us", "is")) and len(base) > 1:
+        return base[:-1]
+    return ""
+
+
+def _fresh(preferred: list[str], taken: set[str]) -> str:
+    for candidate in preferred:
+        if candidate and candidate not in taken and not keyword.iskeyword(candidate):
+            return candidate
+    base = preferred[-1]
+    n = 2
+    while f"{base}{n}" in taken:
+        n += 1
+    return f"{base}{n}"
+
+
+def _path_to(root: cst.CSTNode, target: cst.CSTNode) -> list[cst.CSTNode]:
+    stack: list[tuple[cst.CSTNode, list[cst.CSTNode]]] = [(root, [root])]
+    while stack:
+        node, path = stack.pop()
+        if node is target:
+            return path
+        stack.extend((child, [*path, child]) for child in node.children)
+    return []
+
+
+def _element_type(kind: str | None) -> str | None:
+    """The element type of a list or tuple type when every element has the same one."""
+    if kind is None:
+        return None
+    head, args = parts_of(kind)
+    if head == "List" and args and args[0] != "?":
+        return args[0]
+    if head == "Tuple" and args and len(set(args)) == 1:
+        return args[0]
+    return None
+
+
+class _Plan:
+    """How one ``sum(...)`` call is rewritten."""
+
+    def __init__(self, call: cst.Call, statement: cst.SimpleStatementLine, method: str) -> None:
+        self.call = call
+        self.statement = statement
+        self.method = method
+        self.replacement: cst.BaseExpression | None = None   # the call's new expression
+        self.loop: list[str] = []          # statements inserted before ``statement``
+        self.drop_statement = False        # ``name = sum(...)``: the loop assigns ``name``
+        self.note: str | None = None
+        self.accumulator = ""
+
+
+class SumTensors(Rule):
+    __doc__ = __doc__
+    name = "sum-tensors"
+    summary = ("Builtin sum() over tensors in compiled methods becomes an explicit "
+               "accumulation (or t.sum(0) for one tensor), exact in eager mode")
+    needs_observations = True
+
+    VALID = (
+        # Sum of ints: TorchScript compiles it.
+        """
+import torch
+from torch import nn
+class M(nn.Module):
+    def __init__(self, sizes=(1, 2)):
+        super().__init__()
+        self.total = sum(sizes)
+    def forward(self, x, kernel_sizes: list[int]):
+        pad = sum([k // 2 for k in kernel_sizes])
+        return x + pad
+""",
+    )
+    INVALID = (
+        Example(
+            """
+from typing import List
+import torch
+from torch import nn
+class M(nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.layers = nn.ModuleList([nn.Linear(4, 4) for _ in range(3)])
+    def forward(self, x):
+        skips = []
+        for layer in self.layers:
+            x = torch.relu(layer(x))
+            skips.append(x)
+        output = sum(skips)
+        return output
+""",
+            """
+from typing import List
+import torch
+from torch import nn
+class M(nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.layers = nn.ModuleList([nn.Linear(4, 4) for _ in range(3)])
+    def forward(self, x):
+        skips = []
+        for layer in self.layers:
+            x = torch.relu(layer(x))
+            skips.append(x)
+        output = torch.tensor(0)
+        for skip in skips:
+            output = output + skip
+        return output
+""",
+        ),
+        # A generator inside an expression, a literal list and one tensor.
+        Example(
+            """
+from typing import List
+import torch
+from torch import nn
+class M(nn.Module):
+    def forward(self, xs: List[torch.Tensor], a: torch.Tensor, b: torch.Tensor):
+        scores = a > 0
+        return self.scale(sum(x * 2 for x in xs if x.numel() > 0)) + sum([a, b]), sum(scores)
+    def scale(self, t):
+        return t * 0.5
+""",
+            """
+from typing import List
+import torch
+from torch import nn
+class M(nn.Module):
+    def forward(self, xs: List[torch.Tensor], a: torch.Tensor, b: torch.Tensor):
+        scores = a > 0
+        xs_sum = torch.tensor(0)
+        for x in xs:
+            if x.numel() > 0:
+                xs_sum = xs_sum + x * 2
+        return self.scale(xs_sum) + (0 + a + b), scores.sum(0)
+    def scale(self, t):
+        return t * 0.5
+""",
+        ),
+    )
+
+    def prepare(self, module: cst.Module) -> None:
+        self.imports = import_map(module)
+        self.module_classes = module_class_names(module, self.imports)
+        alias = torch_alias(self.imports)
+        names = top_level_names(module)
+        self.needs_torch_import = alias is None
+        self.torch = alias or "torch"
+        self.torch_clash = alias is None and "torch" in names
+        self.sum_shadowed = "sum" in names
+        self.uses_torch_import = False
+
+    def transform_module_impl(self, tree: cst.Module) -> cst.Module:
+        text = self.source_text
+        if text is not None and "sum(" not in text:
+            return tree
+        result = super().transform_module_impl(tree)
+        if self.changes and self.needs_torch_import and self.uses_torch_import:
+            result = add_module_import(result, "torch")
+        return result
+
+    # ---- one class ------------------------------------------------------------------------------
+
+    def rewrite_class(self, cls: cst.ClassDef) -> cst.ClassDef:
+        if cls.name.value not in self.module_classes or self.sum_shadowed:
+            return cls
+        methods = methods_of(cls)
+        layers, attributes = self._init_facts(methods)
+        plans: dict[int, list[_Plan]] = {}
+        parts: list[str] = []
+        notes: list[str] = []
+        for method in compiled_methods(cls, self.imports):
+            func = methods[method]
+            skipped = never_compiled(func, self.imports)
+            calls = [c for c in find_all(func.body, cst.Call)
+                     if isinstance(c.func, cst.Name) and c.func.value == "sum"
+                     and id(c) not in skipped]
+            if not calls or "sum" in self._bound_names(func):
+                continue
+            typer = self._typer(cls.name.value, func, layers, attributes)
+            taken = names_used(func)
+            for call in calls:
+                plan = self._plan(cls.name.value, func, call, typer, taken)
+                if plan is None:
+                    continue
+                plans.setdefault(id(plan.statement), []).append(plan)
+                new = plan.replacement or call
+                loop = f"a loop adding into `{plan.accumulator}`"
+                parts.append(f"line {self.line_of(call)}: `{_short(call)}` -> "
+                             f"{loop if plan.loop else f'`{_short(new)}`'}")
+                if plan.note:
+                    notes.append(f"line {self.line_of(call)}: {plan.note}")
+        if not plans:
+            return cls
+        rewritten = cls.visit(_Apply(plans))
+        assert isinstance(rewritten, cst.ClassDef)
+        self.changes.append(ClassChange(self.name, cls.name.value, self.span_of(cls),
+                                        "; ".join(parts), notes=list(dict.fromkeys(notes))))
+        return rewritten
+
+    def _init_facts(self, methods: Mapping[str, cst.FunctionDef]) -> tuple[set[str],
+                                                                             dict[str, str]]:
+        """Layers whose call returns a Tensor, and Tensor attributes (parameters, buffers)."""
+        init = methods.get("__init__")
+        layers: set[str] = set()
+        attributes: dict[str, str] = {}
+        if init is None:
+            return layers, attributes
+        self_var = self_name(init) or "self"
+        for assign in find_all(init.body, cst.Assign):
+            for target in assign.targets:
+                attr = self_attr(target.target, self_var)
+                if attr is None or not isinstance(assign.value, cst.Call):
+                    continue
+                qual = qualified_name(assign.value.func, self.imports) or ""
+                if is_tensor_layer(qual):
+                    layers.add(attr)
+                elif qual in ("torch.nn.Parameter", "torch.nn.parameter.Parameter"):
+                    attributes[attr] = TENSOR
+        for call in find_all(init.body, cst.Call):
+            if (isinstance(call.func, cst.Attribute) and self_attr(call.func, self_var)
+                    == "register_buffer" and call.args
+                    and isinstance(call.args[0].value, cst.SimpleString)):
+                named = call.args[0].value.evaluated_value
+                if isinstance(named, str):
+                    attributes[named] = TENSOR
+        # An attribute also assigned outside __init__ may hold anything.
+        for name, func in methods.items():
+            if name != "__init__":
+                other = self_name(func) or "self"
+                for target in find_all(func.body, cst.AssignTarget):
+                    attributes.pop(self_attr(target.target, other) or "", None)
+        return layers, attributes
+
+    @staticmethod
+    def _bound_names(func: cst.FunctionDef) -> set[str]:
+        bound = set(parameters_of(func))
+        for node in find_all(func.body, cst.AssignTarget, cst.For, cst.AsName, cst.FunctionDef):
+            target = node.name if isinstance(node, cst.AsName | cst.FunctionDef) else node.target
+            bound.update(n.value for n in find_all(target, cst.Name))
+        return bound
+
+    def _typer(self, class_name: str, func: cst.FunctionDef, layers: set[str],
+               attributes: dict[str, str]) -> Typer:
+        observed = self.observed.get(class_name, {}).get(func.name.value, {})
+        self_var = self_name(func)
+        env: dict[str, str | None] = {}
+        for name, param in parameters_of(func).items():
+            if name == self_var:
+                continue
+            if param.annotation is not None:
+                env[name] = type_from_annotation(param.annotation.annotation)
+            elif is_complete(observed.get(name)):
+                env[name] = observed[name]
+            elif param.default is not None:
+                env[name] = literal_type(param.default)
+            else:
+                env[name] = None   # a Tensor to TorchScript, but maybe a list in eager mode
+        typer = Typer(env, self.imports, self_var, attributes, layers)
+        collect_locals(func.body, typer)
+        self._appended_lists(func, typer)
+        bindings = _binding_counts(func)
+        for key, kind in observed.items():
+            name = key.removeprefix("local ")
+            if (key.startswith("local ") and typer.env.get(name) is None
+                    and is_complete(kind) and bindings.get(name) == 1):
+                typer.env[name] = kind
+        return typer
+
+    @staticmethod
+    def _appended_lists(func: cst.FunctionDef, typer: Typer) -> None:
+        """``xs = []`` then only ``xs.append(<Tensor>)``/``xs.insert(i, <Tensor>)``:
+        ``List[Tensor]``."""
+        for name, kind in list(typer.env.items()):
+            if kind != "List[?]":
+                continue
+            calls = [c for c in find_all(func.body, cst.Call)
+                     if isinstance(c.func, cst.Attribute) and isinstance(c.func.value, cst.Name)
+                     and c.func.value.value == name]
+            values = []
+            for call in calls:
+                method = call.func.attr.value
+                if method == "append" and len(call.args) == 1:
+                    values.append(call.args[0].value)
+                elif method == "insert" and len(call.args) == 2:
+                    values.append(call.args[1].value)
+                elif method not in ("pop", "index", "count"):
+                    values = []
+                    break
+            if values and all(typer.type_of(v) == TENSOR for v in values):
+                typer.env[name] = f"List[{TENSOR}]"
+
+    # ---- one call -------------------------------------------------------------------------------
+
+    def _plan(self, class_name: str, func: cst.FunctionDef, call: cst.Call, typer: Typer,
+              taken: set[str]) -> _Plan | None:
+        method = func.name.value
+        shown = code_of(call)
+        args = call.args
+        if not args or len(args) > 2 or any(a.star for a in args) or (
+                args[0].keyword is not None) or (len(args) == 2 and args[1].keyword is not None
+                                                 and args[1].keyword.value != "start"):
+            return None
+        iterable = args[0].value
+        start = args[1].value if len(args) == 2 else None
+        start_kind = typer.type_of(start) if start is not None else "int"
+        path = _path_to(func, call)
+        statement = next((n for n in reversed(path) if isinstance(n, cst.SimpleStatementLine)),
+                         None)
+
+        def refuse(reason: str) -> None:
+            self.skip(class_name, call, f"{method}(): `{shown}` left alone: {reason}")
+
+        if start_kind not in (TENSOR, "int", "float", "bool"):
+            refuse("cannot tell the type of the start value")
+            return None
+        kind = typer.type_of(iterable)
+        # One tensor: Python iterates over dim 0.
+        if kind == TENSOR and not isinstance(iterable, cst.List | cst.Tuple):
+            if start is not None:
+                refuse("a start value with a single tensor")
+                return None
+            assert statement is not None
+            plan = _Plan(call, statement, method)
+            receiver = iterable if isinstance(iterable, cst.Name | cst.Attribute | cst.Call |
+                                              cst.Subscript) else iterable.with_changes(
+                lpar=[cst.LeftParen()], rpar=[cst.RightParen()])
+            plan.replacement = cst.Call(cst.Attribute(receiver, cst.Name("sum")),
+                                        [cst.Arg(cst.Integer("0"))])
+            plan.note = _SINGLE_TENSOR_NOTE
+            return plan
+        # A literal list: the additions themselves.
+        if isinstance(iterable, cst.List | cst.Tuple) and iterable.elements:
+            elements = [e for e in iterable.elements if not isinstance(e, cst.StarredElement)]
+            kinds = [typer.type_of(e.value) for e in elements]
+            if len(elements) != len(iterable.elements):
+                return None
+            if TENSOR not in kinds or any(k not in (TENSOR, "int", "float", "bool")
+                                          for k in kinds):
+                if TENSOR in kinds or None in kinds:
+                    refuse("cannot tell that every element is a tensor")
+                return None
+            assert statement is not None
+            plan = _Plan(call, statement, method)
+            text = " + ".join([code_of(start) if start is not None else "0",
+                               *(_operand(e.value) for e in elements)])
+            expression = cst.parse_expression(text)
+            plan.replacement = expression.with_changes(lpar=[cst.LeftParen()],
+                                                       rpar=[cst.RightParen()]) \
+                if _needs_parens(path) else expression
+            return plan
+        # A list, tuple or generator of tensors: a loop.
+        element: cst.BaseExpression
+        clauses: list[str] = []
+        if isinstance(iterable, cst.GeneratorExp | cst.ListComp):
+            element, reason = self._comprehension(iterable, typer, func, clauses)
+            if reason is not None:
+                if reason:
+                    refuse(reason)
+                return None
+            base = _base_name(_innermost_iter(iterable))
+        else:
+            element_kind = _element_type(kind)
+            if element_kind != TENSOR:
+                if element_kind is None and kind not in ("List[int]", "List[float]",
+                                                         "List[bool]"):
+                    refuse("cannot tell that the elements are tensors (annotate the list, "
+                           "or run with examples)")
+                return None
+            base = _base_name(iterable)
+            loop_name = _fresh([_singular(base), f"{base}_item", "item"], taken)
+            taken.add(loop_name)
+            clauses = [f"for {loop_name} in {code_of(iterable)}:"]
+            element = cst.Name(loop_name)
+        if statement is None or self._hoist_blocker(path, statement):
+            refuse(self._hoist_blocker(path, statement) if statement is not None
+                   else "not in a plain statement")
+            return None
+        if start_kind != TENSOR and self.torch_clash:
+            refuse("`torch` is bound to something else in this file")
+            return None
+        plan = _Plan(call, statement, method)
+        target = _assigned_name(statement, call)
+        if target is not None and target not in names_used(iterable) and (
+                start is None or target not in names_used(start)):
+            accumulator = target
+            plan.drop_statement = True
+        else:
+            accumulator = _fresh([f"{base}_sum", "total"], taken)
+            taken.add(accumulator)
+            plan.replacement = cst.Name(accumulator)
+        if start_kind == TENSOR:
+            initial = code_of(start) if start is not None else ""
+        else:
+            initial = f"{self.torch}.tensor({code_of(start) if start is not None else 0})"
+            self.uses_torch_import = True
+            plan.note = _EMPTY_NOTE if start is None else None
+        plan.accumulator = accumulator
+        lines = [f"{accumulator} = {initial}"]
+        for depth, clause in enumerate(clauses):
+            lines.append("    " * depth + clause)
+        lines.append("    " * len(clauses) + f"{accumulator} = {accumulator} + "
+                     f"{_operand(element)}")
+        plan.loop = lines
+        return plan
+
+    def _comprehension(self, comp: cst.GeneratorExp | cst.ListComp, typer: Typer,
+                       func: cst.FunctionDef, clauses: list[str]
+                       ) -> tuple[cst.BaseExpression, str | None]:
+        inner = Typer(typer.env, typer.imports, typer.self_var, typer.attributes, typer.layers)
+        outside = _names_outside(func, comp)
+        node: cst.CompFor | None = comp.for_in
+        while node is not None:
+            if node.asynchronous is not None:
+                return comp.elt, "an async comprehension"
+            targets = [n.value for n in find_all(node.target, cst.Name)]
+            clash = [t for t in targets if t in outside]
+            if clash:
+                return comp.elt, (f"the loop variable `{clash[0]}` is also used outside the "
+                                  "generator, which a loop would overwrite")
+            if isinstance(node.target, cst.Name):
+                iter_kind = inner.type_of(node.iter)
+                inner.env[node.target.value] = (
+                    TENSOR if iter_kind == TENSOR else "int" if isinstance(node.iter, cst.Call)
+                    and get_full_name_for_node(node.iter.func) == "range"
+                    else _element_type(iter_kind))
+            clauses.append(f"for {code_of(node.target)} in {code_of(node.iter)}:")
+            clauses.extend(f"if {code_of(condition.test)}:" for condition in node.ifs)
+            node = node.inner_for_in
+        element_kind = inner.type_of(comp.elt)
+        if element_kind != TENSOR:
+            return comp.elt, ("cannot tell that the elements are tensors"
+                              if element_kind not in ("int", "float", "bool") else "")
+        return comp.elt, None
+
+    def _hoist_blocker(self, path: list[cst.CSTNode],
+                       statement: cst.SimpleStatementLine) -> str:
+        if len(statement.body) != 1:
+            return "its line holds several statements"
+        inside = path[path.index(statement):-1]
+        if any(isinstance(n, _CONDITIONAL) for n in inside):
+            return ("it is evaluated conditionally (inside a lambda, comprehension, `x if c "
+                    "else y` or `and`/`or`), so a loop before the statement would change what "
+                    "runs")
+        if find_all(statement, cst.NamedExpr, cst.Yield, cst.Await):
+            return "its statement has `:=`, `yield` or `await`"
+        parent = path[path.index(statement) - 1]
+        if not isinstance(parent, cst.IndentedBlock):
+            return "its statement is a one-line body"
+        return ""
+
+
+def _binding_counts(func: cst.FunctionDef) -> dict[str, int]:
+    counts: dict[str, int] = {}
+    for node in find_all(func.body, cst.AssignTarget, cst.AnnAssign, cst.AugAssign, cst.For):
+        for name in find_all(node.target, cst.Name):
+            counts[name.value] = counts.get(name.value, 0) + 1
+    return counts
+
+
+def _names_outside(func: cst.FunctionDef, comp: cst.CSTNode) -> set[str]:
+    inside = {id(n) for n in find_all(comp, cst.Name)}
+    attribute_names = {id(a.attr) for a in find_all(func, cst.Attribute)}
+    return {n.value for n in find_all(func, cst.Name)
+            if id(n) not in inside and id(n) not in attribute_names}
+
+
+def _innermost_iter(comp: cst.GeneratorExp | cst.ListComp) -> cst.BaseExpression:
+    return comp.for_in.iter
+
+
+def _base_name(expr: cst.BaseExpression) -> str:
+    if isinstance(expr, cst.Name):
+        return expr.value
+    if isinstance(expr, cst.Attribute):
+        return expr.attr.value.lstrip("_") or "total"
+    return "total"
+
+
+def _operand(expr: cst.BaseExpression) -> str:
+    """``expr`` as the right operand of ``+``: parenthesised unless it binds tighter."""
+    text = code_of(expr)
+    tight = (cst.Name, cst.Attribute, cst.Call, cst.Subscript, cst.Integer, cst.Float)
+    if isinstance(expr, tight) or expr.lpar:
+        return text
+    if isinstance(expr, cst.BinaryOperation) and isinstance(
+            expr.operator, cst.Multiply | cst.Divide | cst.FloorDivide | cst.Modulo |
+            cst.Power | cst.MatrixMultiply):
+        return text
+    return f"({text})"
+
+
+def _needs_parens(path: list[cst.CSTNode]) -> bool:
+    parent = path[-2] if len(path) > 1 else None
+    return not isinstance(parent, cst.Assign | cst.AnnAssign | cst.Return | cst.Arg |
+                          cst.Expr | cst.AugAssign | cst.Element)
+
+
+def _assigned_name(statement: cst.SimpleStatementLine, call: cst.Call) -> str | None:
+    """``name`` when the statement is ``name = sum(...)``."""
+    small = statement.body[0]
+    if (isinstance(small, cst.Assign) and len(small.targets) == 1
+            and isinstance(small.targets[0].target, cst.Name) and small.value is call
+            and not call.lpar):
+        return small.targets[0].target.value
+    return None
+
+
+class _Apply(cst.CSTTransformer):
+    def __init__(self, plans: dict[int, list[_Plan]]) -> None:
+        self.plans = plans
+        self.calls = {id(p.call): p for ps in plans.values() for p in ps}
+
+    def leave_Call(self, original_node: cst.Call, updated_node: cst.Call) -> cst.BaseExpression:
+        plan = self.calls.get(id(original_node))
+        if plan is None or plan.replacement is None:
+            return updated_node
+        return plan.replacement
+
+    def leave_SimpleStatementLine(
+            self, original_node: cst.SimpleStatementLine, updated_node: cst.SimpleStatementLine,
+    ) -> cst.BaseStatement | cst.FlattenSentinel[cst.BaseStatement]:
+        plans = self.plans.get(id(original_node))
+        if not plans or not any(p.loop for p in plans):
+            return updated_node
+        new: list[cst.BaseStatement] = []
+        for plan in plans:
+            if plan.loop:
+                new.extend(cst.parse_module("\n".join(plan.loop) + "\n").body)
+        if not any(p.drop_statement for p in plans):
+            new.append(updated_node.with_changes(leading_lines=[]))
+        elif updated_node.trailing_whitespace.comment is not None:
+            first = new[0]
+            if isinstance(first, cst.SimpleStatementLine):
+                new[0] = first.with_changes(trailing_whitespace=updated_node.trailing_whitespace)
+        new[0] = new[0].with_changes(leading_lines=updated_node.leading_lines)
+        return cst.FlattenSentinel(new)
