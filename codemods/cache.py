@@ -3,9 +3,10 @@ parsing, observation and validation.
 
 An entry is keyed by the file's bytes and everything else its outcome depends on: the tsfix
 version and a hash of its own source (so edited rules never reuse old entries), the selected
-rules in order, unsafe fixes, line length, automatic examples, whether validation ran and under
-which torch version, ``--require-verified``, and the example specs configured for the file. It
-holds the file's status, its class verdicts, skips, notes and the rewritten text.
+rules in order, unsafe fixes, line length, automatic examples, the target (torchscript or onnx),
+whether validation ran and under which torch version, ``--require-verified``, and the example
+specs configured for the file. It holds the file's status, its class verdicts, skips, notes
+and the rewritten text.
 
 What the key cannot see: other files the model imports (a changed base class in another module
 changes a verdict without changing this file). ``--no-cache`` bypasses the cache for such runs;
@@ -70,7 +71,7 @@ class Cache:
     @classmethod
     def for_run(cls, directory: Path | None, *, rules: list[str], unsafe_fixes: bool,
                 line_length: int, verify: bool, require_verified: bool,
-                auto_examples: bool = True) -> Cache:
+                auto_examples: bool = True, target: str = "torchscript") -> Cache:
         from tsfix.codemods import __version__
 
         salt = json.dumps({"tsfix": __version__, "code": code_fingerprint(), "rules": rules,
@@ -78,7 +79,9 @@ class Cache:
                            "line_length": line_length, "verify": verify,
                            "torch": torch_version() if verify else None,
                            "require_verified": require_verified,
-                           "auto_examples": auto_examples and verify})
+                           "auto_examples": auto_examples and verify,
+                           # The target changes lift-branch's form and the validation steps.
+                           "target": target})
         return cls(directory or default_directory(), salt)
 
     def key(self, content: bytes, examples: str) -> str:

@@ -11,6 +11,7 @@ Configuration comes from the nearest ``pyproject.toml`` above the given paths th
     require-verified = false
     unsafe-fixes = false             # fixes that change what callers may pass (--unsafe-fixes)
     auto-examples = true             # guess inputs for classes without an example table
+    target = "torchscript"           # or "onnx": also validate ONNX export (--target)
 
     [tool.tsfix.examples."models/custom.py:CustomModel"]
     init = [{ branch_testing = true }, { branch_testing = false }]
@@ -72,8 +73,9 @@ TENSOR_KEY = "__tensor__"
 
 _LOOKS_LIKE_CALL = re.compile(r"^\s*[A-Za-z_][\w.]*\(")   # name( ... : meant as a tensor
 _KNOWN_KEYS = {"rules", "exclude", "line-length", "timeout", "require-verified", "unsafe-fixes",
-               "auto-examples",
+               "auto-examples", "target",
                "examples"}
+TARGETS = ("torchscript", "onnx")
 _EXAMPLE_KEYS = {"init", "inputs", "kwargs", "calls", "factory"}
 _CALL_KEYS = {"inputs", "kwargs"}
 
@@ -138,6 +140,9 @@ class Config:
     unsafe_fixes: bool = False
     # Classes without an example table are validated on a guessed input (validation_worker).
     auto_examples: bool = True
+    # "torchscript", or "onnx": lift-branch emits the exportable form, and validation also
+    # exports every rewritten class and runs it in onnxruntime.
+    target: str = "torchscript"
     # (resolved file path, class name) -> spec, or the error that makes the spec unusable
     examples: dict[tuple[Path, str], ExampleSpec | ExampleError] = field(default_factory=dict)
 
@@ -205,6 +210,10 @@ def load_config(path: Path | None) -> Config:
     config.unsafe_fixes = _typed(table.get("unsafe-fixes", False), bool, f"{where} unsafe-fixes")
     config.auto_examples = _typed(table.get("auto-examples", True), bool,
                                   f"{where} auto-examples")
+    config.target = _typed(table.get("target", "torchscript"), str, f"{where} target")
+    if config.target not in TARGETS:
+        raise ConfigError(f"{where} target: expected one of {', '.join(map(repr, TARGETS))}, "
+                          f"got {config.target!r}")
     if "rules" in table:
         config.rules = _string_list(table["rules"], f"{where} rules")
     config.exclude = _string_list(table.get("exclude", []), f"{where} exclude")

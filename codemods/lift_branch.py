@@ -67,7 +67,7 @@ import keyword
 import re
 from collections.abc import Iterable
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, ClassVar
 
 import libcst as cst
 import libcst.matchers as m
@@ -93,6 +93,7 @@ from tsfix.codemods.analysis import (
     self_name,
     unify_types,
 )
+from tsfix.codemods.imports import add_module_import
 from tsfix.codemods.rule import ClassChange, Example, Rule
 
 # What a test reads: ("attr", name) for self.name, ("cfg", holder, field) for self.holder.field
@@ -141,6 +142,10 @@ class _Lift:
     type: str
     param: str = ""
     methods: set[str] = field(default_factory=set)   # methods that receive the parameter
+    # --target onnx: the local holding the setting's value, and for a str setting the int code
+    # of each string it is compared with (any other string is -1).
+    local: str = ""
+    codes: dict[str, int] | None = None
 
 
 @dataclass
@@ -350,7 +355,8 @@ class _ClassAnalysis:
             kind, detail = self._value_kind(a.value)
             if kind not in SCALAR_TYPES and kind != "scalar":
                 return None, f"self.{attr} {detail}"
-            for source in self._sources(a.value) | {f"self.{attr}"}:
+            # Sorted: the reason names one line, the same on every run.
+            for source in sorted(self._sources(a.value) | {f"self.{attr}"}):
                 if source in self.structural:
                     line = self.rule.line_of(self.structural[source])
                     return None, (f"self.{attr} decides which submodules __init__ builds "
@@ -366,7 +372,7 @@ class _ClassAnalysis:
         for a in self._init_assignments(holder):
             if isinstance(a.value, cst.Name):
                 sources.add(f"{a.value.value}.{name}")
-        for source in sources:
+        for source in sorted(sources):
             if source in self.structural:
                 line = self.rule.line_of(self.structural[source])
                 return None, (f"self.{holder}.{name} decides which submodules __init__ builds "
@@ -456,6 +462,30 @@ class _ClassAnalysis:
                     found.add(dotted)
         return found
 
+    def string_codes(self, key: ReadKey, reachable: list[str]) -> dict[str, int] | None:
+        """An int code for every string ``key`` is compared with, when every read of it in the
+        compiled methods is one side of ``==`` / ``!=`` with a string literal; else None."""
+        codes: dict[str, int] = {}
+        for name in reachable:
+            func = self.methods[name]
+            self_var = self_name(func) or "self"
+            compared: set[int] = set()
+            for comparison in self.comparisons(func):
+                pair = _string_comparison(comparison)
+                if pair is None:
+                    continue
+                read, literal = pair
+                if self.read_key(read, self_var) == key:
+                    compared.add(id(read))
+                    codes.setdefault(literal, len(codes))
+            nodes = find_all(func.body, cst.Call, cst.Attribute, cst.Subscript)
+            called = {id(c.func) for c in nodes if isinstance(c, cst.Call)}
+            for node in nodes:
+                if (not isinstance(node, cst.Call) and id(node) not in called
+                        and self.read_key(node, self_var) == key and id(node) not in compared):
+                    return None
+        return codes or None
+
     # ---- the plan -----------------------------------------------------------------------------
 
     def plan(self) -> _Plan | None:
@@ -472,11 +502,20 @@ class _ClassAnalysis:
                     if key in lifts:
                         continue
                     kind, reason = self.classify(key, reachable)
+                    codes = None
+                    if kind == "str" and rule.target == "onnx":
+                        codes = self.string_codes(key, reachable)
+                        if codes is None:
+                            kind, reason = None, (
+                                f"{_describe(key)} is a str setting used other than compared "
+                                "with string literals (== / !=): an ONNX graph cannot take a "
+                                "str input, and int codes need every compared value")
                     if kind is None:
                         if not any(s.reason == reason for s in rule.skips):
                             rule.skip(self.name, node, reason)
                         continue
-                    lifts[key] = _Lift(key, key[1] if key[0] == "attr" else "", kind)
+                    lifts[key] = _Lift(key, key[1] if key[0] == "attr" else "", kind,
+                                       codes=codes)
         # Config fields read anywhere in compiled code are copied out of the holder.
         copies: dict[ReadKey, _ConfigCopy] = {}
         taken_attrs = {a.attr for a in self.assignments} | set(self.methods) | {
@@ -538,6 +577,35 @@ class _ClassAnalysis:
             base = lift.attr.lstrip("_") or lift.attr
             lift.param = _fresh(base, taken | chosen, f"{base}_value")
             chosen.add(lift.param)
+        if self.rule.target == "onnx":
+            for lift in lifts:
+                lift.local = _fresh(f"{lift.param}_value", taken | chosen, f"{lift.param}_setting")
+                chosen.add(lift.local)
+
+
+def _string_comparison(comparison: cst.Comparison) -> tuple[cst.BaseExpression, str] | None:
+    """(the other operand, the string) of ``a == "s"`` / ``"s" != a``; else None."""
+    if len(comparison.comparisons) != 1:
+        return None
+    target = comparison.comparisons[0]
+    if not isinstance(target.operator, cst.Equal | cst.NotEqual):
+        return None
+    for read, literal in ((comparison.left, target.comparator),
+                          (target.comparator, comparison.left)):
+        if isinstance(literal, cst.SimpleString) and isinstance(literal.evaluated_value, str):
+            return read, literal.evaluated_value
+    return None
+
+
+def _tensor_name(imports: dict[str, str]) -> str | None:
+    """How the file can name torch.Tensor (``Tensor``, ``torch.Tensor``), if it can."""
+    for local, full in imports.items():
+        if full == "torch.Tensor":
+            return local
+    for local, full in imports.items():
+        if full == "torch":
+            return f"{local}.Tensor"
+    return None
 
 
 def _called(func: cst.FunctionDef) -> set[str]:
@@ -561,11 +629,28 @@ class _ReadReplacer(cst.CSTTransformer):
     """Replaces attribute/config reads in one method and passes lifted values on to helpers."""
 
     def __init__(self, analysis: _ClassAnalysis, self_var: str,
-                 replacements: dict[ReadKey, str], forwarded: dict[str, list[str]]) -> None:
+                 replacements: dict[ReadKey, str], forwarded: dict[str, list[str]],
+                 codes: dict[ReadKey, dict[str, int]] | None = None) -> None:
         self.analysis = analysis
         self.self_var = self_var
         self.replacements = replacements
         self.forwarded = forwarded
+        self.codes = codes or {}
+
+    def leave_Comparison(self, original_node: cst.Comparison,
+                         updated_node: cst.Comparison) -> cst.BaseExpression:
+        """``self.mode == "avg"`` -> ``mode_value == 0`` for a str setting lifted as a code."""
+        pair = _string_comparison(original_node)
+        if pair is None:
+            return updated_node
+        key = self.analysis.read_key(pair[0], self.self_var)
+        if key not in self.codes:
+            return updated_node
+        code = cst.Integer(str(self.codes[key][pair[1]]))
+        target = updated_node.comparisons[0]
+        if isinstance(updated_node.left, cst.SimpleString):
+            return updated_node.with_changes(left=code)
+        return updated_node.with_changes(comparisons=[target.with_changes(comparator=code)])
 
     def _replace(self, original: cst.BaseExpression,
                  updated: cst.BaseExpression) -> cst.BaseExpression:
@@ -594,10 +679,33 @@ class _ReadReplacer(cst.CSTTransformer):
             updated_node
 
 
-def _with_parameters(func: cst.FunctionDef, lifts: list[_Lift], self_var: str) -> cst.FunctionDef:
+def _quoted(text: str) -> str:
+    """A string literal, double-quoted as black would write it."""
+    return f'"{text}"' if text.isprintable() and not set(text) & {'"', "\\"} else repr(text)
+
+
+def _onnx_preamble(lift: _Lift, self_var: str) -> list[cst.BaseStatement]:
+    """The setting's value as a plain local, from the Tensor argument when one is given."""
+    if lift.codes is None:
+        default = f"{lift.local}: {lift.type} = {self_var}.{lift.attr}\n"
+        convert = lift.type
+    else:
+        table = ", ".join(f"{_quoted(text)}: {code}" for text, code in lift.codes.items())
+        legend = ", ".join(f"{code} = {_quoted(text)}" for text, code in lift.codes.items())
+        default = (f"# {lift.param} codes: {legend}, -1 = any other value\n"
+                   f"{lift.local}: int = {{{table}}}.get({self_var}.{lift.attr}, -1)\n")
+        convert = "int"
+    return [cst.parse_statement(default),
+            cst.parse_statement(f"if {lift.param} is not None:\n"
+                                f"    {lift.local} = {convert}({lift.param})\n")]
+
+
+def _with_parameters(func: cst.FunctionDef, lifts: list[_Lift], self_var: str,
+                     tensor: str | None = None) -> cst.FunctionDef:
+    """``tensor`` (how the file names torch.Tensor) selects the --target onnx form."""
     new_params = [cst.Param(cst.Name(lift.param),
                             annotation=cst.Annotation(cst.parse_expression(
-                                f"Optional[{lift.type}]")),
+                                f"Optional[{tensor or lift.type}]")),
                             default=cst.Name("None"),
                             equal=cst.AssignEqual(cst.SimpleWhitespace(" "),
                                                   cst.SimpleWhitespace(" ")))
@@ -608,9 +716,12 @@ def _with_parameters(func: cst.FunctionDef, lifts: list[_Lift], self_var: str) -
         params = params.with_changes(kwonly_params=[*params.kwonly_params, *new_params])
     else:
         params = params.with_changes(params=[*params.params, *new_params])
-    preamble = [cst.parse_statement(f"if {lift.param} is None:\n"
-                                    f"    {lift.param} = {self_var}.{lift.attr}\n")
-                for lift in lifts]
+    if tensor is not None:
+        preamble = [line for lift in lifts for line in _onnx_preamble(lift, self_var)]
+    else:
+        preamble = [cst.parse_statement(f"if {lift.param} is None:\n"
+                                        f"    {lift.param} = {self_var}.{lift.attr}\n")
+                    for lift in lifts]
     body = func.body
     if isinstance(body, cst.SimpleStatementSuite):
         body = cst.IndentedBlock([cst.SimpleStatementLine(body.body)])
@@ -763,10 +874,25 @@ class Block(nn.Module):
         ),
     )
 
+    # "onnx": the form the TorchScript-based ONNX exporter keeps every branch of (LiftBranchOnnx).
+    target: ClassVar[str] = "torchscript"
+
     def prepare(self, module: cst.Module) -> None:
         self.imports = import_map(module)
         self.module_classes = module_class_names(module, self.imports)
         self.field_types = declared_field_types(module)
+        self.tensor_name: str | None = None
+        self.import_torch = False
+        if self.target == "onnx":
+            self.tensor_name = _tensor_name(self.imports)
+            self.import_torch = self.tensor_name is None
+            self.tensor_name = self.tensor_name or "torch.Tensor"
+
+    def transform_module_impl(self, tree: cst.Module) -> cst.Module:
+        rewritten = super().transform_module_impl(tree)
+        if self.changes and self.import_torch:
+            rewritten = add_module_import(rewritten, "torch")
+        return rewritten
 
     def rewrite_class(self, cls: cst.ClassDef) -> cst.ClassDef:
         name = cls.name.value
@@ -780,7 +906,10 @@ class Block(nn.Module):
         rewritten = self._apply(analysis, plan, updated_node)
         self.need_typing("Optional")
         parts = [f"lifted {_describe(lift.key)} as {lift.param}: Optional[{lift.type}]"
-                 for lift in plan.lifts]
+                 for lift in plan.lifts] if self.tensor_name is None else [
+            f"lifted {_describe(lift.key)} as {lift.param}: Optional[Tensor] "
+            f"({'int code' if lift.codes is not None else lift.type} {lift.local})"
+            for lift in plan.lifts]
         parts += [f"copied {_describe(c.key)} to self.{c.attr}" for c in plan.copies
                   if c.key not in {lift.key for lift in plan.lifts}]
         self.changes.append(ClassChange(self.name, name, self.span_of(original_node),
@@ -807,7 +936,8 @@ class Block(nn.Module):
                         self_var: str) -> cst.FunctionDef:
         name = func.name.value
         mine = [lift for lift in plan.lifts if name in lift.methods]
-        replacements = {lift.key: lift.param for lift in mine}
+        replacements = {lift.key: lift.local or lift.param for lift in mine}
+        codes = {lift.key: lift.codes for lift in mine if lift.codes is not None}
         for copy in plan.copies:
             replacements.setdefault(copy.key, f"{self_var}.{copy.attr}")
         forwarded: dict[str, list[str]] = {}
@@ -815,8 +945,8 @@ class Block(nn.Module):
             for callee in lift.methods - {name}:
                 forwarded.setdefault(callee, []).append(lift.param)
         func = func.with_changes(body=func.body.visit(
-            _ReadReplacer(analysis, self_var, replacements, forwarded)))
-        return _with_parameters(func, mine, self_var) if mine else func
+            _ReadReplacer(analysis, self_var, replacements, forwarded, codes)))
+        return _with_parameters(func, mine, self_var, self.tensor_name) if mine else func
 
     def _copy_config_fields(self, plan: _Plan, init: cst.FunctionDef,
                             self_var: str) -> cst.FunctionDef:
@@ -836,3 +966,32 @@ class Block(nn.Module):
                               else f"{self_var}.{holder}.{copy.key[2]}")
                     body.append(cst.parse_statement(f"{self_var}.{copy.attr} = {source}\n"))
         return init.with_changes(body=init.body.with_changes(body=body))
+
+
+class LiftBranchOnnx(LiftBranch):
+    """``lift-branch`` under ``--target onnx``: each lifted setting is an ``Optional[Tensor]``
+    argument, read into a plain local::
+
+        def forward(self, x, use_act: Optional[Tensor] = None):
+            use_act_value: bool = self.use_act
+            if use_act is not None:
+                use_act_value = bool(use_act)
+            if use_act_value:
+                ...
+
+    A str setting compared only with string literals becomes an int code (``mode == "avg"`` ->
+    ``mode_value == 0``, any other string -1); other str settings are not lifted.
+
+    Why this form (measured, torch 2.13 / onnx 1.23 / onnxruntime 1.31, TorchScript-based
+    exporter): an ``Optional[bool]``/``Optional[int]``/``Optional[float]`` input is exported
+    without a type and onnxruntime refuses the model; a ``str`` input cannot be exported; an
+    ``Optional[Tensor]`` input exports as ``optional(tensor)``, every branch on it stays an
+    ``If`` (a ``while`` on it a ``Loop``), and onnxruntime matches eager for every value. A plain
+    ``bool`` argument would also export, but only without a default, which breaks existing
+    ``model(x)`` callers or needs a wrapper class in the user's file. Here existing callers are
+    unchanged (the setting is read from the attribute), and the rewritten class exports as it
+    is: ``torch.onnx.export(torch.jit.script(m), (x, torch.tensor(True)), f, dynamo=False)``.
+    A float setting is given as a float64 scalar tensor (a Python float is a double there).
+    """
+
+    target = "onnx"

@@ -40,11 +40,12 @@ class ValidationJob:
     classes: list[dict[str, Any]]          # name, rule, lifted, example (observe: name, example)
     sys_path: list[str] = field(default_factory=list)
     op: str = "validate"                   # validate | observe
+    target: str = "torchscript"            # onnx: also export, check and run in onnxruntime
 
     def to_json(self) -> str:
         return json.dumps({"id": self.id, "op": self.op, "path": self.path,
                            "source": self.source, "classes": self.classes,
-                           "sys_path": self.sys_path})
+                           "sys_path": self.sys_path, "target": self.target})
 
 
 def observe_job(id: int, path: str, classes: list[dict[str, Any]],

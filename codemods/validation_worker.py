@@ -17,7 +17,14 @@ several calls). For every class, with every configuration:
    configuration's weights and lifted-argument values, reproduces that configuration;
 5. the artifact survives ``torch.jit.save``/``load`` with the same outputs. When a rule moved code
    into a ``@torch.jit.ignore`` method (``python_only``), saving is expected to fail and the
-   verdict says so; such an artifact runs from Python only.
+   verdict says so; such an artifact runs from Python only;
+6. only for the job target ``onnx`` (:mod:`tsfix.codemods.onnx_export`): every configuration's
+   artifact (the one artifact with that configuration's weights and lifted settings, else its
+   own scripted instance) is exported with the TorchScript-based exporter, passes
+   ``onnx.checker``, and onnxruntime reproduces the eager outputs of every call. With lifted
+   settings (given as 0-d tensors under this target), each lifted input must decide an ``If``
+   (or ``Loop``) in the graph, else the export kept one path only and the class is rejected
+   naming the setting. A Python-only artifact cannot be exported: rejected.
 
 Outputs match when every tensor is ``allclose`` with rtol 1e-4, atol 1e-5.
 
@@ -36,6 +43,7 @@ from __future__ import annotations
 
 import contextlib
 import dis
+import hashlib
 import importlib
 import importlib.util
 import inspect
@@ -45,6 +53,7 @@ import os
 import re
 import shutil
 import sys
+import sysconfig
 import tempfile
 import time
 import traceback
@@ -468,10 +477,23 @@ def check_class(original: types.ModuleType, rewritten: types.ModuleType,
             continue
         served.append(k)
 
+    target = job_class.get("target", "torchscript")
+
+    def lifted_values(k: int) -> dict[str, Any]:
+        """Configuration ``k``'s settings as the lifted arguments take them."""
+        values = {param: getattr(rewrites[k], attr) for param, attr in lifted.items()}
+        if target != "onnx":
+            return values
+        from tsfix.codemods.onnx_export import setting_tensor
+
+        codes = job_class.get("codes", {})
+        return {param: setting_tensor(value, codes.get(lifted[param]))
+                for param, value in values.items()}
+
     def check_artifact(module: Any, step: str) -> None:
         for k in served:
             inst = configs[k]
-            values = {param: getattr(rewrites[k], attr) for param, attr in lifted.items()}
+            values = lifted_values(k)
             module.load_state_dict(originals[k].state_dict())
             for j, (args, kwargs) in enumerate(inst.calls):
                 try:
@@ -503,15 +525,120 @@ def check_class(original: types.ModuleType, rewritten: types.ModuleType,
             save_step = "save/load (no ignored method is called)"
 
     served_calls = sum(len(configs[k].calls) for k in served)
+    onnx_step = ""
+    if target == "onnx":
+        if job_class.get("python_only") and save_step.startswith("save fails"):
+            raise rejected(f"onnx: cannot export: {PYTHON_ONLY_SAVE}, and the exporter "
+                           "needs the whole forward in TorchScript")
+        artifacts = [(artifact, lifted_values(k)) if k in served else (scripted[k], {})
+                     for k in range(len(configs))]
+        onnx_step = "; " + check_onnx(configs, originals, artifacts, expected, lifted, rename)
     shape = (f" ({len(configs)} init x {n_calls // len(configs)} calls)"
              if any(inst.many_calls for inst in configs) else "")
     summary = (f"{n_calls} configuration(s){shape}: eager parity, re-script, {save_step}; one "
-               f"artifact served {served_calls} of {n_calls}")
+               f"artifact served {served_calls} of {n_calls}{onnx_step}")
     if configs[0].guessed:
         summary = f"guessed input {configs[0].guessed}; {summary}"
     if notes:
         summary += f" (not comparable: {'; '.join(notes)})"
     return summary
+
+
+# ---- ONNX (--target onnx) ----------------------------------------------------------------------
+
+def check_onnx(configs: list[Instance], originals: list[Any],
+               artifacts: list[tuple[Any, dict[str, Any]]], expected: list[list[Any]],
+               lifted: dict[str, str], rename: dict[str, str]) -> str:
+    """Step 6: export each configuration's artifact, check it, run it in onnxruntime.
+    ``artifacts[k]`` is the scripted module for configuration ``k`` and the lifted arguments
+    that select its settings (empty when it is its own scripted instance)."""
+    from tsfix.codemods import onnx_export as ox
+
+    exports: dict[tuple[Any, ...], tuple[ox.Runtime, Any]] = {}
+    if_counts: list[int] = []
+    compared = 0
+    for k, inst in enumerate(configs):
+        module, values = artifacts[k]
+        weights = originals[k].state_dict()
+        for j, (args, kwargs) in enumerate(inst.calls):
+            label = inst.label(j)
+            try:
+                arguments = ox.export_arguments(module, args, {**kwargs, **values})
+            except ox.OnnxFailure as exc:
+                raise rejected(f"onnx: {exc} for {label}") from exc
+            except ox.OnnxUnsupported as exc:
+                raise unverified(f"onnx: not checked: {exc} for {label}") from exc
+            # One export per module, weights and input signature; the settings are inputs.
+            key = (id(module), _fingerprint(weights),
+                   tuple((name, _signature(value)) for name, value in arguments
+                         if name not in values))
+            if key not in exports:
+                exports[key] = _export_checked(module, weights, arguments, values, label,
+                                               rename, if_counts)
+            runtime, _ = exports[key]
+            torch.manual_seed(SEED)
+            try:
+                outputs = runtime.run(arguments)
+                want, got = ox.matched_outputs(expected[k][j], outputs)
+            except ox.OnnxFailure as exc:
+                raise rejected(f"onnx: {short_error(exc, rename)} for {label}"
+                               f"{_with(values)}") from exc
+            found = difference(want, got, "onnxruntime output")
+            if found:
+                raise rejected(f"onnx: {found} for {label}{_with(values)}")
+            compared += 1
+    reason = f"onnx: exported ({len(exports)} model(s)), checker"
+    if lifted:
+        reason += f", {sum(if_counts)} If node(s), each lifted input decides a branch"
+    return f"{reason}, onnxruntime parity for {compared} configuration(s)"
+
+
+def _export_checked(module: Any, weights: dict[str, Any], arguments: list[tuple[str, Any]],
+                    values: dict[str, Any], label: str, rename: dict[str, str],
+                    if_counts: list[int]) -> tuple[Any, Any]:
+    """Export a copy of ``module`` with ``weights``, check it, and when lifted settings are
+    inputs, that each one decides a branch. The copy keeps the exporter's freezing away from
+    the artifact the other steps use."""
+    from tsfix.codemods import onnx_export as ox
+
+    buffer = io.BytesIO()
+    torch.jit.save(module, buffer)
+    buffer.seek(0)
+    copy = torch.jit.load(buffer)  # type: ignore[no-untyped-call]
+    copy.load_state_dict(weights)
+    copy.eval()
+    try:
+        model = ox.check(ox.export(copy, arguments))
+    except ox.OnnxFailure as exc:
+        raise rejected(f"onnx: {short_error(exc, rename)} for {label}{_with(values)}") from exc
+    undecided = ox.undecided_inputs(model, list(values))
+    if undecided:
+        raise rejected(f"onnx: no If node decides on the lifted {', '.join(undecided)} in the "
+                       f"exported graph (the export keeps one path only) for {label}")
+    if_counts.append(ox.count_nodes(model.graph, "If"))
+    return ox.Runtime(model.SerializeToString()), model
+
+
+def _with(values: dict[str, Any]) -> str:
+    if not values:
+        return ""
+    shown = {name: value.item() if isinstance(value, torch.Tensor) else value
+             for name, value in values.items()}
+    return f" with {shown}"
+
+
+def _fingerprint(weights: dict[str, Any]) -> str:
+    digest = hashlib.sha256()
+    for name, tensor in weights.items():
+        digest.update(name.encode())
+        digest.update(tensor.detach().cpu().contiguous().numpy().tobytes())
+    return digest.hexdigest()
+
+
+def _signature(value: Any) -> Any:
+    if isinstance(value, torch.Tensor):
+        return (tuple(value.shape), str(value.dtype))
+    return value
 
 
 # ---- one job (one file) ------------------------------------------------------------------------
@@ -568,13 +695,31 @@ def import_context(job: dict[str, Any]) -> Iterator[Imports]:
     try:
         yield Imports(job, path, package, workdir)
     finally:
-        # Forget the user's modules so the next job sees its own files fresh.
+        # Forget the user's modules so the next job sees its own files fresh. Modules of the
+        # Python installation imported meanwhile stay: torch and onnx import submodules lazily,
+        # and onnx's C extension aborts the process when it is imported twice.
         for name in set(sys.modules) - before:
-            sys.modules.pop(name, None)
+            if not _installed(sys.modules.get(name)):
+                sys.modules.pop(name, None)
         for entry in added:
             with contextlib.suppress(ValueError):
                 sys.path.remove(entry)
         shutil.rmtree(workdir, ignore_errors=True)
+
+
+_INSTALLATION = tuple({str(Path(p).resolve()) + os.sep for p in (
+    sysconfig.get_paths()["stdlib"], sysconfig.get_paths()["platstdlib"],
+    sysconfig.get_paths()["purelib"], sysconfig.get_paths()["platlib"])})
+
+
+def _installed(module: types.ModuleType | None) -> bool:
+    """A module of the Python installation (standard library, site-packages) or tsfix's own."""
+    if module is None:
+        return False
+    if module.__name__.startswith("tsfix."):
+        return True
+    file = getattr(module, "__file__", None)
+    return isinstance(file, str) and str(Path(file).resolve()).startswith(_INSTALLATION)
 
 
 def run_job(job: dict[str, Any]) -> dict[str, Any]:
@@ -588,7 +733,13 @@ def run_job(job: dict[str, Any]) -> dict[str, Any]:
             return {"id": job["id"], "classes": [
                 {"name": c["name"], "verdict": outcome.verdict, "reason": outcome.reason,
                  "duration_s": 0.0} for c in job["classes"]]}
+        target = job.get("target", "torchscript")
         for job_class in job["classes"]:
+            if target == "onnx":
+                from tsfix.codemods.onnx_export import string_codes
+
+                job_class = {**job_class, "target": target,
+                             "codes": string_codes(job["source"], job_class["name"])}
             results.append(validate_class(original, rewritten, job_class, rename))
     return {"id": job["id"], "classes": results}
 
