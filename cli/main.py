@@ -77,6 +77,11 @@ def main() -> None:
                    "runs ($TSFIX_CACHE_DIR, default ~/.cache/tsfix).")
 @click.option("--timeout", type=click.FloatRange(min=1), default=None,
               help="Seconds allowed for validating one file (default 120).")
+@click.option("--target", type=click.Choice(["torchscript", "onnx"]), default=None,
+              help="What the rewrite must work for. onnx: lifted settings become Tensor "
+                   "arguments, and validation also exports each class to ONNX and runs it in "
+                   "onnxruntime (pip install 'tsfix[onnx]'). Default: [tool.tsfix] target, "
+                   "else torchscript.")
 @click.option("-q", "--quiet", is_flag=True, help="Only errors (and the diff with --dry-run).")
 @click.option("-v", "--verbose", is_flag=True,
               help="Also say what each rewrite did and why candidates were skipped.")
@@ -84,7 +89,7 @@ def apply(paths: tuple[Path, ...], rule_names: tuple[str, ...], dry_run: bool, c
           interactive: bool, no_verify: bool, require_verified: bool | None,
           unsafe_fixes: bool | None, report_path: Path | None,
           config_path: Path | None, jobs: int, no_cache: bool, timeout: float | None,
-          quiet: bool, verbose: bool) -> None:
+          target: Literal["torchscript", "onnx"] | None, quiet: bool, verbose: bool) -> None:
     """Rewrite the model files under PATHS, validating every rewritten class."""
     from tsfix.cli.interactive import review
     from tsfix.cli.progress import ProgressDisplay
@@ -104,7 +109,7 @@ def apply(paths: tuple[Path, ...], rule_names: tuple[str, ...], dry_run: bool, c
     options = Options(rules=rules or None, mode=mode, verify=not no_verify,
                       require_verified=require_verified, config=config_path, jobs=jobs,
                       timeout=timeout, unsafe_fixes=unsafe_fixes, progress=display,
-                      cache=not no_cache)
+                      cache=not no_cache, target=target)
     try:
         result = run(list(paths), options)
     except (ConfigError, UnknownRuleError) as exc:
@@ -215,6 +220,14 @@ def list_rules() -> None:
     width = max(len(name) for name in RULE_SUMMARIES)
     for name, summary in RULE_SUMMARIES.items():
         click.echo(f"{name:<{width}}  {summary}")
+
+
+# Linter and explainer: their heavy imports are inside the commands.
+from tsfix.cli.check import check  # noqa: E402
+from tsfix.cli.explain import explain  # noqa: E402
+
+main.add_command(check)
+main.add_command(explain)
 
 
 if __name__ == "__main__":

@@ -1,0 +1,53 @@
+"""``tsfix explain``: a rule's documentation, or why a class does not script."""
+
+from __future__ import annotations
+
+import sys
+from pathlib import Path
+
+import click
+
+EXPLAIN_EXIT_CODES = """\b
+Exit codes:
+  0  the rule's documentation was printed, or the class scripts
+  1  the class does not script (or its scripted module fails on the examples)
+  2  usage or configuration error (unknown rule, no such file or class)
+  3  the class could not be built (import or constructor failed)
+"""
+
+
+@click.command("explain", epilog=EXPLAIN_EXIT_CODES)
+@click.argument("target", metavar="RULE | PATH:CLASS")
+@click.option("--config", "config_path",
+              type=click.Path(exists=True, dir_okay=False, path_type=Path),
+              help="Read [tool.tsfix] (examples) from this file instead of the nearest "
+                   "pyproject.toml.")
+@click.option("--timeout", type=click.FloatRange(min=1), default=None,
+              help="Seconds allowed for building, scripting and calling the class.")
+def explain(target: str, config_path: Path | None, timeout: float | None) -> None:
+    """Print a rule's documentation (tsfix explain lift-branch), or script a class and
+    explain its TorchScript error in plain words (tsfix explain models/net.py:Net): the line,
+    why it fails, and the rule that fixes it. Torch runs in a child process."""
+    from tsfix.codemods.config import ConfigError
+    from tsfix.codemods.explain import ExplainError, explain_class, parse_target, rule_sections
+
+    parsed = parse_target(target)
+    try:
+        if parsed is None:
+            title, sections = rule_sections(target)
+            click.secho(f"{target}: {title}", bold=True)
+            for header, body in sections:
+                click.echo()
+                click.secho(header, bold=True)
+                click.echo("\n".join(f"    {line}" if line else "" for line in body.splitlines()))
+            sys.exit(0)
+        path, class_name = parsed
+        if not path.is_file():
+            raise ExplainError(f"{path}: no such file")
+        result = explain_class(path, class_name, config_path=config_path, timeout=timeout)
+    except (ExplainError, ConfigError) as exc:
+        click.echo(f"error: {exc}", err=True)
+        sys.exit(2)
+    for i, line in enumerate(result.lines()):
+        click.secho(line, bold=i == 0)
+    sys.exit(result.exit_code)

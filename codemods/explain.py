@@ -1,0 +1,410 @@
+"""``tsfix explain``: a rule's documentation, or why one class does not script.
+
+``tsfix explain RULE`` formats the rule class's docstring (What it does / Why it breaks export /
+Example / Fix safety). ``tsfix explain path.py:Class`` builds the class (with its
+``[tool.tsfix.examples]`` table when there is one, else with its defaults), scripts it and calls
+the scripted module with the example inputs, in a child process (``python -m
+tsfix.codemods.explain``; the caller never imports torch). The TorchScript error is then matched
+against the messages measured on torch 2.13 (:data:`KNOWN_ERRORS`) and tied to a line of the
+user's file and to a ``tsfix check`` code, whose help says why and which rule fixes it. The
+linter's findings in the class fill in what the error does not say: the line, when the error
+points into torch itself (``flatten_parameters``) or nowhere (numpy's "cannot create weak
+reference"), and the other blockers of the class, which scripting reports one at a time.
+"""
+
+from __future__ import annotations
+
+import inspect
+import json
+import os
+import re
+import subprocess
+import sys
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from tsfix.codemods.check import CODES, CheckSyntaxError, Finding, check_source
+from tsfix.codemods.config import ExampleError, ExampleSpec, find_pyproject, load_config
+from tsfix.codemods.sources import SourceError, read_source
+
+SECTIONS = ("What it does", "Why it breaks export", "Example", "Fix safety")
+
+# Outcomes of the child process.
+SCRIPTS = "scripts"                  # scripted, and every example call ran
+SCRIPT_FAILED = "script_failed"      # torch.jit.script raised
+CALL_FAILED = "call_failed"          # scripted, but a call of the scripted module raised
+NOT_BUILT = "not_built"              # the file does not import, or the class cannot be built
+
+
+class ExplainError(Exception):
+    """A usage error: bad target, unknown rule, missing class (exit code 2)."""
+
+
+# ---- rule documentation ------------------------------------------------------------------------
+
+def rule_sections(name: str) -> tuple[str, list[tuple[str, str]]]:
+    """The rule's title line and its docstring sections, in order, bodies dedented."""
+    from tsfix.codemods.registry import ALL_RULES
+
+    rule = ALL_RULES.get(name)
+    if rule is None:
+        raise ExplainError(f"unknown rule {name!r} (known: {', '.join(ALL_RULES)}); "
+                           "or give a class as path.py:ClassName")
+    module = sys.modules[rule.__module__]
+    doc = inspect.cleandoc(module.__doc__ or rule.__doc__ or "")
+    lines = doc.splitlines()
+    title = re.sub(rf"^``{re.escape(name)}``:\s*", "", lines[0]) if lines else name
+    sections: list[tuple[str, str]] = []
+    header, body = "", list[str]()
+    for line in lines[1:]:
+        if line.strip() in SECTIONS and not line.startswith(" "):
+            if header:
+                sections.append((header, _dedent(body)))
+            header, body = line.strip(), []
+        elif header:
+            body.append(line)
+    if header:
+        sections.append((header, _dedent(body)))
+    return _plain(title), sections
+
+
+def _dedent(lines: list[str]) -> str:
+    return _plain(inspect.cleandoc("\n".join(lines)))
+
+
+def _plain(text: str) -> str:
+    """reStructuredText markup as terminal text: ``x`` -> `x`, a trailing ``::`` -> ``:``."""
+    text = re.sub(r"``([^`]+)``", r"`\1`", text)
+    return re.sub(r"::$", ":", text, flags=re.MULTILINE)
+
+
+# ---- the class explainer -----------------------------------------------------------------------
+
+@dataclass(frozen=True)
+class KnownError:
+    pattern: str
+    code: str | None             # a tsfix check code; None: `explanation` says it all
+    explanation: str = ""
+
+
+# Measured on torch 2.13 (fixtures/check/blockers.py has one class for each). Order matters:
+# the first pattern found in the message wins.
+KNOWN_ERRORS = (
+    KnownError(r"try blocks aren't supported", "TSF101"),
+    KnownError(r"Lambda aren't supported", "TSF102"),
+    KnownError(r"global variables aren't supported", "TSF103"),
+    KnownError(r"Don't support (formatting|conversion) in JoinedStr", "TSF104"),
+    KnownError(r"python value of type '\w+' cannot be used as a value", "TSF105"),
+    KnownError(r"function definitions aren't supported", "TSF106"),
+    KnownError(r"Yield aren't supported", "TSF107"),
+    KnownError(r"nn/modules/rnn\.py", "TSF212"),
+    KnownError(r"Set(Comp)? aren't supported", "TSF108"),
+    KnownError(r"NamedExpr aren't supported", "TSF109"),
+    KnownError(r"keyword-arg expansion is not supported", "TSF110"),
+    KnownError(r"getattr's second argument must be a string literal", "TSF111"),
+    KnownError(r"do not support break or continue", "TSF112"),
+    KnownError(r"does not have a statically determinable length", "TSF113"),
+    KnownError(r"Sliced expression not yet supported for subscripted assignment", "TSF114"),
+    KnownError(r"cannot statically infer the expected size of a list", "TSF214"),
+    KnownError(r"found type 'NoneType'|Could not cast value of type NoneType to bool", "TSF116"),
+    KnownError(r"builtin cannot be used as a value", "TSF117"),
+    KnownError(r"Expected integer literal for index", "TSF201"),
+    KnownError(r"reversed\(Tensor 0\)", "TSF202"),
+    KnownError(r"failed to convert Python type: '(?!torch)[\w.]+' to a TorchScript type|"
+               r"is defined as a class attribute which currently is not supported", "TSF203"),
+    KnownError(r"cannot create weak reference to 'numpy|object has no attribute or method "
+               r"'numpy'|Python builtin <built-in function \w+> is currently not supported|"
+               r"numpy", "TSF205"),
+    KnownError(r"Expected a default value of type Tensor", "TSF206"),
+    KnownError(r"Expected a value of type 'Optional\[Tensor\]' for argument|Expected a proper "
+               r"Tensor but got None", "TSF207"),
+    KnownError(r"Expected a value of type 'Tensor[^']*' for argument '\w+' but instead found",
+               "TSF206", "An unannotated parameter is a Tensor to TorchScript; this call "
+               "passes something else. Annotate the parameter with the type it takes."),
+    KnownError(r"Expected a default value of type \w+ on parameter", "TSF208"),
+    KnownError(r"Mutable default parameters are not supported", "TSF209"),
+    KnownError(r"can't take variable number of arguments or use keyword-only", "TSF210"),
+    KnownError(r"'Tensor' object has no attribute or method 'forward'", "TSF211"),
+    KnownError(r"Class Variable does not have an __init__", "TSF213"),
+    KnownError(r"aten::sum|sum\.\w+\(", "TSF215"),
+    KnownError(r"previously matched to type Tensor is matched to type \w+", None,
+               "An empty list `[]` is a List[Tensor] to TorchScript, and something else is "
+               "appended to it. Annotate it (`lens: List[int] = []`); `tsfix apply --rule "
+               "annotate` does."),
+    KnownError(r"Tried to set nonexistent attribute", None,
+               "forward() assigns an attribute that __init__ never set; TorchScript only "
+               "knows the attributes the instance has when it is scripted. Set it in "
+               "__init__."),
+    KnownError(r"Module '\w+' has no attribute '\w+'", None,
+               "TorchScript cannot hold this attribute's value (a class-level list, a Python "
+               "object, a value of unsupported type). Store a tensor, number, string, list or "
+               "dict of those in __init__, or copy the fields forward() reads into plain "
+               "attributes."),
+)
+
+
+@dataclass
+class Explanation:
+    """What went wrong, where, and how to fix it."""
+
+    class_name: str
+    display: str                    # the user's file, as shown
+    outcome: str                    # SCRIPTS | SCRIPT_FAILED | CALL_FAILED | NOT_BUILT
+    error: str = ""                 # torch's message, first lines
+    line: int | None = None
+    source_line: str = ""
+    code: str | None = None
+    explanation: str = ""
+    fix: str | None = None          # the rule
+    hints: list[Finding] = field(default_factory=list)   # tsfix check findings in the class
+    notes: list[str] = field(default_factory=list)
+    calls: int = 0                  # example calls the scripted module ran
+
+    @property
+    def exit_code(self) -> int:
+        return {SCRIPTS: 0, NOT_BUILT: 3}.get(self.outcome, 1)
+
+    def lines(self) -> list[str]:
+        where = f"{self.display}:{self.line}" if self.line else self.display
+        out: list[str] = []
+        if self.outcome == SCRIPTS:
+            ran = (f" and runs on {self.calls} example call{'s' if self.calls != 1 else ''}"
+                   if self.calls else "")
+            out.append(f"{where}: {self.class_name} scripts{ran}")
+        elif self.outcome == NOT_BUILT:
+            out.append(f"{where}: cannot script {self.class_name}: {self.error}")
+        else:
+            verb = ("does not script" if self.outcome == SCRIPT_FAILED
+                    else "scripts, but calling the scripted module fails")
+            title = CODES[self.code].summary if self.code else "TorchScript error"
+            out.append(f"{where}: {self.class_name} {verb}: {title}"
+                       + (f" [{self.code}]" if self.code else ""))
+            if self.source_line:
+                out.append(f"    {self.line} | {self.source_line.strip()}")
+            if self.explanation:
+                out.append(f"why: {self.explanation}")
+            if self.fix:
+                out.append(f"fix: tsfix apply --rule {self.fix} {self.display}")
+            elif self.code:
+                out.append("fix: no tsfix rule rewrites this yet; change the code by hand.")
+            out.append(f"torch said: {self.error}")
+        out.extend(f"note: {note}" for note in self.notes)
+        others = [h for h in self.hints if h.code != self.code]
+        if others:
+            out.append(f"other findings in {self.class_name} (tsfix check):")
+            out.extend(f"  {h.text()}" for h in others)
+        return out
+
+
+def parse_target(target: str) -> tuple[Path, str] | None:
+    """``models/x.py:Class`` -> (path, class); None when ``target`` is not of that form."""
+    path, sep, name = target.rpartition(":")
+    if not sep or not path or not name.isidentifier():
+        return None
+    return Path(path), name
+
+
+def explain_class(path: Path, class_name: str, *, config_path: Path | None = None,
+                  timeout: float | None = None, display: str | None = None) -> Explanation:
+    """Script ``class_name`` from ``path`` in a child process and explain the outcome.
+    Raises ExplainError (usage), ConfigError (bad configuration)."""
+    shown = display or path.as_posix()
+    try:
+        text = read_source(path).text
+    except SourceError as exc:
+        raise ExplainError(str(exc)) from exc
+    try:
+        findings = check_source(text, shown)
+    except CheckSyntaxError as exc:
+        raise ExplainError(str(exc)) from exc
+    if not re.search(rf"^class\s+{re.escape(class_name)}\b", text, re.MULTILINE):
+        raise ExplainError(f"{shown}: no top-level class {class_name!r}")
+    config = load_config(config_path or find_pyproject([path]))
+    spec = config.example_for(path, class_name)
+    notes: list[str] = []
+    if isinstance(spec, ExampleError):
+        notes.append(f"example table ignored: {spec}")
+        spec = None
+    if spec is None:
+        key = _example_key(path, config.root)
+        spec = ExampleSpec.automatic(f"{key}:{class_name}")
+        notes.append("no [tool.tsfix.examples] table: built with its defaults "
+                     f"(add [tool.tsfix.examples.\"{key}:{class_name}\"] to choose)")
+    job = {"path": str(path.resolve()), "class": class_name, "example": spec.to_json(),
+           "sys_path": [str(config.root)] if config.root else []}
+    outcome = _run_child(job, timeout or config.timeout)
+    hints = [f for f in findings if f.class_name == class_name]
+    return _explain(outcome, class_name, shown, path, text, hints, notes)
+
+
+def _example_key(path: Path, root: Path | None) -> str:
+    resolved = path.resolve()
+    if root is not None and resolved.is_relative_to(root):
+        return resolved.relative_to(root).as_posix()
+    return path.as_posix()
+
+
+def _run_child(job: dict[str, Any], timeout: float) -> dict[str, Any]:
+    env = dict(os.environ, PYTHONDONTWRITEBYTECODE="1")
+    try:
+        done = subprocess.run([sys.executable, "-m", "tsfix.codemods.explain"],
+                              input=json.dumps(job), capture_output=True, text=True,
+                              timeout=timeout + 60, env=env)   # + importing torch
+    except subprocess.TimeoutExpired:
+        return {"outcome": NOT_BUILT, "error": f"timed out after {timeout:g}s (a hang?)"}
+    for line in reversed(done.stdout.splitlines()):
+        if line.startswith("{"):
+            result: dict[str, Any] = json.loads(line)
+            return result
+    tail = (done.stderr.strip().splitlines() or ["no output"])[-1]
+    return {"outcome": NOT_BUILT, "error": f"the scripting process failed: {tail}"}
+
+
+_FRAME = re.compile(r'File "([^"]+)", line (\d+)')
+
+
+def _explain(outcome: dict[str, Any], class_name: str, display: str, path: Path, text: str,
+             hints: list[Finding], notes: list[str]) -> Explanation:
+    notes = notes + list(outcome.get("notes", []))
+    result = Explanation(class_name, display, outcome["outcome"], hints=hints, notes=notes,
+                         calls=int(outcome.get("calls", 0)))
+    message = str(outcome.get("error", ""))
+    result.error = _first_lines(outcome.get("error_type", ""), message)
+    if result.outcome in (SCRIPTS, NOT_BUILT):
+        return result
+    known = next((k for k in KNOWN_ERRORS if re.search(k.pattern, message)), None)
+    result.line = _user_line(message, path)
+    code = known.code if known else None
+    on_line = [h for h in hints if h.line == result.line]
+    if on_line and code not in {h.code for h in on_line}:
+        # Messages overlap (a bad sum() reads like a bad argument type); what the linter finds
+        # on the line the error points at says which construct it is.
+        code = on_line[0].code
+    if result.line is None and code is not None:
+        located = [h for h in hints if h.code == code]
+        if located:
+            result.line = located[0].line
+    if code is not None:
+        result.code = code
+        result.fix = CODES[code].fix
+        result.explanation = (known.explanation if known and known.explanation
+                              and known.code == code else CODES[code].help)
+    elif known is not None:
+        result.explanation = known.explanation
+        result.fix = "annotate" if "--rule annotate" in known.explanation else None
+    elif hints:
+        probable = hints[0]
+        result.line = result.line or probable.line
+        result.code, result.fix = probable.code, probable.fix
+        result.explanation = (f"TorchScript's message is not one tsfix knows; the probable "
+                              f"cause is what tsfix check finds at line {probable.line}: "
+                              f"{CODES[probable.code].help}")
+    else:
+        result.explanation = ("not an error tsfix knows; the message above is TorchScript's "
+                              "own, and the line is where it points.")
+    if result.line is not None:
+        source = text.splitlines()
+        if 0 < result.line <= len(source):
+            result.source_line = source[result.line - 1]
+    return result
+
+
+def _user_line(message: str, path: Path) -> int | None:
+    """The first line of the user's file the message points at."""
+    target = path.resolve()
+    for file, line in _FRAME.findall(message):
+        try:
+            if Path(file).resolve() == target:
+                return int(line)
+        except OSError:
+            continue
+    return None
+
+
+def _first_lines(kind: str, message: str) -> str:
+    lines = [line.strip() for line in message.splitlines() if line.strip()]
+    first = lines[0].rstrip(":") if lines else ""
+    if first.startswith("Arguments for call are not valid"):
+        # The first candidate's complaint says what was found instead.
+        found = next((line for line in lines if "instead found" in line), "")
+        first = f"{first} {found}".strip()
+    last = lines[-1] if len(lines) > 1 else ""
+    if first.startswith("The following operation failed") and last:
+        first = last          # the interpreter's own error is the last line
+        kind = ""
+    text = f"{kind}: {first}" if kind else first
+    return text if len(text) <= 300 else text[:297] + "..."
+
+
+# ---- the child process (imports torch) ---------------------------------------------------------
+
+def child_main() -> None:
+    """Script one class and call it: reads the job on stdin, writes one JSON line on the
+    stdout it was started with (user prints go to stderr)."""
+    results = os.fdopen(os.dup(1), "w", encoding="utf-8")
+    os.dup2(2, 1)
+    sys.stdout = sys.stderr
+    job = json.loads(sys.stdin.read())
+    results.write(json.dumps(_script_class(job)) + "\n")
+    results.flush()
+
+
+def _script_class(job: dict[str, Any]) -> dict[str, Any]:
+    import warnings
+
+    import torch
+    from tsfix.codemods.validation_worker import (
+        Instance,
+        Verdict,
+        build,
+        call,
+        import_context,
+        instances,
+    )
+
+    warnings.filterwarnings("ignore", message=r"`torch\.jit\.", category=DeprecationWarning)
+    notes: list[str] = []
+    calls = 0
+    with import_context(job) as load:
+        try:
+            module = load.original()
+        except Verdict as verdict:
+            return {"outcome": NOT_BUILT, "error": verdict.reason}
+        cls = getattr(module, job["class"], None)
+        if not isinstance(cls, type) or not issubclass(cls, torch.nn.Module):
+            return {"outcome": NOT_BUILT, "error": f"{job['class']} is not an nn.Module class"}
+        try:
+            made = instances(job["example"], cls)
+        except Verdict as verdict:
+            # No input could be guessed: scripting needs none, so script the default build.
+            notes.append(f"not called: {verdict.reason.split(';')[0]}")
+            made = [Instance(0, {}, [], False)]
+        except BaseException as exc:
+            return {"outcome": NOT_BUILT, "error": f"building the inputs failed: {exc}"}
+        for instance in made:
+            try:
+                model = build(cls, instance.init)
+            except BaseException as exc:
+                return {"outcome": NOT_BUILT, "notes": notes,
+                        "error": f"{instance.label(show_init=True)}: the constructor failed "
+                                 f"({type(exc).__name__}: {exc}); add an example table with "
+                                 "init arguments"}
+            try:
+                scripted = torch.jit.script(model)
+            except BaseException as exc:
+                return {"outcome": SCRIPT_FAILED, "error_type": type(exc).__name__,
+                        "error": str(exc), "notes": notes}
+            for j, (args, kwargs) in enumerate(instance.calls):
+                try:
+                    call(scripted, args, kwargs)
+                    calls += 1
+                except BaseException as exc:
+                    notes.append(f"the failing call: {instance.label(j, show_init=True)}")
+                    return {"outcome": CALL_FAILED, "error_type": type(exc).__name__,
+                            "error": str(exc), "notes": notes}
+    return {"outcome": SCRIPTS, "notes": notes, "calls": calls}
+
+
+if __name__ == "__main__":
+    child_main()

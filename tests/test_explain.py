@@ -1,0 +1,194 @@
+"""`tsfix explain`: rule documentation, and TorchScript errors turned into explanations."""
+
+from __future__ import annotations
+
+import json
+import re
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+from tsfix.codemods.check import CODES, check_source
+from tsfix.codemods.explain import (
+    CALL_FAILED,
+    SCRIPT_FAILED,
+    SECTIONS,
+    ExplainError,
+    _explain,
+    parse_target,
+    rule_sections,
+)
+from tsfix.codemods.registry import ALL_RULES
+
+FIXTURES = Path(__file__).resolve().parent.parent / "fixtures" / "check"
+BLOCKERS = FIXTURES / "blockers.py"
+
+
+def cli(*args: str, cwd: Path) -> subprocess.CompletedProcess[str]:
+    return subprocess.run([sys.executable, "-m", "tsfix.cli.main", *args], capture_output=True,
+                          text=True, cwd=cwd, timeout=300)
+
+
+@pytest.mark.parametrize("name", list(ALL_RULES))
+def test_every_rule_documents_the_four_sections(name: str) -> None:
+    title, sections = rule_sections(name)
+    assert title and not title.startswith("``")
+    assert [header for header, _ in sections] == list(SECTIONS)
+    assert all(body.strip() and "``" not in body for _, body in sections)
+
+
+def test_explain_rule_cli_and_unknown_rule(tmp_path: Path) -> None:
+    done = cli("explain", "modulelist-iter", cwd=tmp_path)
+    assert done.returncode == 0, done.stderr
+    assert done.stdout.startswith("modulelist-iter: ")
+    for header in SECTIONS:
+        assert f"\n{header}\n" in done.stdout
+    unknown = cli("explain", "no-such-rule", cwd=tmp_path)
+    assert unknown.returncode == 2
+    assert "unknown rule 'no-such-rule'" in unknown.stderr and "lift-branch" in unknown.stderr
+    with pytest.raises(ExplainError):
+        rule_sections("no-such-rule")
+
+
+def test_parse_target() -> None:
+    assert parse_target("models/x.py:Net") == (Path("models/x.py"), "Net")
+    assert parse_target("lift-branch") is None
+    assert parse_target("x.py:not a class") is None
+
+
+def test_missing_class_or_file_is_a_usage_error(tmp_path: Path) -> None:
+    shutil.copy(BLOCKERS, tmp_path / "blockers.py")
+    missing = cli("explain", "blockers.py:Nope", cwd=tmp_path)
+    assert missing.returncode == 2 and "no top-level class 'Nope'" in missing.stderr
+    no_file = cli("explain", "absent.py:Net", cwd=tmp_path)
+    assert no_file.returncode == 2 and "no such file" in no_file.stderr
+
+
+# ---- mapping messages (no torch) ---------------------------------------------------------------
+
+def _outcome(message: str, path: Path, outcome: str = SCRIPT_FAILED) -> dict[str, object]:
+    return {"outcome": outcome, "error_type": "RuntimeError", "error": message}
+
+
+def test_misleading_aten_eq_message_points_at_the_none_attribute() -> None:
+    text = BLOCKERS.read_text()
+    hints = [f for f in check_source(text, "blockers.py") if f.class_name == "NoneModeCompared"]
+    line = next(f.line for f in hints)
+    message = ("\nArguments for call are not valid.\nThe following variants are available:\n"
+               "  aten::eq.Tensor(Tensor self, Tensor other) -> Tensor:\n"
+               "  Expected a value of type 'Tensor' for argument 'self' but instead found type "
+               "'NoneType'.\n\nThe original call is:\n"
+               f'  File "{BLOCKERS}", line {line}\n')
+    result = _explain(_outcome(message, BLOCKERS), "NoneModeCompared", "blockers.py",
+                      BLOCKERS, text, hints, [])
+    assert (result.line, result.code, result.fix) == (line, "TSF116", None)
+    assert "found type 'NoneType'" in result.error
+    lines = result.lines()
+    assert lines[0].startswith(f"blockers.py:{line}: NoneModeCompared does not script")
+    assert "self.mode" in lines[1] and any(x.startswith("why: ") for x in lines)
+
+
+def test_numpy_message_without_location_is_located_by_the_linter() -> None:
+    text = BLOCKERS.read_text()
+    hints = [f for f in check_source(text, "blockers.py") if f.class_name == "NumpyCall"]
+    result = _explain({"outcome": SCRIPT_FAILED, "error_type": "TypeError",
+                       "error": "cannot create weak reference to 'numpy.ufunc' object"},
+                      "NumpyCall", "blockers.py", BLOCKERS, text, hints, [])
+    assert (result.code, result.fix, result.line) == ("TSF205", "numpy-to-torch", hints[0].line)
+    assert "fix: tsfix apply --rule numpy-to-torch blockers.py" in result.lines()
+
+
+def test_unknown_error_is_printed_as_is_with_its_line(tmp_path: Path) -> None:
+    model = tmp_path / "m.py"
+    model.write_text("import torch.nn as nn\n\n\nclass M(nn.Module):\n"
+                     "    def forward(self, x):\n        return x.frobnicate()\n")
+    message = f'Something new happened:\n  File "{model}", line 6\n    return x.frobnicate()\n'
+    result = _explain(_outcome(message, model), "M", "m.py", model, model.read_text(), [], [])
+    assert (result.line, result.code, result.fix) == (6, None, None)
+    assert result.error == "RuntimeError: Something new happened"
+    assert "return x.frobnicate()" in result.lines()[1]
+
+
+def test_call_failure_names_the_parameter_finding() -> None:
+    text = BLOCKERS.read_text()
+    hints = [f for f in check_source(text, "blockers.py") if f.class_name == "UntypedNoneDefault"]
+    message = ("The following operation failed in the TorchScript interpreter.\n"
+               f'  File "{BLOCKERS}", line {hints[0].line + 2}, in forward\n'
+               "RuntimeError: Expected a proper Tensor but got None (or an undefined Tensor in "
+               "C++) for argument #1 'other'")
+    result = _explain(_outcome(message, BLOCKERS, CALL_FAILED), "UntypedNoneDefault",
+                      "blockers.py", BLOCKERS, text, hints, [])
+    assert (result.code, result.fix) == ("TSF207", "annotate")
+    assert result.error.startswith("RuntimeError: Expected a proper Tensor")
+    assert "calling the scripted module fails" in result.lines()[0]
+
+
+# ---- every fixture class, scripted for real ----------------------------------------------------
+
+EXPLAIN_ALL = """
+import json, sys
+from pathlib import Path
+from tsfix.codemods.check import check_source
+from tsfix.codemods.config import ExampleSpec, find_pyproject, load_config
+from tsfix.codemods.explain import _explain, _script_class
+path = Path(sys.argv[1]).resolve()
+config = load_config(find_pyproject([path]))
+text = path.read_text()
+findings = check_source(text, path.name)
+out = {}
+for name in sorted({f.class_name for f in findings}):
+    spec = config.example_for(path, name) or ExampleSpec.automatic(f"{path.name}:{name}")
+    outcome = _script_class({"path": str(path), "class": name, "example": spec.to_json(),
+                             "sys_path": [str(config.root)]})
+    hints = [f for f in findings if f.class_name == name]
+    result = _explain(outcome, name, path.name, path, text, hints, [])
+    out[name] = {"outcome": result.outcome, "line": result.line, "code": result.code,
+                 "fix": result.fix, "text": result.lines()}
+print(json.dumps(out))
+"""
+
+
+@pytest.mark.slow
+def test_every_failing_fixture_class_gets_its_code_and_line(tmp_path: Path) -> None:
+    folder = tmp_path / "check"
+    shutil.copytree(FIXTURES, folder, ignore=shutil.ignore_patterns("__pycache__"))
+    done = subprocess.run([sys.executable, "-c", EXPLAIN_ALL, str(folder / "blockers.py")],
+                          capture_output=True, text=True, timeout=600)
+    assert done.returncode == 0, done.stderr
+    explained = json.loads(done.stdout.splitlines()[-1])
+    markers: dict[int, set[str]] = {}
+    for number, line in enumerate(BLOCKERS.read_text().splitlines(), 1):
+        match = re.search(r"#((?: TSF\d{3})+)\s*$", line)
+        if match:
+            markers[number] = set(match.group(1).split())
+    for name, result in explained.items():
+        if name == "ConfigBranch":          # TSF204 is a warning: the class scripts
+            assert result["outcome"] == "scripts", result
+            continue
+        assert result["outcome"] in (SCRIPT_FAILED, CALL_FAILED), (name, result)
+        assert result["code"] in CODES, (name, result)
+        marked_codes = {code for codes in markers.values() for code in codes}
+        assert result["code"] in marked_codes
+        # The line explained is one whose marker names that code, or the call that fails.
+        assert result["line"] is not None, (name, result)
+        assert (result["code"] in markers.get(result["line"], set())
+                or result["outcome"] == CALL_FAILED), (name, result)
+        assert result["fix"] == CODES[result["code"]].fix
+
+
+@pytest.mark.slow
+def test_explain_cli_on_a_class_that_scripts_and_one_that_does_not(tmp_path: Path) -> None:
+    folder = tmp_path / "check"
+    shutil.copytree(FIXTURES, folder, ignore=shutil.ignore_patterns("__pycache__"))
+    good = cli("explain", "clean.py:WorksList", cwd=folder)
+    assert good.returncode == 0, good.stderr
+    assert good.stdout.startswith("clean.py: WorksList scripts and runs on 1 example call")
+    bad = cli("explain", "blockers.py:IndexedByVariable", cwd=folder)
+    assert bad.returncode == 1, bad.stderr
+    first, source = bad.stdout.splitlines()[:2]
+    assert first.startswith("blockers.py:160: IndexedByVariable does not script")
+    assert "[TSF201]" in first and "self.layers[i](x)" in source
+    assert "fix: tsfix apply --rule modulelist-iter blockers.py" in bad.stdout
+    assert "torch said: RuntimeError: Expected integer literal for index" in bad.stdout
