@@ -51,20 +51,30 @@ classes held back whole, and a dropped rule skips its class.
 
 from __future__ import annotations
 
+import importlib.util
 import json
 import multiprocessing
 import os
 import signal
 import time
-from collections.abc import Callable, Iterable, Iterator
+from collections.abc import Callable, Iterable, Iterator, Sequence
 from concurrent.futures import ProcessPoolExecutor, as_completed
+from concurrent.futures.process import BrokenProcessPool
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Literal
 
 from tsfix.codemods.analysis import may_define_module
 from tsfix.codemods.cache import Cache, cacheable, entry_of, restore
-from tsfix.codemods.config import Config, ExampleError, ExampleSpec, find_pyproject, load_config
+from tsfix.codemods.config import (
+    TARGETS,
+    Config,
+    ConfigError,
+    ExampleError,
+    ExampleSpec,
+    find_pyproject,
+    load_config,
+)
 from tsfix.codemods.registry import select_rules
 from tsfix.codemods.report import (
     REJECTED,
@@ -109,6 +119,9 @@ class Options:
     # on by default in the CLI (--no-cache), as in black.
     cache: bool = False
     cache_dir: Path | None = None           # None: $TSFIX_CACHE_DIR, else ~/.cache/tsfix
+    # "onnx": lift-branch emits the exportable form and validation also exports to ONNX and
+    # runs onnxruntime (needs the onnx extra). None: [tool.tsfix] target, else "torchscript".
+    target: Literal["torchscript", "onnx"] | None = None
 
 
 @dataclass
@@ -149,6 +162,7 @@ class _Session:
     unsafe_fixes: bool
     # Running totals for the progress display: "rewrites" and one entry per verdict.
     counts: dict[str, int] = field(default_factory=dict)
+    target: str = "torchscript"
 
     @property
     def workers(self) -> int:
@@ -234,17 +248,20 @@ class _Pending:
         return self.loaded.source
 
 
-def run(paths: list[Path], options: Options) -> RunResult:
-    """Raises ConfigError or UnknownRuleError for a bad configuration or rule name."""
+def run(targets: Sequence[str | os.PathLike[str]], options: Options) -> RunResult:
+    """Rewrite the files and folders ``targets``. Raises ConfigError or UnknownRuleError for a
+    bad configuration or rule name."""
+    paths = [Path(target) for target in targets]
     config = load_config(options.config or find_pyproject(paths))
     rule_names = options.rules or config.rules or ["all"]
-    rules = select_rules(rule_names)
+    target = _target(options, config)
+    rules = select_rules(rule_names, target)
     session = _Session(
         rules, config, options,
         require_verified=(config.require_verified if options.require_verified is None
                           else options.require_verified),
         unsafe_fixes=(config.unsafe_fixes if options.unsafe_fixes is None
-                      else options.unsafe_fixes))
+                      else options.unsafe_fixes), target=target)
     files: list[FileResult] = []
     for found in discover(paths, config.root, config.exclude):
         if isinstance(found, SourceError):
@@ -259,7 +276,7 @@ def run(paths: list[Path], options: Options) -> RunResult:
                               unsafe_fixes=session.unsafe_fixes,
                               line_length=config.line_length, verify=options.verify,
                               require_verified=session.require_verified,
-                              auto_examples=config.auto_examples)
+                              auto_examples=config.auto_examples, target=target)
     keys, cached_texts = _from_cache(files, cache, config)
 
     # Validation workers start only when a round has jobs; with verify=False none runs.
@@ -290,6 +307,22 @@ def run(paths: list[Path], options: Options) -> RunResult:
     return RunResult(files, [r.name for r in rules], options.mode, options.verify,
                      session.require_verified, session.unsafe_fixes, processes,
                      cache.hits if cache is not None else 0)
+
+
+def _target(options: Options, config: Config) -> str:
+    """The run's target; "onnx" with validation needs the onnx extra installed."""
+    target = options.target or config.target
+    if target not in TARGETS:
+        raise ConfigError(f"unknown target {target!r} (expected one of {', '.join(TARGETS)})")
+    if target == "onnx" and options.verify:
+        missing = [name for name in ("onnx", "onnxruntime")
+                   if importlib.util.find_spec(name) is None]
+        if missing:
+            raise ConfigError(f"--target onnx validates with onnx and onnxruntime, and "
+                              f"{' and '.join(missing)} {'is' if len(missing) == 1 else 'are'} "
+                              "not installed: pip install 'tsfix[onnx]' (or run with "
+                              "--no-verify)")
+    return target
 
 
 def _from_cache(files: list[FileResult], cache: Cache | None, config: Config
@@ -412,15 +445,25 @@ def _rewrite_all(files: list[FileResult], session: _Session,
     tasks = [work[start:start + FILES_PER_TASK] for start in range(0, len(work), FILES_PER_TASK)]
     # spawn, not fork: the validation pool may already have threads and pipes open.
     context = multiprocessing.get_context("spawn")
-    with ProcessPoolExecutor(max_workers=min(session.workers, len(tasks)), mp_context=context,
-                             initializer=_ignore_interrupts) as executor:
-        futures = [executor.submit(_rewrite_task, task, settings) for task in tasks]
-        try:
-            return _collect(files, (future.result() for future in as_completed(futures)),
-                            report)
-        except BaseException:
-            executor.shutdown(wait=False, cancel_futures=True)
-            raise
+    try:
+        with ProcessPoolExecutor(max_workers=min(session.workers, len(tasks)),
+                                 mp_context=context, initializer=_ignore_interrupts) as executor:
+            futures = [executor.submit(_rewrite_task, task, settings) for task in tasks]
+            try:
+                return _collect(files, (future.result() for future in as_completed(futures)),
+                                report)
+            except BaseException:
+                executor.shutdown(wait=False, cancel_futures=True)
+                raise
+    except BrokenProcessPool:
+        # A rewrite process died: killed, out of memory, or never started because the calling
+        # script has no `if __name__ == "__main__":` guard (spawn re-runs it). The work is
+        # redone here, in this process, from the untouched originals.
+        for i, result, _ in work:
+            files[i] = result
+        report = session.reporter("rewrite", len(work))
+        return _collect(files, ([(i, _load_and_rewrite(result, seen, settings))]
+                                for i, result, seen in work), report)
 
 
 def _ignore_interrupts() -> None:
@@ -546,7 +589,7 @@ def _validate(pending: list[_Pending], session: _Session, pool: WorkerPool) -> N
                                 "original's examples; not validated")
             continue
         job = ValidationJob(len(jobs), str(result.path.resolve()), item.rewrite.text, classes,
-                            session.sys_path)
+                            session.sys_path, target=session.target)
         jobs.append(job)
         by_job[job.id] = item
     report = session.reporter("validate", sum(len(job.classes) for job in jobs))
@@ -624,7 +667,8 @@ def _drop_rules(pending: list[_Pending], session: _Session, pool: WorkerPool) ->
                 if not kept:
                     continue  # without this rule nothing changes the class: not a fix
                 job = ValidationJob(len(jobs), str(result.path.resolve()), rewrite.text,
-                                    [_job_class(name, kept, spec)], session.sys_path)
+                                    [_job_class(name, kept, spec)], session.sys_path,
+                                    target=session.target)
                 jobs.append(job)
                 trials[job.id] = _Trial(item, name, rule_name, rewrite)
     if not jobs:

@@ -4,6 +4,8 @@ summary table and ``tsfix report``."""
 from __future__ import annotations
 
 import json
+import subprocess
+import sys
 from pathlib import Path
 from typing import Any
 
@@ -55,6 +57,25 @@ def test_parallel_rewrite_matches_one_process(tmp_path: Path) -> None:
     assert sum(status == "changed" for status in statuses.values()) == PARALLEL_MIN_FILES + 6
     # Results keep discovery order whatever order the processes finished in.
     assert [f.path for f in together.files] == [f.path for f in alone.files]
+
+
+def test_api_script_without_main_guard_still_rewrites_everything(tmp_path: Path) -> None:
+    # spawn re-runs a script that calls run() at top level, so its rewrite processes die while
+    # starting; the engine then does the work in the calling process instead of failing.
+    zoo = _zoo(tmp_path, PARALLEL_MIN_FILES + 2)
+    script = tmp_path / "migrate.py"
+    script.write_text(
+        "import json, sys\n"
+        "from tsfix.codemods.engine import Options, run\n"
+        f"result = run([{str(zoo)!r}], Options(rules=['lift-branch'], verify=False, "
+        "mode='diff', jobs=2))\n"
+        "print(json.dumps({'changed': sum(f.status == 'changed' for f in result.files), "
+        "'processes': result.rewrite_processes}))\n")
+    done = subprocess.run([sys.executable, str(script)], capture_output=True, text=True,
+                          cwd=tmp_path, timeout=300)
+    assert done.returncode == 0, done.stderr
+    assert json.loads(done.stdout.splitlines()[-1]) == {"changed": PARALLEL_MIN_FILES + 2,
+                                                        "processes": 0}
 
 
 def test_parallel_write_writes_what_one_process_writes(tmp_path: Path) -> None:
