@@ -4,13 +4,22 @@ Tests import the plain helpers with ``from conftest import ...`` (pytest puts th
 ``sys.path``). Every test builds its own small project in ``tmp_path``: model files plus a
 ``pyproject.toml`` with a ``[tool.tsfix]`` table and ``[tool.tsfix.examples]`` tables, and
 runs from that folder (so report paths are relative to it).
+
+The fixture helpers at the end serve the rule tests: ``fixtures/<rule>/`` holds pairs
+``<case>.in.py`` / ``<case>.out.py`` (the input and what the rule must make of it).
 """
 
 from __future__ import annotations
 
+import importlib.util
 import json
+import shutil
+import subprocess
+import sys
 import textwrap
+import types
 from collections.abc import Iterable, Mapping
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -175,3 +184,72 @@ def file_record(report: Mapping[str, Any], path: str) -> dict[str, Any]:
 def by_display(result: RunResult) -> dict[str, Any]:
     return {f.display: f for f in result.files}
 
+
+
+# ---- fixture folders --------------------------------------------------------------------------
+
+FIXTURES_ROOT = Path(__file__).resolve().parent.parent / "fixtures"
+
+
+def fixture_pairs(folder: Path) -> list[tuple[Path, Path]]:
+    """Every ``<case>.in.py`` under ``folder`` (subfolders too), sorted, with its
+    ``<case>.out.py`` beside it (which need not exist)."""
+    return [(p, p.with_name(p.name.replace(".in.py", ".out.py")))
+            for p in sorted(folder.rglob("*.in.py"))]
+
+
+def copy_fixture(tmp_path: Path, name: str, *, inputs_only: bool = False) -> Path:
+    """Copy ``fixtures/<name>`` to ``tmp_path/<name>`` (without ``__pycache__``) and return
+    the copy. ``inputs_only`` deletes the copied ``*.out.py`` files at its top level."""
+    target = tmp_path / name
+    shutil.copytree(FIXTURES_ROOT / name, target, ignore=shutil.ignore_patterns("__pycache__"))
+    if inputs_only:
+        for expected in target.glob("*.out.py"):
+            expected.unlink()
+    return target
+
+
+@dataclass(frozen=True)
+class AppliedRun:
+    """One ``tsfix apply --report`` run in a subprocess: its exit, stderr and JSON report."""
+
+    returncode: int
+    stderr: str
+    report: dict[str, Any]
+
+    @property
+    def files(self) -> list[dict[str, Any]]:
+        return list(self.report["files"])
+
+    @property
+    def classes(self) -> list[dict[str, Any]]:
+        """The class records of every file, in report order."""
+        return [c for f in self.report["files"] for c in f["classes"]]
+
+
+def apply_with_report(folder: Path, *rules: str, target: Path | None = None,
+                      workdir: Path | None = None) -> AppliedRun:
+    """Run ``python -m tsfix.cli.main apply --rule R... --report report.json TARGET``.
+
+    ``target`` defaults to ``folder``; the command runs in ``workdir`` (default: the parent of
+    ``folder``), which is also where ``report.json`` is written.
+    """
+    workdir = workdir or folder.parent
+    report = workdir / "report.json"
+    report.unlink(missing_ok=True)
+    args = [a for rule in rules for a in ("--rule", rule)]
+    done = subprocess.run([sys.executable, "-m", "tsfix.cli.main", "apply", *args, "--report",
+                           str(report), str(target or folder)],
+                          capture_output=True, text=True, cwd=workdir)
+    assert report.is_file(), f"no report written (exit {done.returncode}):\n{done.stderr}"
+    return AppliedRun(done.returncode, done.stderr, json.loads(report.read_text()))
+
+
+def load_module(path: Path, name: str) -> types.ModuleType:
+    """Import the file at ``path`` as module ``name`` (registered in ``sys.modules``)."""
+    spec = importlib.util.spec_from_file_location(name, path)
+    assert spec and spec.loader
+    module = importlib.util.module_from_spec(spec)
+    sys.modules[name] = module
+    spec.loader.exec_module(module)
+    return module

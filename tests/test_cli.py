@@ -65,8 +65,9 @@ def test_rules_via_module_entry_point() -> None:
     assert probe.returncode == 0, probe.stderr
     # Listed in the order --rule all runs them.
     assert [line.split()[0] for line in probe.stdout.splitlines()] == list(ALL_RULES)
-    assert list(ALL_RULES) == ["modulelist-iter", "lift-branch", "numpy-to-torch", "ignore-numpy",
-                               "annotate"]
+    assert list(ALL_RULES) == ["modulelist-iter", "super-forward", "flatten-parameters",
+                               "drop-variable", "starred-args", "sum-tensors", "lift-branch",
+                               "numpy-to-torch", "ignore-numpy", "annotate"]
 
 
 def test_rule_names_table_matches_the_rule_classes() -> None:

@@ -2,43 +2,37 @@
 
 from __future__ import annotations
 
-import json
 import re
-import shutil
-import subprocess
-import sys
 from pathlib import Path
 
 import pytest
+from conftest import FIXTURES_ROOT, apply_with_report, copy_fixture, fixture_pairs, load_module
 from tsfix.codemods.engine import Options, run
 
-FIXTURES = Path(__file__).resolve().parent.parent / "fixtures"
+# One folder of pairs per rule, named after it.
+RULE_FIXTURES = ("modulelist-iter", "super-forward", "flatten-parameters", "drop-variable",
+                 "starred-args", "sum-tensors", "lift-branch", "numpy-to-torch", "ignore-numpy",
+                 "annotate")
 
 
-def _copy(tmp_path: Path, name: str) -> Path:
-    target = tmp_path / name
-    shutil.copytree(FIXTURES / name, target, ignore=shutil.ignore_patterns("__pycache__"))
-    return target
+def test_every_rule_has_a_fixture_folder() -> None:
+    from tsfix.codemods.registry import ALL_RULES
 
-
-def _pairs(folder: Path) -> list[tuple[Path, Path]]:
-    return [(p, p.with_name(p.name.replace(".in.py", ".out.py")))
-            for p in sorted(folder.rglob("*.in.py"))]
+    assert list(RULE_FIXTURES) == list(ALL_RULES)
 
 
 def test_every_fixture_has_its_expected_output() -> None:
-    for folder in ("lift-branch", "lift-branch-rejected", "annotate", "modulelist-iter",
-                   "rules-together", "numpy-to-torch", "ignore-numpy"):
-        pairs = _pairs(FIXTURES / folder)
+    for folder in (*RULE_FIXTURES, "lift-branch-rejected", "rules-together"):
+        pairs = fixture_pairs(FIXTURES_ROOT / folder)
         assert pairs
         for before, after in pairs:
             assert after.is_file(), f"{before} has no {after.name}"
 
 
 def test_lift_branch_pairs_without_validation(tmp_path: Path) -> None:
-    folder = _copy(tmp_path, "lift-branch")
+    folder = copy_fixture(tmp_path, "lift-branch")
     result = run([folder], Options(rules=["lift-branch"], verify=False))
-    for before, after in _pairs(folder):
+    for before, after in fixture_pairs(folder):
         assert before.read_text() == after.read_text(), before.name
     # The expected outputs are fixed points, and so is the whole tree now.
     assert not any(f.status == "changed" and f.path.name.endswith(".out.py")
@@ -49,27 +43,23 @@ def test_lift_branch_pairs_without_validation(tmp_path: Path) -> None:
 
 @pytest.mark.slow
 def test_lift_branch_pairs_are_verified(tmp_path: Path) -> None:
-    folder = _copy(tmp_path, "lift-branch")
-    report = tmp_path / "report.json"
-    done = subprocess.run([sys.executable, "-m", "tsfix.cli.main", "apply", "--rule",
-                           "lift-branch", "--report", str(report), str(folder)],
-                          capture_output=True, text=True, cwd=tmp_path)
+    folder = copy_fixture(tmp_path, "lift-branch")
+    done = apply_with_report(folder, "lift-branch")
     assert done.returncode == 0, done.stderr
-    data = json.loads(report.read_text())
-    classes = [c for f in data["files"] for c in f["classes"]]
-    changed_pairs = [b for b, a in _pairs(FIXTURES / "lift-branch")
+    classes = done.classes
+    changed_pairs = [b for b, a in fixture_pairs(FIXTURES_ROOT / "lift-branch")
                      if b.read_text() != a.read_text()]
     assert len(classes) == len(changed_pairs) > 0
     assert {c["verdict"] for c in classes} == {"verified"}, classes
     for c in classes:
         assert "one artifact served" in c["reason"]
-    for before, after in _pairs(folder):
+    for before, after in fixture_pairs(folder):
         assert before.read_text() == after.read_text(), before.name
 
 
 @pytest.mark.slow
 def test_rejected_rewrite_is_not_written(tmp_path: Path) -> None:
-    folder = _copy(tmp_path, "lift-branch-rejected")
+    folder = copy_fixture(tmp_path, "lift-branch-rejected")
     result = run([folder / "scaled_residual.in.py"], Options(rules=["lift-branch"]))
     verdicts = {c.class_name: c for c in result.classes()}
     assert verdicts["ScaledResidual"].verdict == "rejected"
@@ -85,20 +75,10 @@ def test_written_classic_model_keeps_both_paths_in_one_artifact(tmp_path: Path) 
     """Independent of the validation worker: script the file tsfix wrote and check both
     configurations against the untouched original."""
     torch = pytest.importorskip("torch")
-    import importlib.util
-
-    def load(path: Path, name: str):
-        spec = importlib.util.spec_from_file_location(name, path)
-        assert spec and spec.loader
-        module = importlib.util.module_from_spec(spec)
-        sys.modules[name] = module
-        spec.loader.exec_module(module)
-        return module
-
-    folder = _copy(tmp_path, "lift-branch")
+    folder = copy_fixture(tmp_path, "lift-branch")
     run([folder / "classic.in.py"], Options(rules=["lift-branch"], verify=False))
-    original = load(FIXTURES / "lift-branch" / "classic.in.py", "classic_original")
-    written = load(folder / "classic.in.py", "classic_written")
+    original = load_module(FIXTURES_ROOT / "lift-branch" / "classic.in.py", "classic_original")
+    written = load_module(folder / "classic.in.py", "classic_written")
     x = torch.rand(1, 3, 256, 256)
     torch.manual_seed(0)
     artifact = torch.jit.script(written.CustomModel(branch_testing=True).eval())
@@ -114,24 +94,12 @@ def test_written_classic_model_keeps_both_paths_in_one_artifact(tmp_path: Path) 
     assert not torch.allclose(outputs[0], outputs[1]), "the flag must matter for this check"
 
 
-def _apply(folder: Path, *rules: str, target: Path | None = None) -> dict:  # type: ignore[type-arg]
-    report = folder / "report.json"
-    args = [a for rule in rules for a in ("--rule", rule)]
-    done = subprocess.run([sys.executable, "-m", "tsfix.cli.main", "apply", *args, "--report",
-                           str(report), str(target or folder)], capture_output=True, text=True,
-                          cwd=folder)
-    data = json.loads(report.read_text())
-    data["stderr"] = done.stderr
-    data["returncode"] = done.returncode
-    return data
-
-
 @pytest.mark.slow
 def test_annotate_pairs_are_verified_with_observed_types(tmp_path: Path) -> None:
-    folder = _copy(tmp_path, "annotate")
-    data = _apply(folder, "annotate")
-    assert data["returncode"] == 0, data["stderr"]
-    classes = [c for f in data["files"] for c in f["classes"]]
+    folder = copy_fixture(tmp_path, "annotate")
+    data = apply_with_report(folder, "annotate", workdir=folder)
+    assert data.returncode == 0, data.stderr
+    classes = data.classes
     assert len(classes) == 6
     assert {c["verdict"] for c in classes} == {"verified"}, classes
     # Several calls per instance: parity covered non-default argument values too.
@@ -140,38 +108,36 @@ def test_annotate_pairs_are_verified_with_observed_types(tmp_path: Path) -> None
     observed = sum(int(n) for c in classes
                    for n in re.findall(r"(\d+) from observed calls", c["summary"]))
     assert observed >= 6
-    for before, after in _pairs(folder):
+    for before, after in fixture_pairs(folder):
         assert before.read_text() == after.read_text(), before.name
 
 
 @pytest.mark.slow
 def test_the_rule_that_breaks_a_class_is_dropped_and_the_other_kept(tmp_path: Path) -> None:
-    folder = _copy(tmp_path, "rules-together")
-    data = _apply(folder, "all", target=folder / "residual_blocks.in.py")
-    assert data["returncode"] == 3   # a dropped rewrite is a rejection
-    verdicts = {(c["class_name"], c["rule"]): c for f in data["files"] for c in f["classes"]}
+    folder = copy_fixture(tmp_path, "rules-together")
+    data = apply_with_report(folder, "all", target=folder / "residual_blocks.in.py",
+                             workdir=folder)
+    assert data.returncode == 3   # a dropped rewrite is a rejection
+    verdicts = {(c["class_name"], c["rule"]): c for c in data.classes}
     dropped = verdicts[("ScaledResidual", "lift-branch")]
     assert dropped["verdict"] == "rejected" and not dropped["written"]
     assert dropped["reason"].startswith("dropped: ScaledResidual validates without this rule's")
     assert verdicts[("ScaledResidual", "annotate")]["verdict"] == "verified"
     assert verdicts[("GatedBlock", "lift-branch")]["verdict"] == "verified"
     assert verdicts[("GatedBlock", "annotate")]["verdict"] == "verified"
-    for before, after in _pairs(folder):
+    for before, after in fixture_pairs(folder):
         assert before.read_text() == after.read_text(), before.name
 
 
 @pytest.mark.slow
 def test_rule_all_verifies_every_rule_fixture(tmp_path: Path) -> None:
-    for name in ("lift-branch", "annotate", "modulelist-iter", "numpy-to-torch",
-                 "ignore-numpy"):
-        folder = _copy(tmp_path, name)
+    for name in RULE_FIXTURES:
         # The inputs only: an .out.py of one rule can be the next rule's input (what
         # numpy-to-torch leaves is ignore-numpy's), and has no example table of its own.
-        for expected in folder.glob("*.out.py"):
-            expected.unlink()
-        data = _apply(folder, "all")
-        assert data["returncode"] == 0, (name, data["stderr"])
-        classes = [c for f in data["files"] for c in f["classes"]]
+        folder = copy_fixture(tmp_path, name, inputs_only=True)
+        data = apply_with_report(folder, "all", workdir=folder)
+        assert data.returncode == 0, (name, data.stderr)
+        classes = data.classes
         assert classes and {c["verdict"] for c in classes} == {"verified"}, (name, classes)
-        again = _apply(folder, "all")
-        assert [f for f in again["files"] if f["status"] == "changed"] == [], name
+        again = apply_with_report(folder, "all", workdir=folder)
+        assert [f for f in again.files if f["status"] == "changed"] == [], name

@@ -3,22 +3,19 @@ refuses, and the fixture pairs (without and with validation)."""
 
 from __future__ import annotations
 
-import json
-import shutil
-import subprocess
-import sys
 import textwrap
 from pathlib import Path
 
 import libcst as cst
 import pytest
+from conftest import FIXTURES_ROOT, apply_with_report, copy_fixture, fixture_pairs
 from libcst.codemod import CodemodContext
 from tsfix.codemods.engine import Options, run
 from tsfix.codemods.ignore_numpy import DOCSTRING, IgnoreNumpy
 from tsfix.codemods.rewrite import Rewrite, rewrite_source
 from tsfix.codemods.rule import Observations
 
-FIXTURES = Path(__file__).resolve().parent.parent / "fixtures" / "ignore-numpy"
+FIXTURES = FIXTURES_ROOT / "ignore-numpy"
 HEADER = "import numpy as np\nimport torch\nfrom torch import nn\n\n\n"
 
 
@@ -605,21 +602,8 @@ def test_files_without_numpy_are_not_analysed() -> None:
 OBSERVED_ONLY = {"robust_norm.in.py"}
 
 
-def _pairs(folder: Path) -> list[tuple[Path, Path]]:
-    return [(p, p.with_name(p.name.replace(".in.py", ".out.py")))
-            for p in sorted(folder.glob("*.in.py"))]
-
-
-def _copy(tmp_path: Path) -> Path:
-    target = tmp_path / "ignore-numpy"
-    shutil.copytree(FIXTURES, target, ignore=shutil.ignore_patterns("__pycache__"))
-    for out in target.glob("*.out.py"):
-        out.unlink()   # the outputs are not inputs
-    return target
-
-
 def test_every_fixture_has_its_expected_output() -> None:
-    pairs = _pairs(FIXTURES)
+    pairs = fixture_pairs(FIXTURES)
     assert len(pairs) >= 6
     for before, after in pairs:
         assert after.is_file(), f"{before} has no {after.name}"
@@ -627,9 +611,9 @@ def test_every_fixture_has_its_expected_output() -> None:
 
 
 def test_fixture_pairs_without_validation(tmp_path: Path) -> None:
-    folder = _copy(tmp_path)
+    folder = copy_fixture(tmp_path, "ignore-numpy", inputs_only=True)
     result = run([folder], Options(rules=["ignore-numpy"], verify=False))
-    for before, after in _pairs(FIXTURES):
+    for before, after in fixture_pairs(FIXTURES):
         written = (folder / before.name).read_text()
         if before.name in OBSERVED_ONLY:
             assert written == before.read_text(), before.name
@@ -651,18 +635,14 @@ def test_the_observed_only_fixture_is_reported_without_examples() -> None:
 
 @pytest.mark.slow
 def test_fixture_pairs_are_verified(tmp_path: Path) -> None:
-    folder = _copy(tmp_path)
-    report = tmp_path / "report.json"
-    done = subprocess.run([sys.executable, "-m", "tsfix.cli.main", "apply", "--rule",
-                           "ignore-numpy", "--report", str(report), str(folder)],
-                          capture_output=True, text=True, cwd=tmp_path)
+    folder = copy_fixture(tmp_path, "ignore-numpy", inputs_only=True)
+    done = apply_with_report(folder, "ignore-numpy")
     assert done.returncode == 0, done.stderr
-    data = json.loads(report.read_text())
-    classes = [c for f in data["files"] for c in f["classes"]]
-    assert len(classes) == len(_pairs(FIXTURES))
+    classes = done.classes
+    assert len(classes) == len(fixture_pairs(FIXTURES))
     assert {c["verdict"] for c in classes} == {"verified"}, classes
     for c in classes:
         assert "save fails as expected" in c["reason"], c
         assert any("cannot be saved with torch.jit.save" in n for n in c["notes"]), c
-    for before, after in _pairs(FIXTURES):
+    for before, after in fixture_pairs(FIXTURES):
         assert (folder / before.name).read_text() == after.read_text(), before.name

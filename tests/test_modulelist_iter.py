@@ -3,22 +3,17 @@ picks, and the fixture pairs (without and with validation)."""
 
 from __future__ import annotations
 
-import importlib.util
-import json
-import shutil
-import subprocess
-import sys
 import textwrap
-import types
 from pathlib import Path
 
 import libcst as cst
 import pytest
+from conftest import FIXTURES_ROOT, apply_with_report, copy_fixture, fixture_pairs, load_module
 from tsfix.codemods.engine import Options, run
 from tsfix.codemods.modulelist_iter import ModuleListIter
 from tsfix.codemods.rewrite import Rewrite, rewrite_source
 
-FIXTURES = Path(__file__).resolve().parent.parent / "fixtures" / "modulelist-iter"
+FIXTURES = FIXTURES_ROOT / "modulelist-iter"
 
 
 def rewrite(code: str) -> Rewrite:
@@ -612,23 +607,12 @@ def test_helper_called_from_forward_is_rewritten() -> None:
 
 # ---- fixtures ----------------------------------------------------------------------------------
 
-def _pairs(folder: Path) -> list[tuple[Path, Path]]:
-    return [(p, p.with_name(p.name.replace(".in.py", ".out.py")))
-            for p in sorted(folder.rglob("*.in.py"))]
-
-
-def _copy(tmp_path: Path) -> Path:
-    target = tmp_path / "modulelist-iter"
-    shutil.copytree(FIXTURES, target, ignore=shutil.ignore_patterns("__pycache__"))
-    return target
-
-
 def test_modulelist_iter_pairs_without_validation(tmp_path: Path) -> None:
-    pairs = _pairs(FIXTURES)
+    pairs = fixture_pairs(FIXTURES)
     assert len(pairs) >= 6
-    folder = _copy(tmp_path)
+    folder = copy_fixture(tmp_path, "modulelist-iter")
     run([folder], Options(rules=["modulelist-iter"], verify=False))
-    for before, after in _pairs(folder):
+    for before, after in fixture_pairs(folder):
         assert after.is_file(), f"{before} has no {after.name}"
         assert before.read_text() == after.read_text(), before.name
     again = run([folder], Options(rules=["modulelist-iter"], verify=False))
@@ -636,7 +620,7 @@ def test_modulelist_iter_pairs_without_validation(tmp_path: Path) -> None:
 
 
 def test_kept_loops_fixture_reports_every_refusal(tmp_path: Path) -> None:
-    folder = _copy(tmp_path)
+    folder = copy_fixture(tmp_path, "modulelist-iter")
     result = rewrite_source((folder / "kept_loops.in.py").read_text(), "kept_loops.in.py",
                             [ModuleListIter])
     assert not result.changed
@@ -649,21 +633,13 @@ def test_kept_loops_fixture_reports_every_refusal(tmp_path: Path) -> None:
     assert any("computed value outside a loop" in r for r in by_class["ExpertSelector"])
 
 
-def _load(path: Path, name: str) -> types.ModuleType:
-    spec = importlib.util.spec_from_file_location(name, path)
-    assert spec and spec.loader
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    return module
-
-
 @pytest.mark.slow
 def test_original_checkpoint_loads_strictly_into_the_rewrite() -> None:
     """The rewrite keeps parameter names: a state_dict saved from the original loads with
     strict=True, and a renamed attribute would not (so the check can fail)."""
     torch = pytest.importorskip("torch")
-    original = _load(FIXTURES / "encoder_stack.in.py", "_mli_encoder_in")
-    rewritten = _load(FIXTURES / "encoder_stack.out.py", "_mli_encoder_out")
+    original = load_module(FIXTURES / "encoder_stack.in.py", "_mli_encoder_in")
+    rewritten = load_module(FIXTURES / "encoder_stack.out.py", "_mli_encoder_out")
     torch.manual_seed(0)
     before = original.TransformerEncoder().eval()
     after = rewritten.TransformerEncoder().eval()
@@ -683,20 +659,16 @@ def test_original_checkpoint_loads_strictly_into_the_rewrite() -> None:
 
 @pytest.mark.slow
 def test_modulelist_iter_pairs_are_verified(tmp_path: Path) -> None:
-    folder = _copy(tmp_path)
-    report = tmp_path / "report.json"
-    done = subprocess.run([sys.executable, "-m", "tsfix.cli.main", "apply", "--rule",
-                           "modulelist-iter", "--report", str(report), str(folder)],
-                          capture_output=True, text=True, cwd=tmp_path)
+    folder = copy_fixture(tmp_path, "modulelist-iter")
+    done = apply_with_report(folder, "modulelist-iter")
     assert done.returncode == 0, done.stderr
-    data = json.loads(report.read_text())
-    classes = {c["class_name"]: c for f in data["files"] for c in f["classes"]}
+    classes = {c["class_name"]: c for c in done.classes}
     assert set(classes) == {"TransformerEncoder", "JumpingKnowledgeReadout", "UNet",
                             "MultiTaskModel", "AllTasksModel", "MultiScaleBackbone"}
     assert {c["verdict"] for c in classes.values()} == {"verified"}, classes
     # Every task name is served by one scripted artifact.
     assert "one artifact served 3 of 3" in classes["MultiTaskModel"]["reason"]
-    for before, after in _pairs(folder):
+    for before, after in fixture_pairs(folder):
         assert before.read_text() == after.read_text(), before.name
 
 
@@ -711,7 +683,7 @@ def test_embedded_examples_script_only_after_the_rewrite(index: int, tmp_path: P
     for label, code in (("before", example.before), ("after", example.after)):
         path = tmp_path / f"example_{label}.py"
         path.write_text(code)
-        module = _load(path, f"_mli_example_{index}_{label}")
+        module = load_module(path, f"_mli_example_{index}_{label}")
         try:
             torch.jit.script(module.M())
             compiled.append(label)

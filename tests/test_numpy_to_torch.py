@@ -4,22 +4,24 @@ refuses with the reason, chains of names translated together, imports, and the f
 
 from __future__ import annotations
 
-import importlib.util
-import json
-import shutil
-import subprocess
-import sys
 import textwrap
 import types
 from pathlib import Path
 
 import libcst as cst
 import pytest
+from conftest import (
+    FIXTURES_ROOT,
+    apply_with_report,
+    copy_fixture,
+    fixture_pairs,
+    load_module,
+)
 from tsfix.codemods.engine import Options, run
 from tsfix.codemods.numpy_to_torch import NumpyToTorch
 from tsfix.codemods.rewrite import Rewrite, rewrite_source
 
-FIXTURES = Path(__file__).resolve().parent.parent / "fixtures" / "numpy-to-torch"
+FIXTURES = FIXTURES_ROOT / "numpy-to-torch"
 
 HEADER = "import numpy as np\nimport torch\nfrom torch import nn\n\n\n"
 
@@ -321,12 +323,7 @@ PARITY = [
 def _load(path: Path, text: str) -> types.ModuleType:
     """Import ``text`` from a real file (torch.jit.script reads the source)."""
     path.write_text(text)
-    spec = importlib.util.spec_from_file_location(path.stem, path)
-    assert spec is not None and spec.loader is not None
-    module = importlib.util.module_from_spec(spec)
-    sys.modules[path.stem] = module
-    spec.loader.exec_module(module)
-    return module
+    return load_module(path, path.stem)
 
 
 @pytest.mark.parametrize("expression", PARITY)
@@ -351,15 +348,9 @@ def test_translated_values_and_dtypes_equal_numpys(expression: str, tmp_path: Pa
 
 # ---- fixtures ---------------------------------------------------------------------------------
 
-def _pairs(folder: Path) -> list[tuple[Path, Path]]:
-    return [(p, p.with_name(p.name.replace(".in.py", ".out.py")))
-            for p in sorted(folder.glob("*.in.py"))]
-
-
 def test_fixture_pairs_without_validation(tmp_path: Path) -> None:
-    folder = tmp_path / "numpy-to-torch"
-    shutil.copytree(FIXTURES, folder, ignore=shutil.ignore_patterns("__pycache__"))
-    pairs = _pairs(folder)
+    folder = copy_fixture(tmp_path, "numpy-to-torch")
+    pairs = fixture_pairs(folder)
     assert len(pairs) >= 6
     result = run([folder], Options(rules=["numpy-to-torch"], verify=False))
     for before, after in pairs:
@@ -378,18 +369,13 @@ def test_fixture_pairs_without_validation(tmp_path: Path) -> None:
 
 @pytest.mark.slow
 def test_fixture_pairs_are_verified_with_save_and_load(tmp_path: Path) -> None:
-    folder = tmp_path / "numpy-to-torch"
-    shutil.copytree(FIXTURES, folder, ignore=shutil.ignore_patterns("__pycache__"))
-    report = tmp_path / "report.json"
-    done = subprocess.run([sys.executable, "-m", "tsfix.cli.main", "apply", "--rule",
-                           "numpy-to-torch", "--report", str(report), str(folder)],
-                          capture_output=True, text=True, cwd=tmp_path)
+    folder = copy_fixture(tmp_path, "numpy-to-torch")
+    done = apply_with_report(folder, "numpy-to-torch")
     assert done.returncode == 0, done.stderr
-    data = json.loads(report.read_text())
-    classes = [c for f in data["files"] for c in f["classes"]]
+    classes = done.classes
     assert len(classes) == 8
     assert {c["verdict"] for c in classes} == {"verified"}, classes
     for c in classes:
         assert "save/load" in c["reason"] and "save fails" not in c["reason"], c
-    for before, after in _pairs(folder):
+    for before, after in fixture_pairs(folder):
         assert before.read_text() == after.read_text(), before.name
