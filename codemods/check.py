@@ -30,8 +30,10 @@ from libcst.helpers import get_full_name_for_node
 from libcst.metadata import MetadataWrapper, PositionProvider
 from tsfix.codemods.analysis import (
     attribute_assignments,
+    decorator_names,
     find_all,
     import_map,
+    is_ignored,
     methods_of,
     module_class_names,
     parameters_of,
@@ -227,7 +229,6 @@ class CheckSyntaxError(Exception):
 
 # ---- one file ----------------------------------------------------------------------------------
 
-_IGNORED = ("jit.ignore", "jit.unused")
 _CONTAINERS = ("ModuleList", "Sequential", "ModuleDict")
 _CONFIG_NAMES = ("cfg", "config", "conf", "hparams", "hp", "opt", "opts", "args", "params")
 _FUNCTION_MODULES = ("torch.", "torch.nn.functional.", "F.")
@@ -326,20 +327,6 @@ def _literal_kind(node: cst.BaseExpression) -> str | None:
     return None
 
 
-def _decorator_names(func: cst.FunctionDef) -> list[str]:
-    names = []
-    for decorator in func.decorators:
-        target = decorator.decorator
-        if isinstance(target, cst.Call):
-            target = target.func
-        names.append(get_full_name_for_node(target) or "")
-    return names
-
-
-def _is_ignored(func: cst.FunctionDef) -> bool:
-    return any(name.endswith(_IGNORED) for name in _decorator_names(func))
-
-
 def _scripting_test(test: cst.BaseExpression, imports: dict[str, str]) -> bool | None:
     """True for ``torch.jit.is_scripting()``, False for its negation, else None."""
     negated = False
@@ -432,10 +419,10 @@ class _ClassChecker:
     def compiled_methods(self) -> list[str]:
         entry = [name for name, func in self.methods.items()
                  if name == "forward" or any(d.endswith("jit.export")
-                                             for d in _decorator_names(func))]
+                                             for d in decorator_names(func))]
         order: list[str] = []
         for name in entry:
-            if name not in order and not _is_ignored(self.methods[name]):
+            if name not in order and not is_ignored(self.methods[name]):
                 order.append(name)
         for name in order:
             func = self.methods[name]
@@ -443,7 +430,7 @@ class _ClassChecker:
             for call in find_all(func.body, cst.Call):
                 callee = self_attr(call.func, self_var)
                 if (callee in self.methods and callee not in order and callee != "__init__"
-                        and not _is_ignored(self.methods[callee])):
+                        and not is_ignored(self.methods[callee])):
                     order.append(callee)
         return order
 
