@@ -44,29 +44,52 @@ def find_all(node: cst.CSTNode, *types: type[cst.CSTNode]) -> list[Any]:
     Reads the node dataclasses' fields directly: LibCST's own ``visit`` (and so
     ``matchers.findall``) rebuilds every node it passes, which dominates a rule's run time.
     Rules ask about the same method bodies many times (once per parameter, per rule), so each
-    subtree's node list is kept until :func:`forget_trees`."""
-    return [n for n in _preorder(node) if isinstance(n, types)]
+    subtree is indexed once by node type and kept until :func:`forget_trees`."""
+    index = _index(node)
+    kinds = [kind for kind in index.by_type if issubclass(kind, types)]
+    if len(kinds) == 1:
+        return [index.nodes[i] for i in index.by_type[kinds[0]]]
+    return [index.nodes[i] for i in sorted(i for kind in kinds for i in index.by_type[kind])]
 
 
-# id(root) -> (root, every node under it in source order). The root is held so that its id
-# cannot be reused by another node while the entry lives.
-_PREORDER: dict[int, tuple[cst.CSTNode, list[cst.CSTNode]]] = {}
+@dataclass
+class _Index:
+    root: cst.CSTNode
+    nodes: list[cst.CSTNode]                    # every node under root, in source order
+    by_type: dict[type, list[int]]              # node type -> positions in ``nodes``
+    ids: frozenset[int] | None = None
+
+
+# id(root) -> its index. The root is held so that its id cannot be reused by another node
+# while the entry lives.
+_INDEXES: dict[int, _Index] = {}
 # A safety bound for callers that never call forget_trees(); the engine forgets per file.
-_PREORDER_MAX_ENTRIES = 20_000
+_MAX_INDEXES = 20_000
+
+
+def _index(node: cst.CSTNode) -> _Index:
+    entry = _INDEXES.get(id(node))
+    if entry is not None and entry.root is node:
+        return entry
+    nodes = _preorder(node)
+    by_type: dict[type, list[int]] = {}
+    for i, found in enumerate(nodes):
+        by_type.setdefault(type(found), []).append(i)
+    if len(_INDEXES) >= _MAX_INDEXES:
+        _INDEXES.clear()
+    entry = _INDEXES[id(node)] = _Index(node, nodes, by_type)
+    return entry
 
 
 def _preorder(node: cst.CSTNode) -> list[cst.CSTNode]:
-    entry = _PREORDER.get(id(node))
-    if entry is not None and entry[0] is node:
-        return entry[1]
     found: list[cst.CSTNode] = []
     stack: list[Any] = [node]
     while stack:
         current = stack.pop()
         if current is not node:
-            cached = _PREORDER.get(id(current))
-            if cached is not None and cached[0] is current:
-                found.extend(cached[1])
+            indexed = _INDEXES.get(id(current))
+            if indexed is not None and indexed.root is current:
+                found.extend(indexed.nodes)
                 continue
         found.append(current)
         children = []
@@ -77,30 +100,20 @@ def _preorder(node: cst.CSTNode) -> list[cst.CSTNode]:
             elif isinstance(value, tuple | list):
                 children.extend(v for v in value if isinstance(v, cst.CSTNode))
         stack.extend(reversed(children))
-    if len(_PREORDER) >= _PREORDER_MAX_ENTRIES:
-        _PREORDER.clear()
-    _PREORDER[id(node)] = (node, found)
     return found
-
-
-_NODE_IDS: dict[int, tuple[cst.CSTNode, frozenset[int]]] = {}
 
 
 def contains(root: cst.CSTNode, node: cst.CSTNode) -> bool:
     """Whether ``node`` is ``root`` or inside it (by identity)."""
-    entry = _NODE_IDS.get(id(root))
-    if entry is None or entry[0] is not root:
-        if len(_NODE_IDS) >= _PREORDER_MAX_ENTRIES:
-            _NODE_IDS.clear()
-        entry = (root, frozenset(map(id, _preorder(root))))
-        _NODE_IDS[id(root)] = entry
-    return id(node) in entry[1]
+    index = _index(root)
+    if index.ids is None:
+        index.ids = frozenset(map(id, index.nodes))
+    return id(node) in index.ids
 
 
 def forget_trees() -> None:
-    """Drop the node lists :func:`find_all` keeps (call when done with a file's trees)."""
-    _PREORDER.clear()
-    _NODE_IDS.clear()
+    """Drop the indexes :func:`find_all` keeps (call when done with a file's trees)."""
+    _INDEXES.clear()
 
 
 def may_define_module(text: str) -> bool:

@@ -160,9 +160,9 @@ def _black_on_touched_statements(text: str, ranges: list[tuple[int, int]],
 
     black parses the whole input even when asked for a few lines, with a pure-Python parser:
     on a large file that is most of a rewrite's cost. A top-level statement is valid source on
-    its own, and so is a method under a stand-in ``class _:`` line, so each touched one is
-    formatted by itself and put back in place. Returns None when black fails on the whole
-    file."""
+    its own, and so is a statement of a class body under a stand-in ``class _:`` line, so each
+    touched one is formatted by itself and put back in place. Returns None when black fails on
+    the whole file."""
     if "fmt:" in text:
         # A `# fmt: off` above a statement would not be seen by black from inside it.
         return _black_whole(text, ranges, mode)
@@ -186,8 +186,8 @@ def _black_on_touched_statements(text: str, ranges: list[tuple[int, int]],
             continue
         formatted = formatted[len(header):]
         if header:
-            # black puts a blank line between a class line and its first method when it
-            # formats the def line; the stand-in class line has no place in the file.
+            # black puts a blank line between a class line and a first method whose def line
+            # it formats; the stand-in class line is not in the file, nor is that blank line.
             formatted = formatted.lstrip("\n")
         if not lines[end - 1].endswith(("\n", "\r")):
             formatted = formatted.rstrip("\n")
@@ -195,26 +195,26 @@ def _black_on_touched_statements(text: str, ranges: list[tuple[int, int]],
     return "".join(lines)
 
 
-_METHOD_HEADER = "class _:\n"
+_CLASS_BODY_HEADER = "class _:\n"
 
 
 def _formatting_units(node: ast.stmt,
                       ranges: list[tuple[int, int]]) -> list[tuple[int, int, str]]:
     """(first line, last line, stand-in header) of the pieces of ``node`` to format alone:
-    the methods of a class whose touched lines all lie in methods, else ``node`` whole."""
+    the statements of a class body when every touched line of the class lies in one of them,
+    else ``node`` whole."""
     whole = [(_first_line(node), node.end_lineno or node.lineno, "")]
-    if not isinstance(node, ast.ClassDef):
+    if not isinstance(node, ast.ClassDef) or any(item.col_offset != len("    ")
+                                                 for item in node.body):
         return whole
-    methods = [(_first_line(item), item.end_lineno or item.lineno, _METHOD_HEADER)
-               for item in node.body
-               if isinstance(item, ast.FunctionDef | ast.AsyncFunctionDef)
-               and item.col_offset == len("    ")]
+    items = [(_first_line(item), item.end_lineno or item.lineno, _CLASS_BODY_HEADER)
+             for item in node.body]
     start, end = whole[0][:2]
     for a, b in ranges:
-        if a <= end and start <= b and not any(m_start <= a and b <= m_end
-                                               for m_start, m_end, _ in methods):
+        if a <= end and start <= b and not any(first <= a and b <= last
+                                               for first, last, _ in items):
             return whole
-    return methods
+    return items
 
 
 def _first_line(node: ast.stmt) -> int:

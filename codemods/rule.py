@@ -171,6 +171,8 @@ class Rule(Codemod):
                 or not isinstance(cls.body, cst.IndentedBlock)):
             return None
         layout = self._class_layouts[index]
+        if node is cls:
+            return layout.span
         for statement in cls.body.body:
             if (isinstance(statement, cst.FunctionDef) and statement.name.value in layout.methods
                     and contains(statement, node)):
@@ -218,6 +220,7 @@ class _ClassLayout:
     """Where a top-level class and its methods start in the original text."""
 
     line: int                                           # of the ``class`` keyword
+    span: CodeRange | None = None                       # the whole class statement
     # method name -> (line, column) of its ``def``; names defined twice are left out
     methods: Mapping[str, tuple[int, int]] = field(default_factory=dict)
 
@@ -246,5 +249,7 @@ def _class_layouts(text: str) -> list[_ClassLayout]:
                 else:
                     methods[item.name] = (item.lineno, item.col_offset)
                 seen.add(item.name)
-        layouts.append(_ClassLayout(node.lineno, methods))
+        span = CodeRange((node.lineno, node.col_offset),
+                         (node.end_lineno or node.lineno, node.end_col_offset or 0))
+        layouts.append(_ClassLayout(node.lineno, span, methods))
     return layouts
