@@ -10,6 +10,7 @@ import sys
 from pathlib import Path
 
 import pytest
+from conftest import FIXTURES_ROOT
 from tsfix.codemods.check import CODES, check_source
 from tsfix.codemods.explain import (
     CALL_FAILED,
@@ -88,6 +89,21 @@ def test_misleading_aten_eq_message_points_at_the_none_attribute() -> None:
     lines = result.lines()
     assert lines[0].startswith(f"blockers.py:{line}: NoneModeCompared does not script")
     assert "self.mode" in lines[1] and any(x.startswith("why: ") for x in lines)
+
+
+def test_sum_over_an_untyped_list_of_tensors_is_sum_tensors_not_annotate() -> None:
+    # tsfix check cannot see that the list holds tensors, but torch's message can.
+    path = FIXTURES_ROOT / "sum-tensors" / "wavenet.in.py"
+    text = path.read_text()
+    line = next(i for i, source in enumerate(text.splitlines(), 1) if "sum(skip" in source)
+    message = ("\nArguments for call are not valid.\nThe following variants are available:\n"
+               "  aten::sum(Tensor self, *, ScalarType? dtype=None) -> Tensor:\n"
+               "  Expected a value of type 'Tensor' for argument 'self' but instead found type "
+               "'List[Tensor]'.\n\nThe original call is:\n"
+               f'  File "{path}", line {line}\n')
+    result = _explain(_outcome(message, path), "ResidualStack", "wavenet.in.py", path, text,
+                      [], [])
+    assert (result.line, result.code, result.fix) == (line, "TSF215", "sum-tensors")
 
 
 def test_numpy_message_without_location_is_located_by_the_linter() -> None:
