@@ -213,6 +213,9 @@ def main() -> None:
     print(f"rewrite phase / libcst (all files, single process): {ratio:.2f}x "
           f"(target <= {RATIO_TARGET}x); / libcst on the pre-filtered files: "
           f"{full['seconds'] / kept['seconds']:.2f}x")
+    # CPU seconds do not count what other processes on a shared machine took from the wall.
+    print(f"  by CPU time: {full['cpu'] / floor['cpu']:.2f}x; on the pre-filtered files: "
+          f"{full['cpu'] / kept['cpu']:.2f}x")
     rss = [sizes[s]["rss_mb"] for s in SHARES]
     print(f"peak RSS at 25/50/100% of the files: {rss[0]:.0f} / {rss[1]:.0f} / {rss[2]:.0f} MB "
           f"(100% / 25%: {rss[2] / rss[0]:.2f}x; flat is ~1.0x)")
