@@ -54,7 +54,7 @@ def child_libcst(files: list[Path], prefiltered: bool) -> dict[str, object]:
     """Parse + codegen of every file (or of those the pre-filter keeps), with the time spent
     up to the end of each share of ``files``: the floor for tsfix on that share."""
     import libcst as cst
-    from tsfix.codemods.analysis import may_define_module
+    from tsfix.codemods.facts.analysis import may_define_module
 
     texts: list[str | None] = []
     for path in files:
@@ -89,7 +89,7 @@ def share_end(count: int, share: float) -> int:
 
 
 def child_tsfix(files: list[Path], jobs: int) -> dict[str, Any]:
-    from tsfix.codemods.engine import Options, run
+    from tsfix.codemods.pipeline.engine import Options, run
 
     with tempfile.TemporaryDirectory() as folder:
         config = Path(folder) / "pyproject.toml"
@@ -159,7 +159,7 @@ def imports_torch(args: list[str]) -> bool:
 # ---- the report --------------------------------------------------------------------------------
 
 def corpus_files(folders: list[Path]) -> list[Path]:
-    from tsfix.codemods.sources import discover
+    from tsfix.codemods.pipeline.sources import discover
 
     return [p for p in discover(folders, None, []) if isinstance(p, Path)]
 
@@ -220,7 +220,7 @@ def main() -> None:
     print(f"peak RSS at 25/50/100% of the files: {rss[0]:.0f} / {rss[1]:.0f} / {rss[2]:.0f} MB "
           f"(100% / 25%: {rss[2] / rss[0]:.2f}x; flat is ~1.0x)")
 
-    from tsfix.codemods.engine import Options
+    from tsfix.codemods.pipeline.engine import Options
 
     if "jobs" in {f.name for f in dataclasses.fields(Options)}:
         two = measure("tsfix", files, jobs=2)
@@ -229,7 +229,7 @@ def main() -> None:
               f"(near-linear is ~2.0x); {int(two['processes'])} rewrite processes, their cpu "
               f"{two['children_cpu']:.1f} s, largest peak RSS {two['child_rss_mb']:.0f} MB")
     else:
-        print("-j 1 vs -j 2: skipped (tsfix.codemods.engine.Options has no 'jobs' field)")
+        print("-j 1 vs -j 2: skipped (tsfix.codemods.pipeline.engine.Options has no 'jobs' field)")
 
     for args_ in (["--help"], ["rules"]):
         best = startup(args_)

@@ -15,9 +15,9 @@ import time
 from pathlib import Path
 
 import libcst as cst
-from tsfix.codemods.analysis import may_define_module
-from tsfix.codemods.registry import ALL_RULES
-from tsfix.codemods.rewrite import RewriteError, rewrite_source
+from tsfix.codemods.facts.analysis import may_define_module
+from tsfix.codemods.rules.registry import ALL_RULES
+from tsfix.codemods.pipeline.rewrite import RewriteError, rewrite_source
 
 
 def corpus(folder: Path) -> list[str]:

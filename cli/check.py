@@ -39,8 +39,15 @@ def check(paths: tuple[Path, ...], output_format: str, ignore: tuple[str, ...],
     compiled. TSF1xx: no rule fixes it; TSF2xx: `tsfix apply --rule NAME` does.
     """
     from tsfix.codemods import __version__
-    from tsfix.codemods.check import CODES, check_paths, dumps, to_json, to_sarif, unknown_codes
-    from tsfix.codemods.config import ConfigError
+    from tsfix.codemods.lint.check import (
+        CODES,
+        check_paths,
+        dumps,
+        to_json,
+        to_sarif,
+        unknown_codes,
+    )
+    from tsfix.codemods.pipeline.config import ConfigError
 
     codes = [c.strip().upper() for value in ignore for c in value.split(",") if c.strip()]
     unknown = unknown_codes(codes)

@@ -28,8 +28,8 @@ def explain(target: str, config_path: Path | None, timeout: float | None) -> Non
     """Print a rule's documentation (tsfix explain lift-branch), or script a class and
     explain its TorchScript error in plain words (tsfix explain models/net.py:Net): the line,
     why it fails, and the rule that fixes it. Torch runs in a child process."""
-    from tsfix.codemods.config import ConfigError
-    from tsfix.codemods.explain import ExplainError, explain_class, parse_target, rule_sections
+    from tsfix.codemods.lint.explain import ExplainError, explain_class, parse_target, rule_sections
+    from tsfix.codemods.pipeline.config import ConfigError
 
     parsed = parse_target(target)
     try:

@@ -24,8 +24,8 @@ from collections.abc import Callable
 from dataclasses import dataclass
 
 import click
-from tsfix.codemods.report import ClassResult, FileResult, RunResult
-from tsfix.codemods.sources import SourceError, SourceText, read_source, write_atomic
+from tsfix.codemods.pipeline.report import ClassResult, FileResult, RunResult
+from tsfix.codemods.pipeline.sources import SourceError, SourceText, read_source, write_atomic
 
 CONTEXT_LINES = 3
 HELP = """\

@@ -1,4 +1,4 @@
-"""``tsfix`` command line: a thin click layer over :func:`tsfix.codemods.engine.run`.
+"""``tsfix`` command line: a thin click layer over :func:`tsfix.codemods.pipeline.engine.run`.
 
 The engine, LibCST and black are imported inside the commands that use them, so that
 ``tsfix --help`` and ``tsfix rules`` start in a fraction of LibCST's own import time.
@@ -13,13 +13,13 @@ from typing import TYPE_CHECKING, Literal
 
 import click
 from tsfix.codemods import __version__
-from tsfix.codemods.rule_names import RULE_SUMMARIES
+from tsfix.codemods.rules.names import RULE_SUMMARIES
 
 if TYPE_CHECKING:
-    from tsfix.codemods.report import RunResult
+    from tsfix.codemods.pipeline.report import RunResult
 
 EXIT_INTERRUPTED = 130      # Ctrl-C, as shells report SIGINT
-EXIT_USAGE = 2              # as tsfix.codemods.report.EXIT_USAGE, without importing it
+EXIT_USAGE = 2              # as tsfix.codemods.pipeline.report.EXIT_USAGE, without importing it
 
 # Runs over this many files end with the summary table (small runs: the summary line only).
 SUMMARY_TABLE_MIN_FILES = 10
@@ -93,10 +93,10 @@ def apply(paths: tuple[Path, ...], rule_names: tuple[str, ...], dry_run: bool, c
     """Rewrite the model files under PATHS, validating every rewritten class."""
     from tsfix.cli.interactive import review
     from tsfix.cli.progress import ProgressDisplay
-    from tsfix.codemods.config import ConfigError
-    from tsfix.codemods.engine import Options, run
-    from tsfix.codemods.registry import UnknownRuleError
-    from tsfix.codemods.report import EXIT_FAILED
+    from tsfix.codemods.pipeline.config import ConfigError
+    from tsfix.codemods.pipeline.engine import Options, run
+    from tsfix.codemods.pipeline.report import EXIT_FAILED
+    from tsfix.codemods.rules.registry import UnknownRuleError
 
     rules = [name.strip() for value in rule_names for name in value.split(",") if name.strip()]
     if interactive and (dry_run or check):
@@ -157,7 +157,7 @@ def _ask(prompt: str) -> str:
 
 def _print_outcome(result: RunResult, *, quiet: bool, verbose: bool,
                    table: bool = False) -> None:
-    from tsfix.codemods.report import REJECTED, UNVERIFIED, VERIFIED
+    from tsfix.codemods.pipeline.report import REJECTED, UNVERIFIED, VERIFIED
 
     colour = {VERIFIED: "green", REJECTED: "red", UNVERIFIED: "yellow"}
     for file in result.files:
@@ -198,7 +198,7 @@ def _print_outcome(result: RunResult, *, quiet: bool, verbose: bool,
               help="Also say what each rewrite did and why candidates were skipped.")
 def show_report(report_path: Path, verbose: bool) -> None:
     """Summarise a past run from its --report JSON file."""
-    from tsfix.codemods.report import RunResult
+    from tsfix.codemods.pipeline.report import RunResult
 
     try:
         result = RunResult.from_json(json.loads(report_path.read_text(encoding="utf-8")))

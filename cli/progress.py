@@ -12,8 +12,8 @@ import time
 from collections.abc import Callable
 from typing import TextIO
 
-from tsfix.codemods.engine import Progress
-from tsfix.codemods.report import REJECTED, UNVERIFIED, VERIFIED
+from tsfix.codemods.pipeline.engine import Progress
+from tsfix.codemods.pipeline.report import REJECTED, UNVERIFIED, VERIFIED
 
 REDRAW_INTERVAL_S = 0.1
 LOG_INTERVAL_S = 10.0

@@ -1,7 +1,7 @@
-"""tsfix: codemods that make PyTorch model code scriptable and exportable.
+"""The core of tsfix: rules, the facts they read, the pipeline, validation and the linter.
 
-The public Python API is :func:`tsfix.codemods.engine.run` (what ``tsfix apply`` calls) and the
-rule registry in :mod:`tsfix.codemods.registry`.
+The public Python API is the ``tsfix`` package itself (``tsfix.run``, ``tsfix.Options``,
+``tsfix.__version__``); see ``codemods/api/__init__.py``.
 """
 
 from importlib.metadata import PackageNotFoundError, version

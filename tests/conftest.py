@@ -26,8 +26,8 @@ from typing import Any
 import pytest
 from click.testing import CliRunner, Result
 from tsfix.cli.main import main as cli_main
-from tsfix.codemods.engine import Options, run
-from tsfix.codemods.report import RunResult
+from tsfix.codemods.pipeline.engine import Options, run
+from tsfix.codemods.pipeline.report import RunResult
 
 
 def model_source(class_name: str = "Net", flag: str = "use_act", *,

@@ -7,9 +7,9 @@ import textwrap
 from pathlib import Path
 
 import pytest
-from tsfix.codemods.annotate import Annotate
-from tsfix.codemods.rewrite import Rewrite, rewrite_source
-from tsfix.codemods.rule import Observations
+from tsfix.codemods.pipeline.rewrite import Rewrite, rewrite_source
+from tsfix.codemods.rules.annotate import Annotate
+from tsfix.codemods.rules.base import Observations
 
 
 def _rewrite(code: str, *, observed: Observations | None = None,

@@ -13,10 +13,10 @@ import pytest
 from click.testing import CliRunner
 from conftest import TWO_CONFIGS, Project, model_source
 from tsfix.cli.main import main as cli_main
-from tsfix.codemods.engine import PARALLEL_MIN_FILES, Options, run
-from tsfix.codemods.report import ClassResult, FileResult, RunResult
-from tsfix.codemods.rule import Skip
-from tsfix.codemods.validation import WorkerPool
+from tsfix.codemods.pipeline.engine import PARALLEL_MIN_FILES, Options, run
+from tsfix.codemods.pipeline.report import ClassResult, FileResult, RunResult
+from tsfix.codemods.rules.base import Skip
+from tsfix.codemods.validation.pool import WorkerPool
 
 
 def _zoo(root: Path, models: int) -> Path:
@@ -66,7 +66,7 @@ def test_api_script_without_main_guard_still_rewrites_everything(tmp_path: Path)
     script = tmp_path / "migrate.py"
     script.write_text(
         "import json, sys\n"
-        "from tsfix.codemods.engine import Options, run\n"
+        "from tsfix.codemods.pipeline.engine import Options, run\n"
         f"result = run([{str(zoo)!r}], Options(rules=['lift-branch'], verify=False, "
         "mode='diff', jobs=2))\n"
         "print(json.dumps({'changed': sum(f.status == 'changed' for f in result.files), "
@@ -214,7 +214,7 @@ class CountingRewrites:
     """Counts rewrite_source calls in this process (runs of few files rewrite here)."""
 
     def __init__(self, monkeypatch: Any) -> None:
-        import tsfix.codemods.engine as engine
+        import tsfix.codemods.pipeline.engine as engine
 
         self.calls = 0
         real = engine.rewrite_source
@@ -322,7 +322,7 @@ def test_cached_verdicts_skip_observation_and_validation(project: Project,
 
 
 def test_cache_misses_when_tsfix_itself_changes(tmp_path: Path, monkeypatch: Any) -> None:
-    import tsfix.codemods.cache as cache_module
+    import tsfix.codemods.pipeline.cache as cache_module
 
     zoo = _zoo(tmp_path, 2)
     _cached_run(zoo)

@@ -11,8 +11,8 @@ import textwrap
 from pathlib import Path
 
 import pytest
-from tsfix.codemods.check import CODES, check_paths, check_source, to_json, to_sarif
-from tsfix.codemods.rule_names import RULE_SUMMARIES
+from tsfix.codemods.lint.check import CODES, check_paths, check_source, to_json, to_sarif
+from tsfix.codemods.rules.names import RULE_SUMMARIES
 
 FIXTURES = Path(__file__).resolve().parent.parent / "fixtures" / "check"
 BLOCKERS = FIXTURES / "blockers.py"

@@ -18,10 +18,10 @@ from conftest import (
     model_source,
     no_traceback,
 )
-from tsfix.codemods import registry
-from tsfix.codemods.registry import ALL_RULES
-from tsfix.codemods.rule import ClassChange, Rule
-from tsfix.codemods.rule_names import RULE_SUMMARIES
+from tsfix.codemods.rules import registry
+from tsfix.codemods.rules.base import ClassChange, Rule
+from tsfix.codemods.rules.names import RULE_SUMMARIES
+from tsfix.codemods.rules.registry import ALL_RULES
 
 MODEL = model_source()
 ORIGINAL_TEST_LINE = "        if self.use_act:\n"
@@ -265,7 +265,7 @@ def test_report_json_records_files_classes_and_counts(project: Project) -> None:
 NO_TORCH_PROBE = textwrap.dedent("""\
     import json, sys
     from pathlib import Path
-    from tsfix.codemods.engine import Options, run
+    from tsfix.codemods.pipeline.engine import Options, run
     from tsfix.cli.main import main
 
     result = run([Path("model.py")], Options(verify=False, mode="check"))
@@ -586,7 +586,7 @@ def test_file_notes_are_printed_unless_quiet(capsys: pytest.CaptureFixture[str])
     from pathlib import Path
 
     from tsfix.cli.main import _print_outcome
-    from tsfix.codemods.report import FileResult, RunResult
+    from tsfix.codemods.pipeline.report import FileResult, RunResult
 
     file = FileResult(Path("m.py"), "m.py", notes=["no observed types for Net: boom"])
     result = RunResult([file], ["annotate"], "write", True, False)

@@ -8,7 +8,7 @@ from pathlib import Path
 
 import pytest
 from conftest import Project, pyproject_text
-from tsfix.codemods.config import (
+from tsfix.codemods.pipeline.config import (
     TENSOR_KEY,
     ConfigError,
     ExampleCall,

@@ -30,11 +30,11 @@ from pathlib import Path
 
 import pytest
 from corpus import MANIFEST, PINS, CorpusUnavailable, Pin, cache_root, fetch_all, manifest
-from tsfix.codemods.engine import Options, run
-from tsfix.codemods.registry import ALL_RULES
-from tsfix.codemods.report import RunResult
-from tsfix.codemods.rewrite import rewrite_source
-from tsfix.codemods.sources import read_source
+from tsfix.codemods.pipeline.engine import Options, run
+from tsfix.codemods.pipeline.report import RunResult
+from tsfix.codemods.pipeline.rewrite import rewrite_source
+from tsfix.codemods.pipeline.sources import read_source
+from tsfix.codemods.rules.registry import ALL_RULES
 
 pytestmark = pytest.mark.slow
 

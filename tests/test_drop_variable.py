@@ -9,8 +9,8 @@ from pathlib import Path
 import libcst as cst
 import pytest
 from conftest import FIXTURES_ROOT, apply_with_report, copy_fixture, fixture_pairs
-from tsfix.codemods.drop_variable import DropVariable
-from tsfix.codemods.rewrite import Rewrite, rewrite_source
+from tsfix.codemods.pipeline.rewrite import Rewrite, rewrite_source
+from tsfix.codemods.rules.drop_variable import DropVariable
 
 FIXTURES = FIXTURES_ROOT / "drop-variable"
 

@@ -11,8 +11,8 @@ from pathlib import Path
 
 import pytest
 from conftest import FIXTURES_ROOT
-from tsfix.codemods.check import CODES, check_source
-from tsfix.codemods.explain import (
+from tsfix.codemods.lint.check import CODES, check_source
+from tsfix.codemods.lint.explain import (
     CALL_FAILED,
     SCRIPT_FAILED,
     SECTIONS,
@@ -21,7 +21,7 @@ from tsfix.codemods.explain import (
     parse_target,
     rule_sections,
 )
-from tsfix.codemods.registry import ALL_RULES
+from tsfix.codemods.rules.registry import ALL_RULES
 
 FIXTURES = Path(__file__).resolve().parent.parent / "fixtures" / "check"
 BLOCKERS = FIXTURES / "blockers.py"
@@ -146,9 +146,9 @@ def test_call_failure_names_the_parameter_finding() -> None:
 EXPLAIN_ALL = """
 import json, sys
 from pathlib import Path
-from tsfix.codemods.check import check_source
-from tsfix.codemods.config import ExampleSpec, find_pyproject, load_config
-from tsfix.codemods.explain import _explain, _script_class
+from tsfix.codemods.lint.check import check_source
+from tsfix.codemods.pipeline.config import ExampleSpec, find_pyproject, load_config
+from tsfix.codemods.lint.explain import _explain, _script_class
 path = Path(sys.argv[1]).resolve()
 config = load_config(find_pyproject([path]))
 text = path.read_text()

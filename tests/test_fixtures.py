@@ -7,7 +7,7 @@ from pathlib import Path
 
 import pytest
 from conftest import FIXTURES_ROOT, apply_with_report, copy_fixture, fixture_pairs, load_module
-from tsfix.codemods.engine import Options, run
+from tsfix.codemods.pipeline.engine import Options, run
 
 # One folder of pairs per rule, named after it.
 RULE_FIXTURES = ("modulelist-iter", "super-forward", "flatten-parameters", "drop-variable",
@@ -16,7 +16,7 @@ RULE_FIXTURES = ("modulelist-iter", "super-forward", "flatten-parameters", "drop
 
 
 def test_every_rule_has_a_fixture_folder() -> None:
-    from tsfix.codemods.registry import ALL_RULES
+    from tsfix.codemods.rules.registry import ALL_RULES
 
     assert list(RULE_FIXTURES) == list(ALL_RULES)
 

@@ -9,8 +9,8 @@ from pathlib import Path
 import libcst as cst
 import pytest
 from conftest import FIXTURES_ROOT, apply_with_report, copy_fixture, fixture_pairs
-from tsfix.codemods.flatten_parameters import FlattenParameters
-from tsfix.codemods.rewrite import Rewrite, rewrite_source
+from tsfix.codemods.pipeline.rewrite import Rewrite, rewrite_source
+from tsfix.codemods.rules.flatten_parameters import FlattenParameters
 
 FIXTURES = FIXTURES_ROOT / "flatten-parameters"
 

@@ -10,10 +10,10 @@ import libcst as cst
 import pytest
 from conftest import FIXTURES_ROOT, apply_with_report, copy_fixture, fixture_pairs
 from libcst.codemod import CodemodContext
-from tsfix.codemods.engine import Options, run
-from tsfix.codemods.ignore_numpy import DOCSTRING, IgnoreNumpy
-from tsfix.codemods.rewrite import Rewrite, rewrite_source
-from tsfix.codemods.rule import Observations
+from tsfix.codemods.pipeline.engine import Options, run
+from tsfix.codemods.pipeline.rewrite import Rewrite, rewrite_source
+from tsfix.codemods.rules.base import Observations
+from tsfix.codemods.rules.ignore_numpy import DOCSTRING, IgnoreNumpy
 
 FIXTURES = FIXTURES_ROOT / "ignore-numpy"
 HEADER = "import numpy as np\nimport torch\nfrom torch import nn\n\n\n"

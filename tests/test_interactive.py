@@ -9,7 +9,7 @@ from click.testing import CliRunner
 from conftest import model_source
 from tsfix.cli.interactive import apply_hunks, hunks_of, review
 from tsfix.cli.main import main as cli_main
-from tsfix.codemods.engine import Options, run
+from tsfix.codemods.pipeline.engine import Options, run
 
 # Two classes far enough apart to give two hunks.
 TWO_MODELS = (model_source("First", "use_a")

@@ -5,8 +5,8 @@ from __future__ import annotations
 import textwrap
 
 import libcst as cst
-from tsfix.codemods.lift_branch import LiftBranch
-from tsfix.codemods.rewrite import Rewrite, rewrite_source
+from tsfix.codemods.pipeline.rewrite import Rewrite, rewrite_source
+from tsfix.codemods.rules.lift_branch import LiftBranch
 
 
 def rewrite(code: str) -> Rewrite:

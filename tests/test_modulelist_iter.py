@@ -9,9 +9,9 @@ from pathlib import Path
 import libcst as cst
 import pytest
 from conftest import FIXTURES_ROOT, apply_with_report, copy_fixture, fixture_pairs, load_module
-from tsfix.codemods.engine import Options, run
-from tsfix.codemods.modulelist_iter import ModuleListIter
-from tsfix.codemods.rewrite import Rewrite, rewrite_source
+from tsfix.codemods.pipeline.engine import Options, run
+from tsfix.codemods.pipeline.rewrite import Rewrite, rewrite_source
+from tsfix.codemods.rules.modulelist_iter import ModuleListIter
 
 FIXTURES = FIXTURES_ROOT / "modulelist-iter"
 
@@ -275,7 +275,7 @@ def test_sibling_loops_reuse_the_element_name_and_existing_names_are_avoided() -
 
 
 def test_singular_names() -> None:
-    from tsfix.codemods.modulelist_iter import _element_name
+    from tsfix.codemods.rules.modulelist_iter import _element_name
 
     taken: set[str] = set()
     assert [_element_name(a, "list", taken) for a in

@@ -17,9 +17,9 @@ from conftest import (
     fixture_pairs,
     load_module,
 )
-from tsfix.codemods.engine import Options, run
-from tsfix.codemods.numpy_to_torch import NumpyToTorch
-from tsfix.codemods.rewrite import Rewrite, rewrite_source
+from tsfix.codemods.pipeline.engine import Options, run
+from tsfix.codemods.pipeline.rewrite import Rewrite, rewrite_source
+from tsfix.codemods.rules.numpy_to_torch import NumpyToTorch
 
 FIXTURES = FIXTURES_ROOT / "numpy-to-torch"
 

@@ -6,8 +6,8 @@ import textwrap
 
 import libcst as cst
 import pytest
-from tsfix.codemods.analysis import import_map, methods_of
-from tsfix.codemods.numpy_usage import (
+from tsfix.codemods.facts.analysis import import_map, methods_of
+from tsfix.codemods.facts.numpy_usage import (
     function_numpy_bindings,
     module_numpy_bindings,
     numpy_uses,

@@ -14,10 +14,10 @@ import libcst as cst
 import pytest
 import torch
 from conftest import Project
-from tsfix.codemods import registry
-from tsfix.codemods import validation_worker as worker
-from tsfix.codemods.config import parse_example
-from tsfix.codemods.rule import ClassChange, Rule
+from tsfix.codemods.pipeline.config import parse_example
+from tsfix.codemods.rules import registry
+from tsfix.codemods.rules.base import ClassChange, Rule
+from tsfix.codemods.validation import worker
 
 T = torch.zeros(2)
 
@@ -271,7 +271,7 @@ def test_no_verify_observes_nothing(project: Project, recording: list[tuple[str,
     def no_workers(*args: Any, **kwargs: Any) -> None:
         raise AssertionError("a worker was started")
 
-    monkeypatch.setattr("tsfix.codemods.validation._Worker.__init__", no_workers)
+    monkeypatch.setattr("tsfix.codemods.validation.pool._Worker.__init__", no_workers)
     project.pyproject({"good.py:Good": {"inputs": ["randn(2, 3)"]}})
     project.write("good.py", SIMPLE.format(name="Good", init="pass"))
     result = project.run(verify=False)

@@ -10,13 +10,13 @@ from typing import Any
 
 import libcst as cst
 import pytest
-from tsfix.codemods import engine
-from tsfix.codemods.config import ConfigError, load_config
-from tsfix.codemods.engine import Options, run
-from tsfix.codemods.lift_branch import LiftBranch, LiftBranchOnnx
-from tsfix.codemods.registry import select_rules
-from tsfix.codemods.rewrite import Rewrite, rewrite_source
-from tsfix.codemods.validation import ValidationJob, WorkerPool
+from tsfix.codemods.pipeline import engine
+from tsfix.codemods.pipeline.config import ConfigError, load_config
+from tsfix.codemods.pipeline.engine import Options, run
+from tsfix.codemods.pipeline.rewrite import Rewrite, rewrite_source
+from tsfix.codemods.rules.lift_branch import LiftBranch, LiftBranchOnnx
+from tsfix.codemods.rules.registry import select_rules
+from tsfix.codemods.validation.pool import ValidationJob, WorkerPool
 
 FIXTURES = Path(__file__).resolve().parent.parent / "fixtures"
 
@@ -173,7 +173,7 @@ def test_missing_onnx_extra_is_a_usage_error(tmp_path: Path,
 
 
 def test_target_is_part_of_the_cache_key() -> None:
-    from tsfix.codemods.cache import Cache
+    from tsfix.codemods.pipeline.cache import Cache
 
     def key(target: str) -> str:
         cache = Cache.for_run(Path("/unused"), rules=["lift-branch"], unsafe_fixes=False,
@@ -207,7 +207,7 @@ def _graph(*nodes: Any, inputs: tuple[str, ...] = ("x", "flag")) -> Any:
 
 
 def test_an_if_on_the_flag_counts() -> None:
-    from tsfix.codemods.onnx_export import count_nodes, undecided_inputs
+    from tsfix.codemods.validation.onnx_export import count_nodes, undecided_inputs
 
     model = _graph(("Cast", ["flag"], ["c"]), ("If", ["c"], ["y"]))
     assert undecided_inputs(model, ["flag"]) == []
@@ -215,7 +215,7 @@ def test_an_if_on_the_flag_counts() -> None:
 
 
 def test_a_graph_without_an_if_on_the_flag_is_undecided() -> None:
-    from tsfix.codemods.onnx_export import undecided_inputs
+    from tsfix.codemods.validation.onnx_export import undecided_inputs
 
     # The flag is only arithmetic: the export kept one path.
     model = _graph(("Mul", ["x", "flag"], ["y"]))
@@ -228,7 +228,7 @@ def test_a_graph_without_an_if_on_the_flag_is_undecided() -> None:
 
 
 def test_a_loop_on_an_int_setting_counts() -> None:
-    from tsfix.codemods.onnx_export import undecided_inputs
+    from tsfix.codemods.validation.onnx_export import undecided_inputs
 
     model = _graph(("Less", ["x", "flag"], ["c"]), ("Loop", ["", "c"], ["y"]))
     assert undecided_inputs(model, ["flag"]) == []

@@ -17,7 +17,7 @@ def test_no_generic_top_level_package(generic_name: str) -> None:
 
 
 def test_namespaced_packages_import() -> None:
-    assert importlib.import_module("tsfix.codemods.engine").run
+    assert importlib.import_module("tsfix.codemods.pipeline.engine").run
     assert importlib.import_module("tsfix.cli.main").main
 
 

@@ -5,7 +5,7 @@ from __future__ import annotations
 import io
 
 from tsfix.cli.progress import LOG_INTERVAL_S, ProgressDisplay, describe
-from tsfix.codemods.engine import Progress
+from tsfix.codemods.pipeline.engine import Progress
 
 
 class Clock:

@@ -5,8 +5,8 @@ from __future__ import annotations
 import libcst as cst
 import pytest
 from libcst.codemod import CodemodContext
-from tsfix.codemods.registry import ALL_RULES
-from tsfix.codemods.rule import Rule
+from tsfix.codemods.rules.base import Rule
+from tsfix.codemods.rules.registry import ALL_RULES
 
 CASES = [(rule, i, example.before, example.after)
          for rule in ALL_RULES.values() for i, example in enumerate(rule.INVALID)]

@@ -14,8 +14,8 @@ from collections.abc import Callable, Sequence
 import libcst as cst
 import pytest
 from conftest import Project, file_record, no_traceback
-from tsfix.codemods import registry
-from tsfix.codemods.rule import ClassChange, Rule
+from tsfix.codemods.rules import registry
+from tsfix.codemods.rules.base import ClassChange, Rule
 
 pytestmark = pytest.mark.slow
 

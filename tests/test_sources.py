@@ -9,7 +9,7 @@ from pathlib import Path
 
 import pytest
 from conftest import CLEAN_SOURCE, Project, by_display, model_source
-from tsfix.codemods.sources import read_source
+from tsfix.codemods.pipeline.sources import read_source
 
 MODEL = model_source()
 # The only lines of MODEL that lift-branch has to change.
@@ -283,7 +283,7 @@ def test_other_indentation_still_parses(project: Project, indent: str) -> None:
 
 
 def test_black_edits_outside_the_touched_lines_are_dropped() -> None:
-    from tsfix.codemods.rewrite import format_touched_lines
+    from tsfix.codemods.pipeline.rewrite import format_touched_lines
 
     old = ("class Beamformer(Base):\n"
            "    def forward(\n"
@@ -337,7 +337,7 @@ def test_touched_statements_are_formatted_alone_as_black_would_format_the_file(
     # Speed: black reformats only the touched method (or class) by itself; the result must be
     # what black's own lines= mode gives on the whole file.
     import black
-    from tsfix.codemods.rewrite import format_touched_lines, touched_line_ranges
+    from tsfix.codemods.pipeline.rewrite import format_touched_lines, touched_line_ranges
 
     old = FORMATTING_MODULE
     new = old.replace(old_line, new_line)

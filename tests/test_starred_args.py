@@ -9,9 +9,9 @@ from pathlib import Path
 import libcst as cst
 import pytest
 from conftest import FIXTURES_ROOT, apply_with_report, copy_fixture, fixture_pairs, load_module
-from tsfix.codemods.engine import Options, run
-from tsfix.codemods.rewrite import Rewrite, rewrite_source
-from tsfix.codemods.starred_args import StarredArgs
+from tsfix.codemods.pipeline.engine import Options, run
+from tsfix.codemods.pipeline.rewrite import Rewrite, rewrite_source
+from tsfix.codemods.rules.starred_args import StarredArgs
 
 FIXTURES = FIXTURES_ROOT / "starred-args"
 HEADER = "from typing import List, Tuple\nimport torch\nimport torch.nn as nn\n"

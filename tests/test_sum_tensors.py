@@ -10,8 +10,8 @@ from pathlib import Path
 import libcst as cst
 import pytest
 from conftest import FIXTURES_ROOT, apply_with_report, copy_fixture, fixture_pairs
-from tsfix.codemods.rewrite import Rewrite, rewrite_source
-from tsfix.codemods.sum_tensors import SumTensors
+from tsfix.codemods.pipeline.rewrite import Rewrite, rewrite_source
+from tsfix.codemods.rules.sum_tensors import SumTensors
 
 FIXTURES = FIXTURES_ROOT / "sum-tensors"
 HEADER = "from typing import List\nimport torch\nfrom torch import nn\nclass M(nn.Module):\n"

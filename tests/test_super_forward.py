@@ -9,9 +9,9 @@ from pathlib import Path
 import libcst as cst
 import pytest
 from conftest import FIXTURES_ROOT, apply_with_report, copy_fixture, fixture_pairs, load_module
-from tsfix.codemods.engine import Options, run
-from tsfix.codemods.rewrite import Rewrite, rewrite_source
-from tsfix.codemods.super_forward import SuperForward
+from tsfix.codemods.pipeline.engine import Options, run
+from tsfix.codemods.pipeline.rewrite import Rewrite, rewrite_source
+from tsfix.codemods.rules.super_forward import SuperForward
 
 FIXTURES = FIXTURES_ROOT / "super-forward"
 

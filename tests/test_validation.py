@@ -10,8 +10,8 @@ import time
 
 import pytest
 from conftest import TWO_CONFIGS, Project, by_display, model_source
-from tsfix.codemods.config import parse_example
-from tsfix.codemods.validation import ValidationJob, run_jobs
+from tsfix.codemods.pipeline.config import parse_example
+from tsfix.codemods.validation.pool import ValidationJob, run_jobs
 
 pytestmark = pytest.mark.slow
 

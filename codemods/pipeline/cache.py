@@ -29,8 +29,8 @@ from importlib import metadata
 from pathlib import Path
 from typing import Any
 
-from tsfix.codemods.report import ClassResult, FileResult
-from tsfix.codemods.rule import Skip
+from tsfix.codemods.pipeline.report import ClassResult, FileResult
+from tsfix.codemods.rules.base import Skip
 
 # Reasons that say the machine, not the code, decided: never cached.
 _TRANSIENT = ("timed out", "internal validation error", "worker", "internal error",
@@ -47,9 +47,13 @@ def default_directory() -> Path:
 
 def code_fingerprint() -> str:
     """A hash of tsfix's own source: a rule edited without a version bump (a developer
-    install) must not be answered from entries the old code made."""
+    install) must not be answered from entries the old code made. Every module of the package,
+    in every subfolder, is hashed with its relative path: a module moved or added between
+    folders changes the fingerprint too."""
     digest = hashlib.sha256()
-    for path in sorted(Path(__file__).resolve().parent.glob("*.py")):
+    root = Path(__file__).resolve().parent.parent
+    for path in sorted(root.rglob("*.py")):
+        digest.update(path.relative_to(root).as_posix().encode() + b"\0")
         digest.update(path.read_bytes())
     return digest.hexdigest()[:16]
 

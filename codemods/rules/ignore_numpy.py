@@ -122,7 +122,7 @@ from dataclasses import dataclass, field
 import libcst as cst
 from libcst.helpers import get_full_name_for_node
 from libcst.metadata import GlobalScope, MetadataWrapper, ScopeProvider
-from tsfix.codemods.analysis import (
+from tsfix.codemods.facts.analysis import (
     find_all,
     import_map,
     literal_type,
@@ -133,15 +133,14 @@ from tsfix.codemods.analysis import (
     self_attr,
     self_name,
 )
-from tsfix.codemods.numpy_usage import (
+from tsfix.codemods.facts.numpy_usage import (
     function_numpy_bindings,
     is_numpy_name,
     may_use_numpy,
     module_numpy_bindings,
     numpy_uses,
 )
-from tsfix.codemods.rule import ClassChange, Example, Rule
-from tsfix.codemods.value_types import (
+from tsfix.codemods.facts.value_types import (
     TENSOR,
     Typer,
     annotation_text,
@@ -153,6 +152,7 @@ from tsfix.codemods.value_types import (
     unify,
     without_none,
 )
+from tsfix.codemods.rules.base import ClassChange, Example, Rule
 
 # Type of a variable that holds a numpy value (assigned by numpy code; no TorchScript type).
 NUMPY = "<numpy>"

@@ -72,7 +72,7 @@ from typing import Any, ClassVar
 import libcst as cst
 import libcst.matchers as m
 from libcst.helpers import get_full_name_for_node
-from tsfix.codemods.analysis import (
+from tsfix.codemods.facts.analysis import (
     SCALAR_TYPES,
     AttrAssignment,
     annotation_type,
@@ -93,8 +93,8 @@ from tsfix.codemods.analysis import (
     self_name,
     unify_types,
 )
-from tsfix.codemods.imports import add_module_import
-from tsfix.codemods.rule import ClassChange, Example, Rule
+from tsfix.codemods.rules.base import ClassChange, Example, Rule
+from tsfix.codemods.rules.imports import add_module_import
 
 # What a test reads: ("attr", name) for self.name, ("cfg", holder, field) for self.holder.field
 # or self.holder["field"].

@@ -45,7 +45,7 @@ Fix safety
 from __future__ import annotations
 
 import libcst as cst
-from tsfix.codemods.analysis import (
+from tsfix.codemods.facts.analysis import (
     code_of,
     compiled_methods,
     find_all,
@@ -56,8 +56,8 @@ from tsfix.codemods.analysis import (
     top_level_names,
     torch_alias,
 )
-from tsfix.codemods.imports import add_module_import
-from tsfix.codemods.rule import ClassChange, Example, Rule
+from tsfix.codemods.rules.base import ClassChange, Example, Rule
+from tsfix.codemods.rules.imports import add_module_import
 
 # ---- the rule -----------------------------------------------------------------------------------
 

@@ -49,7 +49,7 @@ from __future__ import annotations
 
 import libcst as cst
 from libcst.helpers import get_full_name_for_node
-from tsfix.codemods.analysis import (
+from tsfix.codemods.facts.analysis import (
     code_of,
     compiled_methods,
     find_all,
@@ -59,7 +59,7 @@ from tsfix.codemods.analysis import (
     never_compiled,
     qualified_name,
 )
-from tsfix.codemods.rule import ClassChange, Example, Rule
+from tsfix.codemods.rules.base import ClassChange, Example, Rule
 
 _VARIABLE = ("torch.autograd.Variable", "torch.autograd.variable.Variable")
 # Tensor factories whose result is a new leaf that does not require grad (unless asked with

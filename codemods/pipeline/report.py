@@ -9,7 +9,7 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
 
-from tsfix.codemods.rule import Skip
+from tsfix.codemods.rules.base import Skip
 
 VERIFIED, REJECTED, UNVERIFIED = "verified", "rejected", "unverified"
 

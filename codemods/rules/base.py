@@ -21,8 +21,8 @@ from typing import ClassVar, TypeAlias
 import libcst as cst
 from libcst.codemod import Codemod, CodemodContext, SkipFile
 from libcst.metadata import CodeRange, MetadataWrapper, PositionProvider
-from tsfix.codemods.analysis import contains
-from tsfix.codemods.imports import add_typing_names
+from tsfix.codemods.facts.analysis import contains
+from tsfix.codemods.rules.imports import add_typing_names
 
 # Types seen in the eager example runs: class -> method -> parameter (or "return") -> a
 # TorchScript type string ("int", "Optional[float]", "List[int]", "Tuple[int, int]", "Tensor").

@@ -3,9 +3,9 @@
 ``tsfix explain RULE`` formats the rule class's docstring (What it does / Why it breaks export /
 Example / Fix safety). ``tsfix explain path.py:Class`` builds the class (with its
 ``[tool.tsfix.examples]`` table when there is one, else with its defaults), scripts it and calls
-the scripted module with the example inputs, in a child process (``python -m
-tsfix.codemods.explain``; the caller never imports torch). The TorchScript error is then matched
-against the messages measured on torch 2.13 (:data:`KNOWN_ERRORS`) and tied to a line of the
+the scripted module with the example inputs, in a child process
+(``python -m tsfix.codemods.lint.explain``; the caller never imports torch). The TorchScript
+error is then matched against the messages measured on torch 2.13 (:data:`KNOWN_ERRORS`) and tied to a line of the
 user's file and to a ``tsfix check`` code, whose help says why and which rule fixes it. The
 linter's findings in the class fill in what the error does not say: the line, when the error
 points into torch itself (``flatten_parameters``) or nowhere (numpy's "cannot create weak
@@ -24,9 +24,9 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from tsfix.codemods.check import CODES, CheckSyntaxError, Finding, check_source
-from tsfix.codemods.config import ExampleError, ExampleSpec, find_pyproject, load_config
-from tsfix.codemods.sources import SourceError, read_source
+from tsfix.codemods.lint.check import CODES, CheckSyntaxError, Finding, check_source
+from tsfix.codemods.pipeline.config import ExampleError, ExampleSpec, find_pyproject, load_config
+from tsfix.codemods.pipeline.sources import SourceError, read_source
 
 SECTIONS = ("What it does", "Why it breaks export", "Example", "Fix safety")
 
@@ -45,7 +45,7 @@ class ExplainError(Exception):
 
 def rule_sections(name: str) -> tuple[str, list[tuple[str, str]]]:
     """The rule's title line and its docstring sections, in order, bodies dedented."""
-    from tsfix.codemods.registry import ALL_RULES
+    from tsfix.codemods.rules.registry import ALL_RULES
 
     rule = ALL_RULES.get(name)
     if rule is None:
@@ -252,7 +252,7 @@ def _example_key(path: Path, root: Path | None) -> str:
 def _run_child(job: dict[str, Any], timeout: float) -> dict[str, Any]:
     env = dict(os.environ, PYTHONDONTWRITEBYTECODE="1")
     try:
-        done = subprocess.run([sys.executable, "-m", "tsfix.codemods.explain"],
+        done = subprocess.run([sys.executable, "-m", "tsfix.codemods.lint.explain"],
                               input=json.dumps(job), capture_output=True, text=True,
                               timeout=timeout + 60, env=env)   # + importing torch
     except subprocess.TimeoutExpired:
@@ -358,7 +358,7 @@ def _script_class(job: dict[str, Any]) -> dict[str, Any]:
     import warnings
 
     import torch
-    from tsfix.codemods.validation_worker import (
+    from tsfix.codemods.validation.worker import (
         Instance,
         Verdict,
         build,

@@ -60,7 +60,7 @@ from collections.abc import Callable
 
 import libcst as cst
 from libcst.helpers import get_full_name_for_node
-from tsfix.codemods.analysis import (
+from tsfix.codemods.facts.analysis import (
     code_of,
     find_all,
     import_map,
@@ -74,8 +74,7 @@ from tsfix.codemods.analysis import (
     self_attr,
     self_name,
 )
-from tsfix.codemods.rule import ClassChange, Example, Rule
-from tsfix.codemods.value_types import (
+from tsfix.codemods.facts.value_types import (
     TENSOR,
     Typer,
     collect_locals,
@@ -84,6 +83,7 @@ from tsfix.codemods.value_types import (
     type_from_annotation,
     unify_all,
 )
+from tsfix.codemods.rules.base import ClassChange, Example, Rule
 
 _SEQUENCE_METHODS = ("view", "reshape", "permute", "repeat", "expand", "flip", "tile",
                      "new_zeros", "new_ones", "new_empty")

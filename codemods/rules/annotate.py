@@ -70,7 +70,7 @@ from dataclasses import dataclass, field
 
 import libcst as cst
 from libcst.helpers import get_full_name_for_node
-from tsfix.codemods.analysis import (
+from tsfix.codemods.facts.analysis import (
     find_all,
     import_map,
     methods_of,
@@ -83,8 +83,7 @@ from tsfix.codemods.analysis import (
     self_attr,
     self_name,
 )
-from tsfix.codemods.rule import ClassChange, Example, Rule
-from tsfix.codemods.value_types import (
+from tsfix.codemods.facts.value_types import (
     EMPTY_DICT,
     EMPTY_LIST,
     TENSOR,
@@ -100,6 +99,7 @@ from tsfix.codemods.value_types import (
     unify_all,
     without_none,
 )
+from tsfix.codemods.rules.base import ClassChange, Example, Rule
 
 _IGNORED_DECORATORS = ("torch.jit.ignore", "torch.jit.unused", "jit.ignore", "jit.unused")
 # Methods of lists, dicts and str: a parameter used with one of these is not a Tensor.

@@ -1,6 +1,6 @@
 """Runs validation jobs in worker processes; this side never imports torch.
 
-Each worker (:mod:`tsfix.codemods.validation_worker`) imports torch once and takes jobs one at
+Each worker (:mod:`tsfix.codemods.validation.worker`) imports torch once and takes jobs one at
 a time over a pipe. A job that outlives its timeout, or a worker that dies (segfault, out of
 memory, ``os._exit`` in user code), costs only that job: its classes become ``unverified`` with
 the reason, the worker is replaced, and the run goes on.
@@ -25,7 +25,7 @@ from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 from typing import IO, Any
 
-WORKER_MODULE = "tsfix.codemods.validation_worker"
+WORKER_MODULE = "tsfix.codemods.validation.worker"
 STARTUP_TIMEOUT = 300.0   # importing torch on a loaded machine
 # How an ``unverified`` reason starts when the rewritten class does not script and neither did
 # the original: the engine still looks for a rule to drop when several rules changed the class.

@@ -28,7 +28,7 @@ from typing import Any, Literal
 import libcst as cst
 from libcst.helpers import get_full_name_for_node
 from libcst.metadata import MetadataWrapper, PositionProvider
-from tsfix.codemods.analysis import (
+from tsfix.codemods.facts.analysis import (
     attribute_assignments,
     decorator_names,
     find_all,
@@ -41,16 +41,16 @@ from tsfix.codemods.analysis import (
     self_attr,
     self_name,
 )
-from tsfix.codemods.config import Config, find_pyproject, load_config
-from tsfix.codemods.numpy_usage import (
+from tsfix.codemods.facts.numpy_usage import (
     function_numpy_bindings,
     module_numpy_bindings,
     numpy_uses,
 )
-from tsfix.codemods.sources import SourceError, discover, is_generated, read_source
-from tsfix.codemods.value_types import TENSOR, Typer, collect_locals, parts_of
+from tsfix.codemods.facts.value_types import TENSOR, Typer, collect_locals, parts_of
+from tsfix.codemods.pipeline.config import Config, find_pyproject, load_config
+from tsfix.codemods.pipeline.sources import SourceError, discover, is_generated, read_source
 
-# Exit codes, as ``tsfix apply`` (tsfix.codemods.report).
+# Exit codes, as ``tsfix apply`` (tsfix.codemods.pipeline.report).
 EXIT_CLEAN = 0
 EXIT_FINDINGS = 1
 EXIT_USAGE = 2
@@ -267,7 +267,7 @@ def _lifted_attributes(module: cst.Module, text: str) -> dict[str, set[str]]:
     """Class -> the attributes lift-branch would turn into forward() arguments: its own
     analysis decides what is a configuration attribute (not structural, not mutated...)."""
     from libcst.codemod import CodemodContext
-    from tsfix.codemods.lift_branch import LiftBranch
+    from tsfix.codemods.rules.lift_branch import LiftBranch
 
     rule = LiftBranch(CodemodContext())
     rule.source_text = text
@@ -447,7 +447,7 @@ class _ClassChecker:
         return self.reports
 
     def _typer(self, func: cst.FunctionDef) -> Typer:
-        from tsfix.codemods.value_types import type_from_annotation
+        from tsfix.codemods.facts.value_types import type_from_annotation
 
         env: dict[str, str | None] = {}
         for pname, param in parameters_of(func).items():

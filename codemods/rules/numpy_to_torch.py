@@ -120,7 +120,7 @@ from typing import ClassVar
 
 import libcst as cst
 from libcst.helpers import get_full_name_for_node
-from tsfix.codemods.analysis import (
+from tsfix.codemods.facts.analysis import (
     code_of,
     find_all,
     import_map,
@@ -135,16 +135,14 @@ from tsfix.codemods.analysis import (
     self_attr,
     self_name,
 )
-from tsfix.codemods.imports import add_module_import
-from tsfix.codemods.numpy_usage import (
+from tsfix.codemods.facts.numpy_usage import (
     dotted_name,
     function_numpy_bindings,
     may_use_numpy,
     module_numpy_bindings,
     numpy_uses,
 )
-from tsfix.codemods.rule import ClassChange, Example, Rule
-from tsfix.codemods.value_types import (
+from tsfix.codemods.facts.value_types import (
     TENSOR,
     Typer,
     collect_locals,
@@ -154,6 +152,8 @@ from tsfix.codemods.value_types import (
     type_from_annotation,
     unify_all,
 )
+from tsfix.codemods.rules.base import ClassChange, Example, Rule
+from tsfix.codemods.rules.imports import add_module_import
 
 # ---- dtypes ------------------------------------------------------------------------------------
 

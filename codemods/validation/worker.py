@@ -1,6 +1,6 @@
 """Validation worker process: the only place tsfix imports torch.
 
-Started by :mod:`tsfix.codemods.validation` as ``python -m tsfix.codemods.validation_worker``.
+Started by :mod:`tsfix.codemods.validation.pool` as ``python -m tsfix.codemods.validation.worker``.
 It reads one JSON job per line on stdin (a file's rewritten source and the classes to check) and
 writes one JSON result per line on the stdout it was started with; user code's own prints go to
 stderr. torch is imported once per worker, not once per model.
@@ -18,8 +18,8 @@ several calls). For every class, with every configuration:
 5. the artifact survives ``torch.jit.save``/``load`` with the same outputs. When a rule moved code
    into a ``@torch.jit.ignore`` method (``python_only``), saving is expected to fail and the
    verdict says so; such an artifact runs from Python only;
-6. only for the job target ``onnx`` (:mod:`tsfix.codemods.onnx_export`): every configuration's
-   artifact (the one artifact with that configuration's weights and lifted settings, else its
+6. only for the job target ``onnx`` (:mod:`tsfix.codemods.validation.onnx_export`): every
+   configuration's artifact (the one artifact with that configuration's weights and lifted settings, else its
    own scripted instance) is exported with the TorchScript-based exporter, passes
    ``onnx.checker``, and onnxruntime reproduces the eager outputs of every call. With lifted
    settings (given as 0-d tensors under this target), each lifted input must decide an ``If``
@@ -64,7 +64,7 @@ from pathlib import Path
 from typing import Any
 
 import torch
-from tsfix.codemods.validation import NOT_SCRIPTABLE_EITHER
+from tsfix.codemods.validation.pool import NOT_SCRIPTABLE_EITHER
 
 RTOL, ATOL = 1e-4, 1e-5
 # Why an artifact that calls a @torch.jit.ignore method cannot be saved (measured, torch 2.13).
@@ -484,7 +484,7 @@ def check_class(original: types.ModuleType, rewritten: types.ModuleType,
         values = {param: getattr(rewrites[k], attr) for param, attr in lifted.items()}
         if target != "onnx":
             return values
-        from tsfix.codemods.onnx_export import setting_tensor
+        from tsfix.codemods.validation.onnx_export import setting_tensor
 
         codes = job_class.get("codes", {})
         return {param: setting_tensor(value, codes.get(lifted[param]))
@@ -552,7 +552,7 @@ def check_onnx(configs: list[Instance], originals: list[Any],
     """Step 6: export each configuration's artifact, check it, run it in onnxruntime.
     ``artifacts[k]`` is the scripted module for configuration ``k`` and the lifted arguments
     that select its settings (empty when it is its own scripted instance)."""
-    from tsfix.codemods import onnx_export as ox
+    from tsfix.codemods.validation import onnx_export as ox
 
     exports: dict[tuple[Any, ...], tuple[ox.Runtime, Any]] = {}
     if_counts: list[int] = []
@@ -599,7 +599,7 @@ def _export_checked(module: Any, weights: dict[str, Any], arguments: list[tuple[
     """Export a copy of ``module`` with ``weights``, check it, and when lifted settings are
     inputs, that each one decides a branch. The copy keeps the exporter's freezing away from
     the artifact the other steps use."""
-    from tsfix.codemods import onnx_export as ox
+    from tsfix.codemods.validation import onnx_export as ox
 
     buffer = io.BytesIO()
     torch.jit.save(module, buffer)
@@ -736,7 +736,7 @@ def run_job(job: dict[str, Any]) -> dict[str, Any]:
         target = job.get("target", "torchscript")
         for job_class in job["classes"]:
             if target == "onnx":
-                from tsfix.codemods.onnx_export import string_codes
+                from tsfix.codemods.validation.onnx_export import string_codes
 
                 job_class = {**job_class, "target": target,
                              "codes": string_codes(job["source"], job_class["name"])}

@@ -3,7 +3,7 @@
 ``tsfix --help`` and ``tsfix rules`` must start fast (no LibCST, black or torch import), so the
 names and summaries live here as plain strings, in ``--rule all`` order. Each rule class keeps
 its own ``name`` and ``summary`` too; ``tests/test_cli.py`` checks that this table matches
-:data:`tsfix.codemods.registry.ALL_RULES` exactly.
+:data:`tsfix.codemods.rules.registry.ALL_RULES` exactly.
 """
 
 from __future__ import annotations

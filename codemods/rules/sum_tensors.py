@@ -69,7 +69,7 @@ from collections.abc import Mapping
 
 import libcst as cst
 from libcst.helpers import get_full_name_for_node
-from tsfix.codemods.analysis import (
+from tsfix.codemods.facts.analysis import (
     code_of,
     compiled_methods,
     find_all,
@@ -86,9 +86,7 @@ from tsfix.codemods.analysis import (
     top_level_names,
     torch_alias,
 )
-from tsfix.codemods.imports import add_module_import
-from tsfix.codemods.rule import ClassChange, Example, Rule
-from tsfix.codemods.value_types import (
+from tsfix.codemods.facts.value_types import (
     TENSOR,
     Typer,
     collect_locals,
@@ -97,6 +95,8 @@ from tsfix.codemods.value_types import (
     parts_of,
     type_from_annotation,
 )
+from tsfix.codemods.rules.base import ClassChange, Example, Rule
+from tsfix.codemods.rules.imports import add_module_import
 
 _SINGLE_TENSOR_NOTE = ("sum(t) -> t.sum(0): int8/uint8/int16/int32 tensors now sum to int64, "
                        "floating-point sums may differ in the last bits")

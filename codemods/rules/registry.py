@@ -2,18 +2,18 @@
 
 from __future__ import annotations
 
-from tsfix.codemods.annotate import Annotate
-from tsfix.codemods.drop_variable import DropVariable
-from tsfix.codemods.flatten_parameters import FlattenParameters
-from tsfix.codemods.ignore_numpy import IgnoreNumpy
-from tsfix.codemods.lift_branch import LiftBranch, LiftBranchOnnx
-from tsfix.codemods.modulelist_iter import ModuleListIter
-from tsfix.codemods.numpy_to_torch import NumpyToTorch
-from tsfix.codemods.rule import Rule
-from tsfix.codemods.rule_names import UnknownRuleError, check_rule_names
-from tsfix.codemods.starred_args import StarredArgs
-from tsfix.codemods.sum_tensors import SumTensors
-from tsfix.codemods.super_forward import SuperForward
+from tsfix.codemods.rules.annotate import Annotate
+from tsfix.codemods.rules.base import Rule
+from tsfix.codemods.rules.drop_variable import DropVariable
+from tsfix.codemods.rules.flatten_parameters import FlattenParameters
+from tsfix.codemods.rules.ignore_numpy import IgnoreNumpy
+from tsfix.codemods.rules.lift_branch import LiftBranch, LiftBranchOnnx
+from tsfix.codemods.rules.modulelist_iter import ModuleListIter
+from tsfix.codemods.rules.names import UnknownRuleError, check_rule_names
+from tsfix.codemods.rules.numpy_to_torch import NumpyToTorch
+from tsfix.codemods.rules.starred_args import StarredArgs
+from tsfix.codemods.rules.sum_tensors import SumTensors
+from tsfix.codemods.rules.super_forward import SuperForward
 
 __all__ = ["ALL_RULES", "UnknownRuleError", "select_rules"]
 

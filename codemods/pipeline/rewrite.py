@@ -17,8 +17,8 @@ from dataclasses import dataclass, field
 import black
 import libcst as cst
 from libcst.codemod import CodemodContext
-from tsfix.codemods.analysis import forget_trees
-from tsfix.codemods.rule import ClassChange, Observations, Rule, Skip, forget_positions
+from tsfix.codemods.facts.analysis import forget_trees
+from tsfix.codemods.rules.base import ClassChange, Observations, Rule, Skip, forget_positions
 
 
 class RewriteError(Exception):

@@ -66,7 +66,7 @@ from __future__ import annotations
 
 import libcst as cst
 from libcst.helpers import get_full_name_for_node
-from tsfix.codemods.analysis import (
+from tsfix.codemods.facts.analysis import (
     code_of,
     find_all,
     import_map,
@@ -78,8 +78,8 @@ from tsfix.codemods.analysis import (
     reachable_methods,
     self_name,
 )
-from tsfix.codemods.imports import add_module_import
-from tsfix.codemods.rule import ClassChange, Example, Rule
+from tsfix.codemods.rules.base import ClassChange, Example, Rule
+from tsfix.codemods.rules.imports import add_module_import
 
 # Layer -> (forward's parameter names, functional template). ``{self}`` is the instance name,
 # ``{F}`` the file's name for torch.nn.functional, ``{0}``, ``{1}`` the arguments.

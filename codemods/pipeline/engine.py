@@ -1,14 +1,14 @@
 """One tsfix run: discover files, rewrite, validate, then show or write. The Python API.
 
-    from tsfix.codemods.engine import Options, run
+    from tsfix.codemods.pipeline.engine import Options, run
     result = run([Path("models")], Options(rules=["lift-branch"], mode="diff"))
     print(result.summary_line(), result.exit_code)
 
 Per file: read (keeping encoding and line endings), skip ``@generated`` files and files that
-cannot define an nn.Module, rewrite (:func:`~tsfix.codemods.rewrite.rewrite_source`), then
+cannot define an nn.Module, rewrite (:func:`~tsfix.codemods.pipeline.rewrite.rewrite_source`), then
 validate every rewritten class in worker processes. A file that cannot be read, decoded or
 parsed, or whose example spec is wrong, is reported and left untouched; the run goes on with
-the other files. One :class:`~tsfix.codemods.validation.WorkerPool` serves every round of a run
+the other files. One :class:`~tsfix.codemods.validation.pool.WorkerPool` serves every round of a run
 (torch is imported once per worker); ``verify=False`` never starts it.
 
 Observed types. When validation is on and a selected rule sets ``needs_observations``, every
@@ -64,9 +64,9 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Literal
 
-from tsfix.codemods.analysis import may_define_module
-from tsfix.codemods.cache import Cache, cacheable, entry_of, restore
-from tsfix.codemods.config import (
+from tsfix.codemods.facts.analysis import may_define_module
+from tsfix.codemods.pipeline.cache import Cache, cacheable, entry_of, restore
+from tsfix.codemods.pipeline.config import (
     TARGETS,
     Config,
     ConfigError,
@@ -75,8 +75,7 @@ from tsfix.codemods.config import (
     find_pyproject,
     load_config,
 )
-from tsfix.codemods.registry import select_rules
-from tsfix.codemods.report import (
+from tsfix.codemods.pipeline.report import (
     REJECTED,
     UNVERIFIED,
     VERIFIED,
@@ -84,9 +83,8 @@ from tsfix.codemods.report import (
     FileResult,
     RunResult,
 )
-from tsfix.codemods.rewrite import Rewrite, RewriteError, rewrite_source, unified_diff
-from tsfix.codemods.rule import ClassChange, Observations, Rule
-from tsfix.codemods.sources import (
+from tsfix.codemods.pipeline.rewrite import Rewrite, RewriteError, rewrite_source, unified_diff
+from tsfix.codemods.pipeline.sources import (
     SourceError,
     SourceText,
     discover,
@@ -94,7 +92,9 @@ from tsfix.codemods.sources import (
     read_source,
     write_atomic,
 )
-from tsfix.codemods.validation import (
+from tsfix.codemods.rules.base import ClassChange, Observations, Rule
+from tsfix.codemods.rules.registry import select_rules
+from tsfix.codemods.validation.pool import (
     NOT_SCRIPTABLE_EITHER,
     ClassVerdict,
     ValidationJob,

@@ -82,7 +82,7 @@ from dataclasses import dataclass, field
 
 import libcst as cst
 from libcst.helpers import get_full_name_for_node
-from tsfix.codemods.analysis import (
+from tsfix.codemods.facts.analysis import (
     attribute_assignments,
     code_of,
     find_all,
@@ -95,7 +95,7 @@ from tsfix.codemods.analysis import (
     self_attr,
     self_name,
 )
-from tsfix.codemods.rule import ClassChange, Example, Rule
+from tsfix.codemods.rules.base import ClassChange, Example, Rule
 
 _CONTAINERS = {"ModuleList": "list", "Sequential": "list", "ModuleDict": "dict"}
 
