@@ -19,8 +19,8 @@ several calls). For every class, with every configuration:
    into a ``@torch.jit.ignore`` method (``python_only``), saving is expected to fail and the
    verdict says so; such an artifact runs from Python only;
 6. only for the job target ``onnx`` (:mod:`tsfix.codemods.validation.onnx_export`): every
-   configuration's artifact (the one artifact with that configuration's weights and lifted settings, else its
-   own scripted instance) is exported with the TorchScript-based exporter, passes
+   configuration's artifact (the one artifact with that configuration's weights and lifted
+   settings, else its own scripted instance) is exported with the TorchScript-based exporter, passes
    ``onnx.checker``, and onnxruntime reproduces the eager outputs of every call. With lifted
    settings (given as 0-d tensors under this target), each lifted input must decide an ``If``
    (or ``Loop``) in the graph, else the export kept one path only and the class is rejected
