@@ -6,7 +6,8 @@ Example / Fix safety). ``tsfix explain path.py:Class`` builds the class (with it
 the scripted module with the example inputs, in a child process
 (``python -m tsfix.codemods.lint.explain``; the caller never imports torch). The TorchScript
 error is then matched against the messages measured on torch 2.13 (:data:`KNOWN_ERRORS`) and
-tied to a line of the user's file and to a ``tsfix check`` code, whose help says why and which rule fixes it. The
+tied to a line of the user's file and to a ``tsfix check`` code, whose help says why and which
+rule fixes it. The
 linter's findings in the class fill in what the error does not say: the line, when the error
 points into torch itself (``flatten_parameters``) or nowhere (numpy's "cannot create weak
 reference"), and the other blockers of the class, which scripting reports one at a time.
