@@ -54,7 +54,7 @@ def child_libcst(files: list[Path], prefiltered: bool) -> dict[str, object]:
     """Parse + codegen of every file (or of those the pre-filter keeps), with the time spent
     up to the end of each share of ``files``: the floor for tsfix on that share."""
     import libcst as cst
-    from tsfix.codemods.facts.analysis import may_define_module
+    from tsfix.codemods.facts.syntax import may_define_module
 
     texts: list[str | None] = []
     for path in files:

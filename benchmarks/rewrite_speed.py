@@ -15,7 +15,7 @@ import time
 from pathlib import Path
 
 import libcst as cst
-from tsfix.codemods.facts.analysis import may_define_module
+from tsfix.codemods.facts.syntax import may_define_module
 from tsfix.codemods.rules.registry import ALL_RULES
 from tsfix.codemods.pipeline.rewrite import RewriteError, rewrite_source
 

@@ -13,7 +13,7 @@ from typing import TYPE_CHECKING, Literal
 
 import click
 from tsfix.codemods import __version__
-from tsfix.codemods.rules.names import RULE_SUMMARIES
+from tsfix.codemods.rules.names import rule_summaries
 
 if TYPE_CHECKING:
     from tsfix.codemods.pipeline.report import RunResult
@@ -217,8 +217,8 @@ def show_report(report_path: Path, verbose: bool) -> None:
 @main.command("rules")
 def list_rules() -> None:
     """List the rules: name and one-line summary."""
-    width = max(len(name) for name in RULE_SUMMARIES)
-    for name, summary in RULE_SUMMARIES.items():
+    width = max(len(name) for name in rule_summaries())
+    for name, summary in rule_summaries().items():
         click.echo(f"{name:<{width}}  {summary}")
 
 

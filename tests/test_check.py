@@ -12,7 +12,7 @@ from pathlib import Path
 
 import pytest
 from tsfix.codemods.lint.check import CODES, check_paths, check_source, to_json, to_sarif
-from tsfix.codemods.rules.names import RULE_SUMMARIES
+from tsfix.codemods.rules.names import rule_summaries
 
 FIXTURES = Path(__file__).resolve().parent.parent / "fixtures" / "check"
 BLOCKERS = FIXTURES / "blockers.py"
@@ -47,7 +47,7 @@ def test_every_code_has_a_blocker_in_the_fixture() -> None:
 
 
 def test_codes_are_grouped_by_whether_a_rule_fixes_them() -> None:
-    known_rules = set(RULE_SUMMARIES) | RULES_IN_PROGRESS
+    known_rules = set(rule_summaries()) | RULES_IN_PROGRESS
     for code in CODES.values():
         assert code.summary and code.help and code.name
         if code.code.startswith("TSF1"):

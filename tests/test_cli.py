@@ -20,7 +20,7 @@ from conftest import (
 )
 from tsfix.codemods.rules import registry
 from tsfix.codemods.rules.base import ClassChange, Rule
-from tsfix.codemods.rules.names import RULE_SUMMARIES
+from tsfix.codemods.rules.names import rule_summaries
 from tsfix.codemods.rules.registry import ALL_RULES
 
 MODEL = model_source()
@@ -72,8 +72,8 @@ def test_rules_via_module_entry_point() -> None:
 
 def test_rule_names_table_matches_the_rule_classes() -> None:
     # `tsfix rules` prints the LibCST-free table; it must say what the rule classes say.
-    assert {name: rule.summary for name, rule in ALL_RULES.items()} == RULE_SUMMARIES
-    assert list(RULE_SUMMARIES) == list(ALL_RULES)
+    assert {name: rule.summary for name, rule in ALL_RULES.items()} == rule_summaries()
+    assert list(rule_summaries()) == list(ALL_RULES)
 
 
 def test_help_and_rules_import_neither_libcst_nor_torch() -> None:

@@ -8,17 +8,15 @@ from pathlib import Path
 import pytest
 from conftest import FIXTURES_ROOT, apply_with_report, copy_fixture, fixture_pairs, load_module
 from tsfix.codemods.pipeline.engine import Options, run
+from tsfix.codemods.rules.registry import ALL_RULES
 
 # One folder of pairs per rule, named after it.
-RULE_FIXTURES = ("modulelist-iter", "super-forward", "flatten-parameters", "drop-variable",
-                 "starred-args", "sum-tensors", "lift-branch", "numpy-to-torch", "ignore-numpy",
-                 "annotate")
+RULE_FIXTURES = tuple(ALL_RULES)
 
 
 def test_every_rule_has_a_fixture_folder() -> None:
-    from tsfix.codemods.rules.registry import ALL_RULES
-
-    assert list(RULE_FIXTURES) == list(ALL_RULES)
+    for name in RULE_FIXTURES:
+        assert fixture_pairs(FIXTURES_ROOT / name), f"fixtures/{name}/ has no <case>.in.py"
 
 
 def test_every_fixture_has_its_expected_output() -> None:
@@ -29,16 +27,47 @@ def test_every_fixture_has_its_expected_output() -> None:
             assert after.is_file(), f"{before} has no {after.name}"
 
 
-def test_lift_branch_pairs_without_validation(tmp_path: Path) -> None:
-    folder = copy_fixture(tmp_path, "lift-branch")
-    result = run([folder], Options(rules=["lift-branch"], verify=False))
-    for before, after in fixture_pairs(folder):
-        assert before.read_text() == after.read_text(), before.name
-    # The expected outputs are fixed points, and so is the whole tree now.
-    assert not any(f.status == "changed" and f.path.name.endswith(".out.py")
-                   for f in result.files)
-    again = run([folder], Options(rules=["lift-branch"], verify=False))
-    assert [f.status for f in again.files if f.status == "changed"] == []
+def _inputs(tmp_path: Path, rule: str) -> tuple[Path, list[Path]]:
+    """A copy of the rule's fixture folder without its expected outputs (an .out.py can be
+    another rule's input), and the copied inputs."""
+    folder = copy_fixture(tmp_path, rule, inputs_only=True)
+    inputs = [folder / before.relative_to(FIXTURES_ROOT / rule)
+              for before, _ in fixture_pairs(FIXTURES_ROOT / rule)]
+    assert inputs
+    return folder, inputs
+
+
+# Rules that type from observed example runs reach their expected outputs only with validation
+# (the slow test below); without it they fall back to static inference.
+STATIC_RULES = [name for name, rule in ALL_RULES.items() if not rule.needs_observations]
+
+
+@pytest.mark.parametrize("rule", STATIC_RULES)
+def test_rule_turns_each_fixture_input_into_its_output(tmp_path: Path, rule: str) -> None:
+    _, inputs = _inputs(tmp_path, rule)
+    run([str(p) for p in inputs], Options(rules=[rule], verify=False, unsafe_fixes=False))
+    for (_, after), written in zip(fixture_pairs(FIXTURES_ROOT / rule), inputs, strict=True):
+        assert written.read_text() == after.read_text(), written.name
+    # The outputs are fixed points: a second run changes nothing.
+    again = run([str(p) for p in inputs], Options(rules=[rule], verify=False))
+    assert [f.display for f in again.files if f.status == "changed"] == []
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("rule", RULE_FIXTURES)
+def test_every_fixture_rewrite_is_verified(tmp_path: Path, rule: str) -> None:
+    folder, _ = _inputs(tmp_path, rule)
+    done = apply_with_report(folder, rule, workdir=folder)
+    assert done.returncode == 0, done.stderr
+    changed = [before for before, after in fixture_pairs(FIXTURES_ROOT / rule)
+               if before.read_text() != after.read_text()]
+    assert changed and done.classes
+    assert {c["verdict"] for c in done.classes} == {"verified"}, done.classes
+    for (_, after), before in zip(fixture_pairs(FIXTURES_ROOT / rule),
+                                  [b for b, _ in fixture_pairs(FIXTURES_ROOT / rule)],
+                                  strict=True):
+        written = folder / before.relative_to(FIXTURES_ROOT / rule)
+        assert written.read_text() == after.read_text(), written.name
 
 
 @pytest.mark.slow

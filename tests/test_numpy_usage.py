@@ -6,12 +6,12 @@ import textwrap
 
 import libcst as cst
 import pytest
-from tsfix.codemods.facts.analysis import import_map, methods_of
 from tsfix.codemods.facts.numpy_usage import (
     function_numpy_bindings,
     module_numpy_bindings,
     numpy_uses,
 )
+from tsfix.codemods.facts.syntax import import_map, methods_of
 
 SOURCE = textwrap.dedent("""\
     import numpy as np

@@ -44,9 +44,9 @@ _LAZY = {
 
 def rule_names() -> list[str]:
     """The rule names, in ``--rule all`` order (no LibCST import)."""
-    from tsfix.codemods.rules.names import RULE_SUMMARIES
+    from tsfix.codemods.rules.names import rule_summaries
 
-    return list(RULE_SUMMARIES)
+    return list(rule_summaries())
 
 
 def __getattr__(name: str) -> Any:

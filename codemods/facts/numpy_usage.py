@@ -18,7 +18,7 @@ from dataclasses import dataclass
 
 import libcst as cst
 from libcst.helpers import get_full_name_for_node
-from tsfix.codemods.facts.analysis import find_all, qualified_name
+from tsfix.codemods.facts.syntax import find_all, qualified_name
 
 NUMPY = "numpy"
 

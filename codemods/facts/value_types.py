@@ -16,7 +16,7 @@ from collections.abc import Iterable, Mapping
 
 import libcst as cst
 from libcst.helpers import get_full_name_for_node
-from tsfix.codemods.facts.analysis import find_all, literal_type, qualified_name
+from tsfix.codemods.facts.syntax import find_all, literal_type, qualified_name
 
 TENSOR = "Tensor"
 EMPTY_LIST = "List[?]"

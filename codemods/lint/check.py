@@ -28,7 +28,12 @@ from typing import Any, Literal
 import libcst as cst
 from libcst.helpers import get_full_name_for_node
 from libcst.metadata import MetadataWrapper, PositionProvider
-from tsfix.codemods.facts.analysis import (
+from tsfix.codemods.facts.numpy_usage import (
+    function_numpy_bindings,
+    module_numpy_bindings,
+    numpy_uses,
+)
+from tsfix.codemods.facts.syntax import (
     attribute_assignments,
     decorator_names,
     find_all,
@@ -40,11 +45,6 @@ from tsfix.codemods.facts.analysis import (
     qualified_name,
     self_attr,
     self_name,
-)
-from tsfix.codemods.facts.numpy_usage import (
-    function_numpy_bindings,
-    module_numpy_bindings,
-    numpy_uses,
 )
 from tsfix.codemods.facts.value_types import TENSOR, Typer, collect_locals, parts_of
 from tsfix.codemods.pipeline.config import Config, find_pyproject, load_config
@@ -128,65 +128,6 @@ _CODE_LIST = (
          "A torch function stored in an attribute (`self.act = torch.relu`) can be called, but "
          "not tested (\"builtin cannot be used as a value\"). Store nn.Identity() instead of "
          "None and call it unconditionally."),
-    Code("TSF201", "modulelist-index", "ModuleList/Sequential/ModuleDict indexed by a variable",
-         "TorchScript indexes a module container with a literal only (\"Expected integer "
-         "literal for index\"), even inside `for i in range(n)`; iterate it instead.",
-         fix="modulelist-iter"),
-    Code("TSF202", "modulelist-reversed", "reversed() of a module container",
-         "reversed(self.layers) does not script; iterate the reversed slice and call "
-         "`.forward`.", fix="modulelist-iter"),
-    Code("TSF203", "config-object", "field of a config object read in a compiled method",
-         "A ScriptModule cannot hold a config object (dataclass, namespace, dict); copy the "
-         "fields forward reads into plain attributes in __init__.", fix="lift-branch"),
-    Code("TSF204", "config-branch", "branch on a configuration attribute",
-         "Scripts, but torch.jit.freeze, Final attributes, the ONNX exporter and torch.export "
-         "bake the attribute: the exported model keeps only the branch chosen at "
-         "construction. Lifting it into a forward() argument keeps every branch.",
-         fix="lift-branch", level="warning"),
-    Code("TSF205", "numpy", "numpy in a compiled method",
-         "TorchScript cannot call numpy (often \"cannot create weak reference to "
-         "'numpy.ufunc' object\" or \"'Tensor' object has no attribute or method 'numpy'\"). "
-         "Translate to torch/math, or move it into a @torch.jit.ignore method "
-         "(ignore-numpy).", fix="numpy-to-torch"),
-    Code("TSF206", "unannotated-default", "unannotated parameter with a non-Tensor default",
-         "An unannotated parameter is a Tensor to TorchScript: `alpha=1.0` fails (\"Expected a "
-         "default value of type Tensor\"). Annotate it (`alpha: float = 1.0`).",
-         fix="annotate"),
-    Code("TSF207", "untyped-none-default", "unannotated parameter defaulting to None",
-         "`scale=None` scripts as Optional[Tensor]: passing an int or float fails at call time "
-         "and `is not None` may fold. Annotate it (`scale: Optional[float] = None`). A warning: "
-         "unannotated is right when the parameter is an optional Tensor.",
-         fix="annotate", level="warning"),
-    Code("TSF208", "none-default-not-optional", "None default on a non-Optional annotation",
-         "`k: int = None` is rejected (\"Expected a default value of type int\"); the "
-         "annotation must be Optional[int].", fix="annotate"),
-    Code("TSF209", "mutable-default", "mutable default argument",
-         "List/dict/set defaults are rejected even when annotated (\"Mutable default "
-         "parameters are not supported\"). Use a tuple, or Optional[...] = None.",
-         fix="annotate"),
-    Code("TSF210", "variadic-parameters", "*args, **kwargs or keyword-only default",
-         "Compiled methods cannot take *args/**kwargs or keyword-only parameters with "
-         "defaults. annotate makes keyword-only parameters ordinary and removes unused "
-         "*args/**kwargs with --unsafe-fixes.", fix="annotate"),
-    Code("TSF211", "super-forward", "super().forward() in a compiled method",
-         "In a subclass of a torch layer, super().forward(x) fails with \"'Tensor' object "
-         "has no attribute or method 'forward'\"; call the functional form "
-         "(self._conv_forward(...), F.linear(...)).", fix="super-forward"),
-    Code("TSF212", "flatten-parameters", "RNN flatten_parameters() in a compiled method",
-         "flatten_parameters() does not compile (the failure points inside torch's rnn.py). "
-         "Drop it or guard it with `if not torch.jit.is_scripting():`.",
-         fix="flatten-parameters"),
-    Code("TSF213", "variable", "torch.autograd.Variable in a compiled method",
-         "Variable is a no-op wrapper since torch 0.4 and does not script (\"Class Variable "
-         "does not have an __init__ function\"). Use the tensor itself.",
-         fix="drop-variable"),
-    Code("TSF214", "starred-call", "starred argument in a call",
-         "`x.view(*shape)` fails (\"cannot statically infer the expected size of a list\"); "
-         "pass the list itself (x.view(shape)).", fix="starred-args"),
-    Code("TSF215", "sum-tensors", "builtin sum() over tensors",
-         "The builtin sum() accepts numbers only in TorchScript (\"Arguments for call are not "
-         "valid\"). Add the tensors in a loop, or torch.stack(xs).sum(0).",
-         fix="sum-tensors"),
 )
 CODES: dict[str, Code] = {code.code: code for code in _CODE_LIST}
 

@@ -64,7 +64,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Literal
 
-from tsfix.codemods.facts.analysis import may_define_module
+from tsfix.codemods.facts.syntax import may_define_module
 from tsfix.codemods.pipeline.cache import Cache, cacheable, entry_of, restore
 from tsfix.codemods.pipeline.config import (
     TARGETS,

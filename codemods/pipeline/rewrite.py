@@ -17,8 +17,8 @@ from dataclasses import dataclass, field
 import black
 import libcst as cst
 from libcst.codemod import CodemodContext
-from tsfix.codemods.facts.analysis import forget_trees
-from tsfix.codemods.rules.base import ClassChange, Observations, Rule, Skip, forget_positions
+from tsfix.codemods.facts.scope import file_scope
+from tsfix.codemods.rules.base import ClassChange, Observations, Rule, Skip
 
 
 class RewriteError(Exception):
@@ -55,13 +55,9 @@ def rewrite_source(text: str, path: str, rules: Sequence[type[Rule]], *, line_le
     """Run ``rules`` over ``text``. ``skip_classes`` maps a rule name to classes it must leave
     alone (their earlier rewrite was rejected by validation); ``observed`` holds the argument
     types seen in the eager example runs of the original file."""
-    try:
+    with file_scope():
         return _rewrite(text, path, rules, line_length, skip_classes or {}, unsafe_fixes,
                         observed)
-    finally:
-        # The node lists and class positions kept for this file's trees.
-        forget_trees()
-        forget_positions()
 
 
 def _rewrite(text: str, path: str, rules: Sequence[type[Rule]], line_length: int,

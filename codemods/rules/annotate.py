@@ -70,7 +70,7 @@ from dataclasses import dataclass, field
 
 import libcst as cst
 from libcst.helpers import get_full_name_for_node
-from tsfix.codemods.facts.analysis import (
+from tsfix.codemods.facts.syntax import (
     find_all,
     import_map,
     methods_of,
@@ -99,7 +99,7 @@ from tsfix.codemods.facts.value_types import (
     unify_all,
     without_none,
 )
-from tsfix.codemods.rules.base import ClassChange, Example, Rule
+from tsfix.codemods.rules.base import ClassChange, Code, Example, Rule
 
 _IGNORED_DECORATORS = ("torch.jit.ignore", "torch.jit.unused", "jit.ignore", "jit.unused")
 # Methods of lists, dicts and str: a parameter used with one of these is not a Tensor.
@@ -146,6 +146,28 @@ class Annotate(Rule):
     __doc__ = __doc__
 
     name = "annotate"
+    # --rule all order: last: it types what is still untyped, including signatures lift-branch
+    # extended.
+    order = 100
+    CODES = (
+        Code("TSF206", "unannotated-default", "unannotated parameter with a non-Tensor default",
+             "An unannotated parameter is a Tensor to TorchScript: `alpha=1.0` fails (\"Expected a "
+             "default value of type Tensor\"). Annotate it (`alpha: float = 1.0`)."),
+        Code("TSF207", "untyped-none-default", "unannotated parameter defaulting to None",
+             "`scale=None` scripts as Optional[Tensor]: passing an int or float fails at call time "
+             "and `is not None` may fold. Annotate it (`scale: Optional[float] = None`). A warning: "
+             "unannotated is right when the parameter is an optional Tensor.", level="warning"),
+        Code("TSF208", "none-default-not-optional", "None default on a non-Optional annotation",
+             "`k: int = None` is rejected (\"Expected a default value of type int\"); the "
+             "annotation must be Optional[int]."),
+        Code("TSF209", "mutable-default", "mutable default argument",
+             "List/dict/set defaults are rejected even when annotated (\"Mutable default "
+             "parameters are not supported\"). Use a tuple, or Optional[...] = None."),
+        Code("TSF210", "variadic-parameters", "*args, **kwargs or keyword-only default",
+             "Compiled methods cannot take *args/**kwargs or keyword-only parameters with "
+             "defaults. annotate makes keyword-only parameters ordinary and removes unused "
+             "*args/**kwargs with --unsafe-fixes."),
+    )
     summary = ("Annotate parameters, empty containers, returns and attributes that TorchScript "
                "cannot type")
     needs_observations = True

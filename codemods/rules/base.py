@@ -1,27 +1,42 @@
 """The contract every tsfix rule follows.
 
-A rule is a LibCST codemod (``Codemod``) that rewrites top-level classes, with three extras:
+A rule is a LibCST codemod (``Codemod``) that rewrites top-level classes. Its module holds
+everything about it, and the registry, ``tsfix rules``, ``tsfix check`` and ``tsfix explain``
+read it from there:
 
-* ``name`` and ``summary`` for ``tsfix rules``, and a docstring in ruff's sections
-  (What it does / Why it breaks export / Example / Fix safety) for the docs;
+* ``name``, ``summary`` and ``order`` (its place in ``--rule all``) as literal class
+  attributes, and a docstring in ruff's sections (What it does / Why it breaks export /
+  Example / Fix safety) for the docs;
+* ``CODES``: the ``tsfix check`` codes of what it finds (``TSF2xx``);
 * ``VALID`` / ``INVALID`` examples in Fixit's style, run by the test suite for every rule;
+* what it finds, each finding either fixed or refused: every site it rewrites is reported with
+  :meth:`Rule.fixed` (a :class:`Fix`), every site it is about but leaves alone with
+  :meth:`Rule.skip` and the reason (a :class:`Skip`; with a ``code`` when the site blocks
+  export, so ``tsfix check`` shows the reason instead of promising a fix). ``tsfix check`` runs
+  the same rules on the same code, so it never names a rule for a site that rule refuses;
 * per-class bookkeeping: each rewritten class is recorded as a :class:`ClassChange` (what
-  validation re-scripts and compares) and each candidate it declines as a :class:`Skip` with a
-  reason, so the engine can report both and re-run the rule without a rejected class.
+  validation re-scripts and compares), so the engine can report it and re-run the rule
+  without a rejected class.
+
+Rules read what they need about a file from the shared facts (:attr:`Rule.facts`,
+:meth:`Rule.class_facts`): the compiled methods, ``__init__`` attributes and parameter types
+are computed once per file for every rule and the linter.
 """
 
 from __future__ import annotations
 
 import ast
-import functools
 from collections.abc import Collection, Mapping, Sequence
 from dataclasses import dataclass, field
-from typing import ClassVar, TypeAlias
+from typing import ClassVar, Literal, TypeAlias
 
 import libcst as cst
 from libcst.codemod import Codemod, CodemodContext, SkipFile
 from libcst.metadata import CodeRange, MetadataWrapper, PositionProvider
-from tsfix.codemods.facts.analysis import contains
+from tsfix.codemods.facts.classes import ClassFacts
+from tsfix.codemods.facts.module import ModuleFacts, module_facts
+from tsfix.codemods.facts.scope import current_scope
+from tsfix.codemods.facts.syntax import contains
 from tsfix.codemods.rules.imports import add_typing_names
 
 # Types seen in the eager example runs: class -> method -> parameter (or "return") -> a
@@ -59,12 +74,44 @@ class ClassChange:
 
 @dataclass
 class Skip:
-    """A candidate a rule declined, and why (shown with ``-v`` and in the report)."""
+    """A candidate a rule declined, and why (shown with ``-v``, in the report, and, when it
+    has a ``code``, by ``tsfix check`` as a blocker the rule does not fix)."""
 
     rule: str
     class_name: str
     line: int
     reason: str
+    code: str | None = None         # the check code of the blocker left in place, if any
+    column: int = 0                 # 1-based; 0 when unknown
+    message: str = ""               # what the blocker is (check's text); reason says why
+
+
+@dataclass(frozen=True)
+class Fix:
+    """A site a rule rewrites: what ``tsfix check`` reports as fixed by ``tsfix apply --rule``."""
+
+    rule: str
+    code: str
+    class_name: str
+    line: int
+    column: int                     # 1-based
+    message: str
+
+
+Level = Literal["error", "warning"]
+
+
+@dataclass(frozen=True)
+class Code:
+    """One kind of ``tsfix check`` finding: its stable code, a short name, what to tell the user.
+    Rules declare the codes of what they find (``Rule.CODES``); the linter keeps the codes no
+    rule handles."""
+
+    code: str
+    name: str
+    summary: str
+    help: str
+    level: Level = "error"          # warning: scripts, but the export loses behaviour
 
 
 class Rule(Codemod):
@@ -76,6 +123,11 @@ class Rule(Codemod):
 
     name: ClassVar[str]
     summary: ClassVar[str]
+    # Place in ``--rule all`` (ascending); each rule module says why it runs where it does.
+    order: ClassVar[int]
+    CODES: ClassVar[tuple[Code, ...]] = ()
+    # The form this rule takes under another ``--target`` (lift-branch under onnx).
+    target_forms: ClassVar[Mapping[str, type[Rule]]] = {}
     VALID: ClassVar[Sequence[str]] = ()
     INVALID: ClassVar[Sequence[Example]] = ()
     # True: the engine records argument types in eager example runs of the original file
@@ -92,6 +144,7 @@ class Rule(Codemod):
         self.observed: Observations = observed or {}
         self.changes: list[ClassChange] = []
         self.skips: list[Skip] = []
+        self.fixes: list[Fix] = []
         self.typing_names: set[str] = set()
         self._positions: Mapping[cst.CSTNode, CodeRange] | None = None
         self.source_module = cst.Module([])
@@ -135,6 +188,21 @@ class Rule(Codemod):
     def rewrite_class(self, cls: cst.ClassDef) -> cst.ClassDef:
         """Return ``cls`` rewritten, recording a ClassChange, or ``cls`` itself."""
         return cls
+
+    @property
+    def facts(self) -> ModuleFacts:
+        """The shared facts of the module this rule is rewriting."""
+        return module_facts(self.source_module)
+
+    def class_facts(self, cls: cst.ClassDef) -> ClassFacts:
+        return self.facts.of(cls)
+
+    def fixed(self, node: cst.CSTNode, code: str, message: str) -> None:
+        """Report a site this rule rewrites (``tsfix check``: fixable by this rule)."""
+        assert self._current_class is not None
+        position = self._position(node).start
+        self.fixes.append(Fix(self.name, code, self._current_class.name.value, position.line,
+                              position.column + 1, message))
 
     def need_typing(self, *names: str) -> None:
         self.typing_names.update(names)
@@ -182,8 +250,13 @@ class Rule(Codemod):
                 return _shifted(positions[node], line - here.line, column - here.column)
         return None
 
-    def skip(self, class_name: str, node: cst.CSTNode, reason: str) -> None:
-        self.skips.append(Skip(self.name, class_name, self.line_of(node), reason))
+    def skip(self, class_name: str, node: cst.CSTNode, reason: str, *, code: str | None = None,
+             message: str = "") -> None:
+        """Report a candidate this rule leaves alone, and why. With ``code``, the site is an
+        export blocker that stays: ``tsfix check`` shows ``message`` and this reason."""
+        position = self._position(node).start
+        self.skips.append(Skip(self.name, class_name, position.line, reason, code,
+                               position.column + 1, message))
 
 
 def _shifted(position: CodeRange, lines: int, columns: int) -> CodeRange:
@@ -191,28 +264,20 @@ def _shifted(position: CodeRange, lines: int, columns: int) -> CodeRange:
                      (position.end.line + lines, position.end.column + columns))
 
 
-# id(statement) -> (the statement, positions within it alone). Rules that left a class alone
-# hand the next rule the same nodes, so positions are resolved once per file, not per rule.
-_POSITIONS: dict[int, tuple[cst.ClassDef | cst.FunctionDef, Mapping[cst.CSTNode, CodeRange]]] = {}
-_POSITIONS_MAX_ENTRIES = 256      # for callers that never call forget_positions()
-
-
 def _node_positions(statement: cst.ClassDef | cst.FunctionDef) -> Mapping[cst.CSTNode, CodeRange]:
-    entry = _POSITIONS.get(id(statement))
-    if entry is not None and entry[0] is statement:
-        return entry[1]
+    """Positions within ``statement`` alone. Rules that left a class alone hand the next rule
+    the same nodes, so inside a file scope positions are resolved once per file, not per
+    rule."""
+    scope = current_scope()
+    if scope is not None:
+        entry = scope.positions.get(id(statement))
+        if entry is not None and entry[0] is statement:
+            return entry[1]  # type: ignore[no-any-return]
     wrapper = MetadataWrapper(cst.Module(body=[statement]), unsafe_skip_copy=True)
     positions = wrapper.resolve(PositionProvider)
-    if len(_POSITIONS) >= _POSITIONS_MAX_ENTRIES:
-        _POSITIONS.clear()
-    _POSITIONS[id(statement)] = (statement, positions)
+    if scope is not None:
+        scope.positions[id(statement)] = (statement, positions)
     return positions
-
-
-def forget_positions() -> None:
-    """Drop the class positions kept for the file being rewritten."""
-    _POSITIONS.clear()
-    _class_layouts.cache_clear()
 
 
 @dataclass(frozen=True)
@@ -225,9 +290,18 @@ class _ClassLayout:
     methods: Mapping[str, tuple[int, int]] = field(default_factory=dict)
 
 
-@functools.lru_cache(maxsize=4)
 def _class_layouts(text: str) -> list[_ClassLayout]:
-    """The layout of each top-level class, in order."""
+    """The layout of each top-level class, in order (once per file scope)."""
+    scope = current_scope()
+    if scope is not None and text in scope.layouts:
+        return scope.layouts[text]  # type: ignore[no-any-return]
+    layouts = _read_class_layouts(text)
+    if scope is not None:
+        scope.layouts[text] = layouts
+    return layouts
+
+
+def _read_class_layouts(text: str) -> list[_ClassLayout]:
     try:
         tree = ast.parse(text)
     except (SyntaxError, ValueError):

@@ -49,7 +49,7 @@ from __future__ import annotations
 
 import libcst as cst
 from libcst.helpers import get_full_name_for_node
-from tsfix.codemods.facts.analysis import (
+from tsfix.codemods.facts.syntax import (
     code_of,
     compiled_methods,
     find_all,
@@ -59,7 +59,7 @@ from tsfix.codemods.facts.analysis import (
     never_compiled,
     qualified_name,
 )
-from tsfix.codemods.rules.base import ClassChange, Example, Rule
+from tsfix.codemods.rules.base import ClassChange, Code, Example, Rule
 
 _VARIABLE = ("torch.autograd.Variable", "torch.autograd.variable.Variable")
 # Tensor factories whose result is a new leaf that does not require grad (unless asked with
@@ -97,6 +97,12 @@ def _method(value: cst.BaseExpression, name: str, *args: cst.BaseExpression) -> 
 class DropVariable(Rule):
     __doc__ = __doc__
     name = "drop-variable"
+    order = 40
+    CODES = (
+        Code("TSF213", "variable", "torch.autograd.Variable in a compiled method",
+             "Variable is a no-op wrapper since torch 0.4 and does not script (\"Class Variable "
+             "does not have an __init__ function\"). Use the tensor itself."),
+    )
     summary = ("Replace legacy torch.autograd.Variable(t) in compiled methods with the tensor "
                "(t.detach(), .requires_grad_() when asked)")
 

@@ -45,7 +45,7 @@ Fix safety
 from __future__ import annotations
 
 import libcst as cst
-from tsfix.codemods.facts.analysis import (
+from tsfix.codemods.facts.syntax import (
     code_of,
     compiled_methods,
     find_all,
@@ -56,7 +56,7 @@ from tsfix.codemods.facts.analysis import (
     top_level_names,
     torch_alias,
 )
-from tsfix.codemods.rules.base import ClassChange, Example, Rule
+from tsfix.codemods.rules.base import ClassChange, Code, Example, Rule
 from tsfix.codemods.rules.imports import add_module_import
 
 # ---- the rule -----------------------------------------------------------------------------------
@@ -118,6 +118,12 @@ class _Guard(cst.CSTTransformer):
 class FlattenParameters(Rule):
     __doc__ = __doc__
     name = "flatten-parameters"
+    order = 30
+    CODES = (
+        Code("TSF212", "flatten-parameters", "RNN flatten_parameters() in a compiled method",
+             "flatten_parameters() does not compile (the failure points inside torch's rnn.py). "
+             "Drop it or guard it with `if not torch.jit.is_scripting():`."),
+    )
     summary = ("Guard rnn.flatten_parameters() calls in compiled methods with "
                "`if not torch.jit.is_scripting():`")
 

@@ -122,7 +122,14 @@ from dataclasses import dataclass, field
 import libcst as cst
 from libcst.helpers import get_full_name_for_node
 from libcst.metadata import GlobalScope, MetadataWrapper, ScopeProvider
-from tsfix.codemods.facts.analysis import (
+from tsfix.codemods.facts.numpy_usage import (
+    function_numpy_bindings,
+    is_numpy_name,
+    may_use_numpy,
+    module_numpy_bindings,
+    numpy_uses,
+)
+from tsfix.codemods.facts.syntax import (
     find_all,
     import_map,
     literal_type,
@@ -132,13 +139,6 @@ from tsfix.codemods.facts.analysis import (
     reachable_methods,
     self_attr,
     self_name,
-)
-from tsfix.codemods.facts.numpy_usage import (
-    function_numpy_bindings,
-    is_numpy_name,
-    may_use_numpy,
-    module_numpy_bindings,
-    numpy_uses,
 )
 from tsfix.codemods.facts.value_types import (
     TENSOR,
@@ -181,6 +181,7 @@ class IgnoreNumpy(Rule):
     __doc__ = __doc__
 
     name = "ignore-numpy"
+    order = 90
     summary = "Move numpy statements of compiled methods into a @torch.jit.ignore method"
     needs_observations = True
 

@@ -72,7 +72,7 @@ from typing import Any, ClassVar
 import libcst as cst
 import libcst.matchers as m
 from libcst.helpers import get_full_name_for_node
-from tsfix.codemods.facts.analysis import (
+from tsfix.codemods.facts.syntax import (
     SCALAR_TYPES,
     AttrAssignment,
     annotation_type,
@@ -93,7 +93,7 @@ from tsfix.codemods.facts.analysis import (
     self_name,
     unify_types,
 )
-from tsfix.codemods.rules.base import ClassChange, Example, Rule
+from tsfix.codemods.rules.base import ClassChange, Code, Example, Rule
 from tsfix.codemods.rules.imports import add_module_import
 
 # What a test reads: ("attr", name) for self.name, ("cfg", holder, field) for self.holder.field
@@ -734,6 +734,16 @@ def _with_parameters(func: cst.FunctionDef, lifts: list[_Lift], self_var: str,
 class LiftBranch(Rule):
     __doc__ = __doc__
     name = "lift-branch"
+    order = 70
+    CODES = (
+        Code("TSF203", "config-object", "field of a config object read in a compiled method",
+             "A ScriptModule cannot hold a config object (dataclass, namespace, dict); copy the "
+             "fields forward reads into plain attributes in __init__."),
+        Code("TSF204", "config-branch", "branch on a configuration attribute",
+             "Scripts, but torch.jit.freeze, Final attributes, the ONNX exporter and torch.export "
+             "bake the attribute: the exported model keeps only the branch chosen at "
+             "construction. Lifting it into a forward() argument keeps every branch.", level="warning"),
+    )
     summary = ("Config-attribute branches in forward() become a typed forward() argument, so one "
                "scripted or exported artifact keeps every path.")
 
@@ -995,3 +1005,6 @@ class LiftBranchOnnx(LiftBranch):
     """
 
     target = "onnx"
+
+
+LiftBranch.target_forms = {"onnx": LiftBranchOnnx}

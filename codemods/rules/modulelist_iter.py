@@ -82,7 +82,7 @@ from dataclasses import dataclass, field
 
 import libcst as cst
 from libcst.helpers import get_full_name_for_node
-from tsfix.codemods.facts.analysis import (
+from tsfix.codemods.facts.syntax import (
     attribute_assignments,
     code_of,
     find_all,
@@ -95,7 +95,7 @@ from tsfix.codemods.facts.analysis import (
     self_attr,
     self_name,
 )
-from tsfix.codemods.rules.base import ClassChange, Example, Rule
+from tsfix.codemods.rules.base import ClassChange, Code, Example, Rule
 
 _CONTAINERS = {"ModuleList": "list", "Sequential": "list", "ModuleDict": "dict"}
 
@@ -932,6 +932,16 @@ class _CallExtractor(cst.CSTTransformer):
 class ModuleListIter(Rule):
     __doc__ = __doc__
     name = "modulelist-iter"
+    # --rule all order: first: it restructures loops, which the others then read as written.
+    order = 10
+    CODES = (
+        Code("TSF201", "modulelist-index", "ModuleList/Sequential/ModuleDict indexed by a variable",
+             "TorchScript indexes a module container with a literal only (\"Expected integer "
+             "literal for index\"), even inside `for i in range(n)`; iterate it instead."),
+        Code("TSF202", "modulelist-reversed", "reversed() of a module container",
+             "reversed(self.layers) does not script; iterate the reversed slice and call "
+             "`.forward`."),
+    )
     summary = ("Indexing a ModuleList/Sequential/ModuleDict with a variable becomes iteration "
                "over the container; parameter names are unchanged.")
 

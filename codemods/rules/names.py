@@ -1,38 +1,55 @@
-"""Rule names and one-line summaries, importable without LibCST.
+"""Rule names and one-line summaries, read from the rule modules without importing LibCST.
 
 ``tsfix --help`` and ``tsfix rules`` must start fast (no LibCST, black or torch import), so the
-names and summaries live here as plain strings, in ``--rule all`` order. Each rule class keeps
-its own ``name`` and ``summary`` too; ``tests/test_cli.py`` checks that this table matches
-:data:`tsfix.codemods.rules.registry.ALL_RULES` exactly.
+``name``, ``summary`` and ``order`` literals are read from each rule module's class statement
+with ``ast`` (only the class's own lines up to its first method are parsed, a few ms in all).
+The rule classes stay the only place they are written.
 """
 
 from __future__ import annotations
 
-RULE_SUMMARIES: dict[str, str] = {
-    "modulelist-iter": "Indexing a ModuleList/Sequential/ModuleDict with a variable becomes "
-                       "iteration over the container; parameter names are unchanged.",
-    "super-forward": "super().forward(x) in subclasses of torch layers becomes the layer's exact "
-                     "functional form (self._conv_forward, F.linear, F.layer_norm, ...)",
-    "flatten-parameters": "Guard rnn.flatten_parameters() calls in compiled methods with "
-                          "`if not torch.jit.is_scripting():`",
-    "drop-variable": "Replace legacy torch.autograd.Variable(t) in compiled methods with the "
-                     "tensor (t.detach(), .requires_grad_() when asked)",
-    "starred-args": "Starred list arguments (x.view(*shape), x.view(*x.shape[:2], -1), "
-                    "torch.zeros(*size)) pass the sequence itself or its spelled-out elements",
-    "sum-tensors": "Builtin sum() over tensors in compiled methods becomes an explicit "
-                   "accumulation (or t.sum(0) for one tensor), exact in eager mode",
-    "lift-branch": "Config-attribute branches in forward() become a typed forward() argument, "
-                   "so one scripted or exported artifact keeps every path.",
-    "numpy-to-torch": "Translate numpy calls in compiled methods to their exact torch / math "
-                      "equivalents",
-    "ignore-numpy": "Move numpy statements of compiled methods into a @torch.jit.ignore method",
-    "annotate": "Annotate parameters, empty containers, returns and attributes that TorchScript "
-                "cannot type",
-}
+import ast
+import functools
+import re
+from pathlib import Path
+
+_RULE_CLASS = re.compile(r"^class \w+\(Rule\):\n", re.MULTILINE)
+_ATTRIBUTE = re.compile(r"^    (name|summary|order) = ", re.MULTILINE)
+_NEXT_CLASS = re.compile(r"^\S", re.MULTILINE)
 
 
 class UnknownRuleError(ValueError):
     pass
+
+
+@functools.cache
+def rule_summaries() -> dict[str, str]:
+    """name -> summary, in ``--rule all`` order."""
+    found: list[tuple[int, str, str]] = []
+    here = Path(__file__).resolve().parent
+    # A rule is a module of this package, or a subpackage (its class in __init__.py).
+    for path in sorted([*here.glob("*.py"), *here.glob("*/__init__.py")]):
+        text = path.read_text(encoding="utf-8")
+        for start in _RULE_CLASS.finditer(text):
+            end = _NEXT_CLASS.search(text, start.end())
+            body = text[start.end():end.start() if end else len(text)]
+            values = {match.group(1): _literal_at(body, match.end())
+                      for match in _ATTRIBUTE.finditer(body)}
+            if {"name", "summary", "order"} <= values.keys():
+                found.append((int(values["order"]), str(values["name"]),  # type: ignore[call-overload]
+                              str(values["summary"])))
+    return {name: summary for _, name, summary in sorted(found)}
+
+
+def _literal_at(text: str, offset: int) -> object:
+    """The literal that starts at ``offset`` (it may span a few lines)."""
+    lines = text[offset:].splitlines()
+    for count in range(1, min(len(lines), 12) + 1):
+        try:
+            return ast.literal_eval("\n".join(lines[:count]).strip())
+        except (SyntaxError, ValueError):
+            continue
+    raise ValueError(f"not a literal: {lines[0]!r}")
 
 
 def check_rule_names(names: list[str], known: list[str]) -> None:

@@ -120,7 +120,14 @@ from typing import ClassVar
 
 import libcst as cst
 from libcst.helpers import get_full_name_for_node
-from tsfix.codemods.facts.analysis import (
+from tsfix.codemods.facts.numpy_usage import (
+    dotted_name,
+    function_numpy_bindings,
+    may_use_numpy,
+    module_numpy_bindings,
+    numpy_uses,
+)
+from tsfix.codemods.facts.syntax import (
     code_of,
     find_all,
     import_map,
@@ -135,13 +142,6 @@ from tsfix.codemods.facts.analysis import (
     self_attr,
     self_name,
 )
-from tsfix.codemods.facts.numpy_usage import (
-    dotted_name,
-    function_numpy_bindings,
-    may_use_numpy,
-    module_numpy_bindings,
-    numpy_uses,
-)
 from tsfix.codemods.facts.value_types import (
     TENSOR,
     Typer,
@@ -152,7 +152,7 @@ from tsfix.codemods.facts.value_types import (
     type_from_annotation,
     unify_all,
 )
-from tsfix.codemods.rules.base import ClassChange, Example, Rule
+from tsfix.codemods.rules.base import ClassChange, Code, Example, Rule
 from tsfix.codemods.rules.imports import add_module_import
 
 # ---- dtypes ------------------------------------------------------------------------------------
@@ -395,6 +395,16 @@ class NumpyToTorch(Rule):
     __doc__ = __doc__
 
     name = "numpy-to-torch"
+    # --rule all order: before ignore-numpy: what has an exact torch form is translated (the
+    # artifact then saves), and only the rest is moved into an ignored method.
+    order = 80
+    CODES = (
+        Code("TSF205", "numpy", "numpy in a compiled method",
+             "TorchScript cannot call numpy (often \"cannot create weak reference to "
+             "'numpy.ufunc' object\" or \"'Tensor' object has no attribute or method 'numpy'\"). "
+             "Translate to torch/math, or move it into a @torch.jit.ignore method "
+             "(ignore-numpy)."),
+    )
     summary = "Translate numpy calls in compiled methods to their exact torch / math equivalents"
 
     INVALID: ClassVar[Sequence[Example]] = (

@@ -1,37 +1,45 @@
-"""Every rule tsfix knows, by name, in the order ``--rule all`` runs them."""
+"""Every rule tsfix knows, found in this package, in the order ``--rule all`` runs them.
+
+A rule is a :class:`~tsfix.codemods.rules.base.Rule` subclass that declares its own ``name`` in
+a module of ``codemods/rules/``; adding a rule is adding that module (and its fixture folder).
+Forms a rule takes under another target (``LiftBranchOnnx``) inherit the name and are reached
+through ``Rule.target_forms``, not listed here.
+"""
 
 from __future__ import annotations
 
-from tsfix.codemods.rules.annotate import Annotate
-from tsfix.codemods.rules.base import Rule
-from tsfix.codemods.rules.drop_variable import DropVariable
-from tsfix.codemods.rules.flatten_parameters import FlattenParameters
-from tsfix.codemods.rules.ignore_numpy import IgnoreNumpy
-from tsfix.codemods.rules.lift_branch import LiftBranch, LiftBranchOnnx
-from tsfix.codemods.rules.modulelist_iter import ModuleListIter
+import importlib
+import pkgutil
+
+from tsfix.codemods.rules import base
+from tsfix.codemods.rules.base import Code, Rule
 from tsfix.codemods.rules.names import UnknownRuleError, check_rule_names
-from tsfix.codemods.rules.numpy_to_torch import NumpyToTorch
-from tsfix.codemods.rules.starred_args import StarredArgs
-from tsfix.codemods.rules.sum_tensors import SumTensors
-from tsfix.codemods.rules.super_forward import SuperForward
 
-__all__ = ["ALL_RULES", "UnknownRuleError", "select_rules"]
+__all__ = ["ALL_RULES", "UnknownRuleError", "rule_codes", "select_rules"]
 
-# modulelist-iter first: it restructures loops, which the others then read as written.
-# numpy-to-torch before ignore-numpy: what has an exact torch form is translated (the
-# artifact then saves), and only the rest is moved into an ignored method.
-# sum-tensors before lift-branch and annotate: its loops read the code as written, and the
-# accumulators it adds are typed from torch.tensor(...) already.
-# annotate last: it types what is still untyped, including signatures lift-branch extended.
-ALL_RULES: dict[str, type[Rule]] = {
-    rule.name: rule for rule in (ModuleListIter, SuperForward, FlattenParameters, DropVariable,
-                                 StarredArgs, SumTensors, LiftBranch, NumpyToTorch, IgnoreNumpy,
-                                 Annotate)
-}
+_NOT_RULES = frozenset({"base", "registry", "names", "imports"})
 
 
-# Rules that emit another form under `--target onnx` (what the ONNX exporter keeps).
-ONNX_FORMS: dict[type[Rule], type[Rule]] = {LiftBranch: LiftBranchOnnx}
+def _discover() -> dict[str, type[Rule]]:
+    package = base.__name__.rpartition(".")[0]
+    found: list[type[Rule]] = []
+    for info in pkgutil.iter_modules(importlib.import_module(package).__path__):
+        if info.name in _NOT_RULES or info.name.startswith("_"):
+            continue
+        module = importlib.import_module(f"{package}.{info.name}")
+        found.extend(value for value in vars(module).values()
+                     if isinstance(value, type) and issubclass(value, Rule)
+                     and value.__module__ == module.__name__ and "name" in vars(value))
+    found.sort(key=lambda rule: (rule.order, rule.name))
+    return {rule.name: rule for rule in found}
+
+
+ALL_RULES: dict[str, type[Rule]] = _discover()
+
+
+def rule_codes() -> dict[str, tuple[Code, type[Rule]]]:
+    """Every check code a rule declares -> (the code, the rule)."""
+    return {code.code: (code, rule) for rule in ALL_RULES.values() for code in rule.CODES}
 
 
 def select_rules(names: list[str], target: str = "torchscript") -> list[type[Rule]]:
@@ -39,7 +47,5 @@ def select_rules(names: list[str], target: str = "torchscript") -> list[type[Rul
     form for ``target`` ("torchscript" or "onnx")."""
     check_rule_names(names, list(ALL_RULES))
     wanted = set(ALL_RULES) if "all" in names else set(names)
-    selected = [rule for rule_name, rule in ALL_RULES.items() if rule_name in wanted]
-    if target == "onnx":
-        selected = [ONNX_FORMS.get(rule, rule) for rule in selected]
-    return selected
+    return [rule.target_forms.get(target, rule) for rule_name, rule in ALL_RULES.items()
+            if rule_name in wanted]

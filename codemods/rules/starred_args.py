@@ -60,7 +60,7 @@ from collections.abc import Callable
 
 import libcst as cst
 from libcst.helpers import get_full_name_for_node
-from tsfix.codemods.facts.analysis import (
+from tsfix.codemods.facts.syntax import (
     code_of,
     find_all,
     import_map,
@@ -83,7 +83,7 @@ from tsfix.codemods.facts.value_types import (
     type_from_annotation,
     unify_all,
 )
-from tsfix.codemods.rules.base import ClassChange, Example, Rule
+from tsfix.codemods.rules.base import ClassChange, Code, Example, Rule
 
 _SEQUENCE_METHODS = ("view", "reshape", "permute", "repeat", "expand", "flip", "tile",
                      "new_zeros", "new_ones", "new_empty")
@@ -386,6 +386,12 @@ class _Replace(cst.CSTTransformer):
 class StarredArgs(Rule):
     __doc__ = __doc__
     name = "starred-args"
+    order = 50
+    CODES = (
+        Code("TSF214", "starred-call", "starred argument in a call",
+             "`x.view(*shape)` fails (\"cannot statically infer the expected size of a list\"); "
+             "pass the list itself (x.view(shape))."),
+    )
     summary = ("Starred list arguments (x.view(*shape), x.view(*x.shape[:2], -1), "
                "torch.zeros(*size)) pass the sequence itself or its spelled-out elements")
 

@@ -69,7 +69,7 @@ from collections.abc import Mapping
 
 import libcst as cst
 from libcst.helpers import get_full_name_for_node
-from tsfix.codemods.facts.analysis import (
+from tsfix.codemods.facts.syntax import (
     code_of,
     compiled_methods,
     find_all,
@@ -95,7 +95,7 @@ from tsfix.codemods.facts.value_types import (
     parts_of,
     type_from_annotation,
 )
-from tsfix.codemods.rules.base import ClassChange, Example, Rule
+from tsfix.codemods.rules.base import ClassChange, Code, Example, Rule
 from tsfix.codemods.rules.imports import add_module_import
 
 _SINGLE_TENSOR_NOTE = ("sum(t) -> t.sum(0): int8/uint8/int16/int32 tensors now sum to int64, "
@@ -172,6 +172,14 @@ class _Plan:
 class SumTensors(Rule):
     __doc__ = __doc__
     name = "sum-tensors"
+    # --rule all order: before lift-branch and annotate: its loops read the code as written, and
+    # the accumulators it adds are typed from torch.tensor(...) already.
+    order = 60
+    CODES = (
+        Code("TSF215", "sum-tensors", "builtin sum() over tensors",
+             "The builtin sum() accepts numbers only in TorchScript (\"Arguments for call are not "
+             "valid\"). Add the tensors in a loop, or torch.stack(xs).sum(0)."),
+    )
     summary = ("Builtin sum() over tensors in compiled methods becomes an explicit "
                "accumulation (or t.sum(0) for one tensor), exact in eager mode")
     needs_observations = True

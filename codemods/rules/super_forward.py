@@ -66,7 +66,7 @@ from __future__ import annotations
 
 import libcst as cst
 from libcst.helpers import get_full_name_for_node
-from tsfix.codemods.facts.analysis import (
+from tsfix.codemods.facts.syntax import (
     code_of,
     find_all,
     import_map,
@@ -78,7 +78,7 @@ from tsfix.codemods.facts.analysis import (
     reachable_methods,
     self_name,
 )
-from tsfix.codemods.rules.base import ClassChange, Example, Rule
+from tsfix.codemods.rules.base import ClassChange, Code, Example, Rule
 from tsfix.codemods.rules.imports import add_module_import
 
 # Layer -> (forward's parameter names, functional template). ``{self}`` is the instance name,
@@ -145,6 +145,13 @@ class _Replace(cst.CSTTransformer):
 class SuperForward(Rule):
     __doc__ = __doc__
     name = "super-forward"
+    order = 20
+    CODES = (
+        Code("TSF211", "super-forward", "super().forward() in a compiled method",
+             "In a subclass of a torch layer, super().forward(x) fails with \"'Tensor' object "
+             "has no attribute or method 'forward'\"; call the functional form "
+             "(self._conv_forward(...), F.linear(...))."),
+    )
     summary = ("super().forward(x) in subclasses of torch layers becomes the layer's exact "
                "functional form (self._conv_forward, F.linear, F.layer_norm, ...)")
 

@@ -1,8 +1,9 @@
-"""Static facts about model source that several rules need.
+"""Syntax helpers every rule and the linter use: finding nodes, resolving names through the
+imports, reading ``self.<attr>``, literal and annotation types.
 
-Everything here is a pure function of the LibCST tree: which classes are ``nn.Module``-like,
-what ``__init__`` assigns to ``self``, the scalar type of a value, which methods ``forward``
-reaches. Nothing imports torch.
+Pure functions of the LibCST tree; nothing imports torch. What a *class* or a *module* is (its
+compiled methods, its attributes, its module classes) is answered once per file by
+:mod:`tsfix.codemods.facts.classes` and :mod:`tsfix.codemods.facts.module`.
 """
 
 from __future__ import annotations
@@ -16,6 +17,7 @@ from typing import Any
 import libcst as cst
 import libcst.matchers as m
 from libcst.helpers import get_full_name_for_node
+from tsfix.codemods.facts.scope import current_scope
 
 SCALAR_TYPES = ("bool", "int", "float", "str")
 
@@ -43,8 +45,9 @@ def find_all(node: cst.CSTNode, *types: type[cst.CSTNode]) -> list[Any]:
 
     Reads the node dataclasses' fields directly: LibCST's own ``visit`` (and so
     ``matchers.findall``) rebuilds every node it passes, which dominates a rule's run time.
-    Rules ask about the same method bodies many times (once per parameter, per rule), so each
-    subtree is indexed once by node type and kept until :func:`forget_trees`."""
+    Rules ask about the same method bodies many times (once per parameter, per rule), so inside
+    a :func:`~tsfix.codemods.facts.scope.file_scope` each subtree is indexed once by node
+    type."""
     index = _index(node)
     kinds = [kind for kind in index.by_type if issubclass(kind, types)]
     if len(kinds) == 1:
@@ -60,34 +63,27 @@ class _Index:
     ids: frozenset[int] | None = None
 
 
-# id(root) -> its index. The root is held so that its id cannot be reused by another node
-# while the entry lives.
-_INDEXES: dict[int, _Index] = {}
-# A safety bound for callers that never call forget_trees(); the engine forgets per file.
-_MAX_INDEXES = 20_000
-
-
 def _index(node: cst.CSTNode) -> _Index:
-    entry = _INDEXES.get(id(node))
+    scope = current_scope()
+    indexes: dict[int, _Index] = scope.indexes if scope is not None else {}
+    entry = indexes.get(id(node))
     if entry is not None and entry.root is node:
         return entry
-    nodes = _preorder(node)
+    nodes = _preorder(node, indexes)
     by_type: dict[type, list[int]] = {}
     for i, found in enumerate(nodes):
         by_type.setdefault(type(found), []).append(i)
-    if len(_INDEXES) >= _MAX_INDEXES:
-        _INDEXES.clear()
-    entry = _INDEXES[id(node)] = _Index(node, nodes, by_type)
+    entry = indexes[id(node)] = _Index(node, nodes, by_type)
     return entry
 
 
-def _preorder(node: cst.CSTNode) -> list[cst.CSTNode]:
+def _preorder(node: cst.CSTNode, indexes: dict[int, _Index]) -> list[cst.CSTNode]:
     found: list[cst.CSTNode] = []
     stack: list[Any] = [node]
     while stack:
         current = stack.pop()
         if current is not node:
-            indexed = _INDEXES.get(id(current))
+            indexed = indexes.get(id(current))
             if indexed is not None and indexed.root is current:
                 found.extend(indexed.nodes)
                 continue
@@ -109,11 +105,6 @@ def contains(root: cst.CSTNode, node: cst.CSTNode) -> bool:
     if index.ids is None:
         index.ids = frozenset(map(id, index.nodes))
     return id(node) in index.ids
-
-
-def forget_trees() -> None:
-    """Drop the indexes :func:`find_all` keeps (call when done with a file's trees)."""
-    _INDEXES.clear()
 
 
 def may_define_module(text: str) -> bool:
