@@ -18,7 +18,7 @@ import black
 import libcst as cst
 from libcst.codemod import CodemodContext
 from tsfix.codemods.facts.scope import file_scope
-from tsfix.codemods.rules.base import ClassChange, Observations, Rule, Skip
+from tsfix.codemods.rules.base import ClassChange, Fix, Observations, Rule, Skip
 
 
 class RewriteError(Exception):
@@ -30,6 +30,8 @@ class Rewrite:
     text: str
     changes: list[ClassChange] = field(default_factory=list)
     skips: list[Skip] = field(default_factory=list)
+    # Every site the rules rewrote (what `tsfix check` reports as fixable).
+    fixes: list[Fix] = field(default_factory=list)
 
     @property
     def changed(self) -> bool:
@@ -51,19 +53,23 @@ def parse(text: str, path: str) -> cst.Module:
 
 def rewrite_source(text: str, path: str, rules: Sequence[type[Rule]], *, line_length: int = 88,
                    skip_classes: Mapping[str, frozenset[str]] | None = None,
-                   unsafe_fixes: bool = False, observed: Observations | None = None) -> Rewrite:
+                   unsafe_fixes: bool = False, observed: Observations | None = None,
+                   module: cst.Module | None = None, output: bool = True) -> Rewrite:
     """Run ``rules`` over ``text``. ``skip_classes`` maps a rule name to classes it must leave
     alone (their earlier rewrite was rejected by validation); ``observed`` holds the argument
-    types seen in the eager example runs of the original file."""
+    types seen in the eager example runs of the original file. ``module``: ``text`` already
+    parsed. ``output=False`` (``tsfix check``): only the findings are wanted, so the new text
+    is neither generated, formatted nor checked (``Rewrite.text`` stays the input)."""
     with file_scope():
         return _rewrite(text, path, rules, line_length, skip_classes or {}, unsafe_fixes,
-                        observed)
+                        observed, module, output)
 
 
 def _rewrite(text: str, path: str, rules: Sequence[type[Rule]], line_length: int,
              skip_classes: Mapping[str, frozenset[str]], unsafe_fixes: bool,
-             observed: Observations | None) -> Rewrite:
-    module = parse(text, path)
+             observed: Observations | None, module: cst.Module | None = None,
+             output: bool = True) -> Rewrite:
+    module = module if module is not None else parse(text, path)
     original_classes = [s for s in module.body if isinstance(s, cst.ClassDef)]
     result = Rewrite(text)
     for rule_class in rules:
@@ -77,7 +83,8 @@ def _rewrite(text: str, path: str, rules: Sequence[type[Rule]], line_length: int
         module = rule.transform_module(module)
         result.changes.extend(rule.changes)
         result.skips.extend(rule.skips)
-    if not result.changes:
+        result.fixes.extend(rule.fixes)
+    if not result.changes or not output:
         return result
     new_text = format_touched_lines(text, module.code, line_length,
                                     four_space_indent=module.default_indent == "    "
