@@ -47,6 +47,7 @@ def check(paths: tuple[Path, ...], output_format: str, ignore: tuple[str, ...],
         to_sarif,
         unknown_codes,
     )
+    from tsfix.codemods.lint.codes import rule_of_code
     from tsfix.codemods.pipeline.config import ConfigError
 
     codes = [c.strip().upper() for value in ignore for c in value.split(",") if c.strip()]
@@ -67,7 +68,8 @@ def check(paths: tuple[Path, ...], output_format: str, ignore: tuple[str, ...],
     else:
         if list_codes:
             for code in CODES.values():
-                fix = f" [{code.fix}]" if code.fix else ""
+                handler = rule_of_code(code.code)
+                fix = f" [{handler}]" if handler else ""
                 click.echo(f"{code.code} {code.name}: {code.summary}{fix}")
         for finding in result.findings:
             click.echo(finding.text())

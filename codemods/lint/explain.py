@@ -161,7 +161,8 @@ class Explanation:
     source_line: str = ""
     code: str | None = None
     explanation: str = ""
-    fix: str | None = None          # the rule
+    fix: str | None = None          # the rule that fixes this site
+    refused: str = ""               # why the rule that handles the construct leaves this site
     hints: list[Finding] = field(default_factory=list)   # tsfix check findings in the class
     notes: list[str] = field(default_factory=list)
     calls: int = 0                  # example calls the scripted module ran
@@ -191,6 +192,9 @@ class Explanation:
                 out.append(f"why: {self.explanation}")
             if self.fix:
                 out.append(f"fix: tsfix apply --rule {self.fix} {self.display}")
+            elif self.refused:
+                out.append(f"not fixed by tsfix here ({self.refused}); change the code by "
+                           "hand.")
             elif self.code:
                 out.append("fix: no tsfix rule rewrites this yet; change the code by hand.")
             out.append(f"torch said: {self.error}")
@@ -292,7 +296,12 @@ def _explain(outcome: dict[str, Any], class_name: str, display: str, path: Path,
             result.line = located[0].line
     if code is not None:
         result.code = code
-        result.fix = CODES[code].fix
+        # The rule that handles the construct fixes this site only if it said so (check's
+        # finding at this site); otherwise its refusal reason is the answer.
+        site = next((h for h in hints if h.code == code and h.line == result.line),
+                    next((h for h in hints if h.code == code), None))
+        result.fix = site.fix if site is not None else None
+        result.refused = site.refused if site is not None else ""
         result.explanation = (known.explanation if known and known.explanation
                               and known.code == code else CODES[code].help)
     elif known is not None:
@@ -302,6 +311,7 @@ def _explain(outcome: dict[str, Any], class_name: str, display: str, path: Path,
         probable = hints[0]
         result.line = result.line or probable.line
         result.code, result.fix = probable.code, probable.fix
+        result.refused = probable.refused
         result.explanation = (f"TorchScript's message is not one tsfix knows; the probable "
                               f"cause is what tsfix check finds at line {probable.line}: "
                               f"{CODES[probable.code].help}")
