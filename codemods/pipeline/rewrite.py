@@ -123,12 +123,35 @@ def _python_parse(text: str, path: str) -> None:
         ast.parse(text, filename=path)
 
 
+def _opcodes(a: Sequence[str], b: Sequence[str]) -> list[tuple[str, int, int, int, int]]:
+    """difflib's opcodes for two line lists, with their common head and tail matched first:
+    a rewrite changes a few lines of a long file, and SequenceMatcher's cost grows with the
+    length of what it is given, not with the size of the change."""
+    head = 0
+    limit = min(len(a), len(b))
+    while head < limit and a[head] == b[head]:
+        head += 1
+    tail = 0
+    while tail < limit - head and a[len(a) - 1 - tail] == b[len(b) - 1 - tail]:
+        tail += 1
+    middle = difflib.SequenceMatcher(None, a[head:len(a) - tail], b[head:len(b) - tail],
+                                     autojunk=False).get_opcodes()
+    ops: list[tuple[str, int, int, int, int]] = []
+    if head:
+        ops.append(("equal", 0, head, 0, head))
+    ops.extend((tag, i1 + head, i2 + head, j1 + head, j2 + head)
+               for tag, i1, i2, j1, j2 in middle
+               if not (tag == "equal" and i1 == i2))
+    if tail:
+        ops.append(("equal", len(a) - tail, len(a), len(b) - tail, len(b)))
+    return ops
+
+
 def touched_line_ranges(old: str, new: str) -> list[tuple[int, int]]:
     """1-based inclusive line ranges of ``new`` that differ from ``old``."""
     old_lines, new_lines = old.splitlines(), new.splitlines()
     ranges = []
-    matcher = difflib.SequenceMatcher(None, old_lines, new_lines, autojunk=False)
-    for tag, _, _, j1, j2 in matcher.get_opcodes():
+    for tag, _, _, j1, j2 in _opcodes(old_lines, new_lines):
         if tag == "equal":
             continue
         start, end = j1 + 1, max(j2, j1 + 1)
@@ -236,9 +259,8 @@ def _edits_within(new: str, formatted: str, ranges: list[tuple[int, int]]) -> st
     """``new`` with those of black's edits (``new`` -> ``formatted``) that overlap ``ranges``."""
     new_lines = new.splitlines(keepends=True)
     formatted_lines = formatted.splitlines(keepends=True)
-    matcher = difflib.SequenceMatcher(None, new_lines, formatted_lines, autojunk=False)
     out: list[str] = []
-    for tag, i1, i2, j1, j2 in matcher.get_opcodes():
+    for tag, i1, i2, j1, j2 in _opcodes(new_lines, formatted_lines):
         # 1-based lines of new that this edit replaces; an insertion touches the lines on
         # both sides of it.
         first, last = (i1 + 1, i2) if i2 > i1 else (i1, i1 + 1)
@@ -252,8 +274,8 @@ def _edits_within(new: str, formatted: str, ranges: list[tuple[int, int]]) -> st
 
 def _kept_lines(old: str, new: str) -> set[int]:
     """Indices of ``old``'s lines that survive unchanged in ``new``."""
-    matcher = difflib.SequenceMatcher(None, old.splitlines(), new.splitlines(), autojunk=False)
-    return {block.a + i for block in matcher.get_matching_blocks() for i in range(block.size)}
+    return {i for tag, i1, i2, _, _ in _opcodes(old.splitlines(), new.splitlines())
+            if tag == "equal" for i in range(i1, i2)}
 
 
 def unified_diff(old: str, new: str, path: str) -> str:
