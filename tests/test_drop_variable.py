@@ -1,14 +1,14 @@
-"""drop-variable: replacements by binding, import removal, refusals, the fixture pairs (without
-and with validation) and idempotence."""
+"""drop-variable: replacements by binding, import removal, refusals with their check code,
+compiled methods only (export yes, ignore no), check findings, idempotence. The fixture pairs
+are tests/test_fixtures.py's."""
 
 from __future__ import annotations
 
 import textwrap
-from pathlib import Path
 
 import libcst as cst
 import pytest
-from conftest import FIXTURES_ROOT, apply_with_report, copy_fixture, fixture_pairs
+from conftest import FIXTURES_ROOT
 from tsfix.codemods.pipeline.rewrite import Rewrite, rewrite_source
 from tsfix.codemods.rules.drop_variable import DropVariable
 
@@ -23,9 +23,10 @@ def rewrite(code: str) -> Rewrite:
     return result
 
 
-def forward_line(result: Rewrite) -> str:
-    return next(line.strip() for line in result.text.splitlines()
-                if line.strip().startswith("return"))
+IMPORTS = ("import torch\n"
+           "from torch import autograd, nn\n"
+           "from torch.autograd import Variable\n"
+           "from torch.autograd import Variable as V\n")
 
 
 @pytest.mark.parametrize(("call", "expected"), [
@@ -43,16 +44,11 @@ def forward_line(result: Rewrite) -> str:
     ("torch.autograd.Variable(x)", "x.detach()"),
 ])
 def test_replacements(call: str, expected: str) -> None:
-    result = rewrite(f"""\
-        import torch
-        from torch import autograd, nn
-        from torch.autograd import Variable
-        from torch.autograd import Variable as V
-        class M(nn.Module):
-            def forward(self, x, flag: bool):
-                return {call}
-        """)
-    assert forward_line(result) == f"return {expected}"
+    body = "class M(nn.Module):\n    def forward(self, x, flag: bool):\n        return {}\n"
+    result = rewrite(IMPORTS + body.format(call))
+    # Both Variable imports are unused afterwards, and go.
+    assert result.text == "import torch\nfrom torch import autograd, nn\n" + body.format(expected)
+    assert [(f.code, f.class_name, f.line) for f in result.fixes] == [("TSF213", "M", 7)]
 
 
 def test_replacement_matches_variable_in_eager_mode() -> None:
@@ -77,7 +73,15 @@ def test_import_removed_only_when_unused() -> None:
             def loss(self, x):
                 return Variable(x)
         """)
-    assert "from torch.autograd import Variable\n" in used_elsewhere.text
+    assert used_elsewhere.text == textwrap.dedent("""\
+        from torch import nn
+        from torch.autograd import Variable
+        class M(nn.Module):
+            def forward(self, x):
+                return x.detach()
+            def loss(self, x):
+                return Variable(x)
+        """)
     unused = rewrite("""\
         from torch import nn
         # legacy autograd wrapper
@@ -87,8 +91,14 @@ def test_import_removed_only_when_unused() -> None:
             def forward(self, x):
                 return V(Variable(x))
         """)
-    assert "# legacy autograd wrapper\nfrom torch.autograd import Function\n" in unused.text
-    assert "Variable" not in unused.text
+    assert unused.text == textwrap.dedent("""\
+        from torch import nn
+        # legacy autograd wrapper
+        from torch.autograd import Function
+        class M(nn.Module):
+            def forward(self, x):
+                return x.detach().detach()
+        """)
 
 
 def test_other_variables_and_refusals() -> None:
@@ -105,11 +115,28 @@ def test_other_variables_and_refusals() -> None:
                 d = Variable(x, volatile=True)
                 return a, b, c, d
         """)
-    assert "chainer.Variable(x)" in result.text and "d = x.detach()" in result.text
+    assert result.text == textwrap.dedent("""\
+        import chainer
+        import torch
+        from torch import nn
+        from torch.autograd import Variable
+        class M(nn.Module):
+            def forward(self, x, *rest):
+                a = chainer.Variable(x)
+                b = Variable(*rest)
+                c = Variable()
+                d = x.detach()
+                return a, b, c, d
+        """)
+    assert [(s.code, s.line, s.message) for s in result.skips] == [
+        ("TSF213", 8, "Variable(...) in forward()"), ("TSF213", 9, "Variable(...) in forward()")]
     reasons = [s.reason for s in result.skips]
-    assert len(reasons) == 2
-    assert any("*args" in r for r in reasons) and any("no tensor argument" in r for r in reasons)
-    assert any("volatile" in note for note in result.changes[0].notes)
+    assert "*args/**kwargs hide what it receives" in reasons[0]
+    assert "no tensor argument" in reasons[1]
+    assert [(f.code, f.line) for f in result.fixes] == [("TSF213", 10)]
+    assert result.changes[0].notes == [
+        "line 10: volatile= dropped; it has had no effect since torch 0.4 (use `with "
+        "torch.no_grad():`)"]
 
 
 def test_never_compiled_branch_is_left_alone() -> None:
@@ -126,25 +153,59 @@ def test_never_compiled_branch_is_left_alone() -> None:
     assert not result.changed and not result.skips
 
 
-def test_fixture_pairs_without_validation() -> None:
-    pairs = fixture_pairs(FIXTURES)
-    assert len(pairs) >= 2
-    for before, after in pairs:
-        result = rewrite(before.read_text())
-        assert result.text == after.read_text(), before.name
+def test_ignored_helper_called_from_forward_is_left_alone() -> None:
+    code = """\
+        import torch
+        from torch import nn
+        from torch.autograd import Variable
+        class M(nn.Module):
+            def forward(self, x):
+                return self.helper(x)
+            @torch.jit.ignore
+            def helper(self, x):
+                return Variable(x)
+        """
+    result = rewrite(code)
+    assert not result.changed and result.text == textwrap.dedent(code)
+    assert result.skips == [] and result.fixes == []
+
+
+def test_exported_method_is_rewritten() -> None:
+    result = rewrite("""\
+        import torch
+        from torch import nn
+        from torch.autograd import Variable
+        class M(nn.Module):
+            def forward(self, x):
+                return x
+            @torch.jit.export
+            def infer(self, x):
+                return Variable(x) * 2
+        """)
+    assert result.text == textwrap.dedent("""\
+        import torch
+        from torch import nn
+        class M(nn.Module):
+            def forward(self, x):
+                return x
+            @torch.jit.export
+            def infer(self, x):
+                return x.detach() * 2
+        """)
+    assert [(f.code, f.line, f.message) for f in result.fixes] == [
+        ("TSF213", 9, "Variable(...) in infer()")]
+
+
+def test_check_findings_on_the_blockers_fixture() -> None:
+    path = FIXTURES_ROOT / "check" / "blockers.py"
+    result = rewrite_source(path.read_text(), str(path), [DropVariable], output=False)
+    assert [(f.code, f.class_name) for f in result.fixes] == [("TSF213", "WrapsVariable")]
+    assert [s for s in result.skips if s.code] == []
+
+
+def test_fixture_refusals() -> None:
     # reset_state() is not compiled: its Variable, and so the import, stay.
     assert "from torch.autograd import Variable" in (FIXTURES / "dprnn.out.py").read_text()
     refused = rewrite((FIXTURES / "am_softmax.in.py").read_text()).skips
-    assert [(s.class_name, "name=" in s.reason) for s in refused] == [("NamedVariable", True)]
-
-
-@pytest.mark.slow
-def test_fixture_pairs_are_verified(tmp_path: Path) -> None:
-    folder = copy_fixture(tmp_path, "drop-variable", inputs_only=True)
-    done = apply_with_report(folder, "drop-variable")
-    assert done.returncode == 0, done.stderr
-    classes = done.classes
-    assert len(classes) == 3
-    assert {c["verdict"] for c in classes} == {"verified"}, classes
-    for before, after in fixture_pairs(FIXTURES):
-        assert (folder / before.name).read_text() == after.read_text(), before.name
+    assert [(s.class_name, s.code, "name=" in s.reason) for s in refused] == [
+        ("NamedVariable", "TSF213", True)]

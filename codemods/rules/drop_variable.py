@@ -49,16 +49,7 @@ from __future__ import annotations
 
 import libcst as cst
 from libcst.helpers import get_full_name_for_node
-from tsfix.codemods.facts.syntax import (
-    code_of,
-    compiled_methods,
-    find_all,
-    import_map,
-    methods_of,
-    module_class_names,
-    never_compiled,
-    qualified_name,
-)
+from tsfix.codemods.facts.syntax import code_of, find_all, qualified_name
 from tsfix.codemods.rules.base import ClassChange, Code, Example, Rule
 
 _VARIABLE = ("torch.autograd.Variable", "torch.autograd.variable.Variable")
@@ -172,9 +163,7 @@ class M(torch.nn.Module):
     )
 
     def prepare(self, module: cst.Module) -> None:
-        self.imports = import_map(module)
-        self.module_classes = module_class_names(module, self.imports)
-        self.aliases = {local for local, full in self.imports.items() if full in _VARIABLE}
+        self.imports = self.facts.imports
 
     def transform_module_impl(self, tree: cst.Module) -> cst.Module:
         text = self.source_text
@@ -183,26 +172,29 @@ class M(torch.nn.Module):
         result = super().transform_module_impl(tree)
         if not self.changes:
             return result
-        return _drop_unused_imports(result, self.aliases)
+        aliases = {local for local, full in self.imports.items() if full in _VARIABLE}
+        return _drop_unused_imports(result, aliases)
 
     def rewrite_class(self, cls: cst.ClassDef) -> cst.ClassDef:
-        if cls.name.value not in self.module_classes:
+        if not self.facts.is_module_class(cls):
             return cls
-        methods = methods_of(cls)
+        facts = self.class_facts(cls)
         replacements: dict[int, cst.BaseExpression] = {}
         parts: list[str] = []
         notes: list[str] = []
-        for method in compiled_methods(cls, self.imports):
-            func = methods[method]
-            skipped = never_compiled(func, self.imports)
+        for method, func in facts.compiled_methods():
+            skipped = facts.never_compiled(method)
             for call in find_all(func.body, cst.Call):
                 if id(call) in skipped or qualified_name(call.func, self.imports) not in _VARIABLE:
                     continue
                 new, reason, volatile = self._replacement(call)
                 shown = code_of(call.with_changes(lpar=[], rpar=[]))
+                message = f"Variable(...) in {method}()"
                 if new is None:
-                    self.skip(cls.name.value, call, f"{method}(): `{shown}` left alone: {reason}")
+                    self.skip(cls.name.value, call, f"{method}(): `{shown}` left alone: {reason}",
+                              code="TSF213", message=message)
                     continue
+                self.fixed(call, "TSF213", message)
                 replacements[id(call)] = new.with_changes(lpar=call.lpar, rpar=call.rpar)
                 line = self.line_of(call)
                 parts.append(f"line {line}: `{shown}` -> `{code_of(new)}`")
