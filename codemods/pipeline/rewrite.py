@@ -17,6 +17,7 @@ from dataclasses import dataclass, field
 import black
 import libcst as cst
 from libcst.codemod import CodemodContext
+from tsfix.codemods.facts.prefilter import AstFile
 from tsfix.codemods.facts.scope import file_scope
 from tsfix.codemods.rules.base import ClassChange, Fix, Observations, Rule, Skip
 
@@ -69,7 +70,11 @@ def _rewrite(text: str, path: str, rules: Sequence[type[Rule]], line_length: int
              skip_classes: Mapping[str, frozenset[str]], unsafe_fixes: bool,
              observed: Observations | None, module: cst.Module | None = None,
              output: bool = True) -> Rewrite:
-    module = module if module is not None else parse(text, path)
+    if module is None:
+        file = AstFile(text)
+        if file.tree is not None and not any(rule.may_apply(file) for rule in rules):
+            return Rewrite(text)        # nothing any rule looks at: no LibCST parse
+        module = parse(text, path)
     original_classes = [s for s in module.body if isinstance(s, cst.ClassDef)]
     result = Rewrite(text)
     for rule_class in rules:

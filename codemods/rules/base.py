@@ -35,6 +35,7 @@ from libcst.codemod import Codemod, CodemodContext, SkipFile
 from libcst.metadata import CodeRange, MetadataWrapper, PositionProvider
 from tsfix.codemods.facts.classes import ClassFacts
 from tsfix.codemods.facts.module import ModuleFacts, module_facts
+from tsfix.codemods.facts.prefilter import AstFile
 from tsfix.codemods.facts.scope import current_scope
 from tsfix.codemods.facts.syntax import contains
 from tsfix.codemods.rules.imports import add_typing_names
@@ -188,6 +189,14 @@ class Rule(Codemod):
     def rewrite_class(self, cls: cst.ClassDef) -> cst.ClassDef:
         """Return ``cls`` rewritten, recording a ClassChange, or ``cls`` itself."""
         return cls
+
+    @classmethod
+    def may_apply(cls, file: AstFile) -> bool:
+        """Whether the file may hold anything this rule looks at, from CPython's ``ast`` view
+        (:mod:`tsfix.codemods.facts.prefilter`). It must over-approximate: answering False
+        promises that the full analysis finds nothing (no rewrite and no refusal). When no
+        selected rule may apply, LibCST never parses the file."""
+        return True
 
     @property
     def facts(self) -> ModuleFacts:

@@ -1,0 +1,108 @@
+"""A cheap first look at a file with CPython's ``ast``, before LibCST parses it.
+
+LibCST's parse is most of what a rewrite costs, and most model files hold nothing a given rule
+looks at. Each rule answers :meth:`Rule.may_apply <tsfix.codemods.rules.base.Rule.may_apply>`
+from this view; when no selected rule may apply, the file is left as it is without a LibCST
+parse. The answers must over-approximate: a rule that says no here must find nothing (no
+rewrite, no refusal) in the full analysis. ``tests/test_prefilter.py`` checks that on the
+fixtures.
+
+The view mirrors :mod:`tsfix.codemods.facts.classes` loosely (module classes by their bases,
+compiled methods by calls through ``self``) but errs on the side of "maybe": never-compiled
+branches are included, and every class with a base and a ``forward`` counts as a module.
+"""
+
+from __future__ import annotations
+
+import ast
+import warnings
+from collections.abc import Iterator
+from functools import cached_property
+
+_NOT_COMPILED = ("jit.ignore", "jit.unused", "staticmethod", "classmethod", "property")
+
+
+def _dotted(node: ast.expr) -> str:
+    if isinstance(node, ast.Name):
+        return node.id
+    if isinstance(node, ast.Attribute):
+        inner = _dotted(node.value)
+        return f"{inner}.{node.attr}" if inner else ""
+    if isinstance(node, ast.Call):
+        return _dotted(node.func)
+    return ""
+
+
+class AstFile:
+    """One file as ``ast`` sees it. ``tree`` is None when CPython cannot parse it (then every
+    rule may apply, and LibCST decides)."""
+
+    def __init__(self, text: str) -> None:
+        self.text = text
+        try:
+            with warnings.catch_warnings():
+                warnings.simplefilter("ignore")
+                self.tree: ast.Module | None = ast.parse(text)
+        except (SyntaxError, ValueError, RecursionError, MemoryError):
+            self.tree = None
+
+    @cached_property
+    def module_classes(self) -> list[ast.ClassDef]:
+        """Top-level classes that may be ``nn.Module``-like: a base from ``torch``/``nn``, a
+        base that is such a class of this file, or any base and a ``forward`` method."""
+        if self.tree is None:
+            return []
+        classes = [node for node in self.tree.body if isinstance(node, ast.ClassDef)]
+        found: dict[str, ast.ClassDef] = {}
+        changed = True
+        while changed:
+            changed = False
+            for cls in classes:
+                if cls.name in found or not cls.bases:
+                    continue
+                names = [_dotted(base) for base in cls.bases]
+                has_forward = any(isinstance(item, ast.FunctionDef | ast.AsyncFunctionDef)
+                                  and item.name == "forward" for item in cls.body)
+                if has_forward or any(name in found or "nn" in name.split(".")
+                                      or name.startswith("torch.") or name.endswith("Module")
+                                      for name in names):
+                    found[cls.name] = cls
+                    changed = True
+        return list(found.values())
+
+    def compiled_methods(self, cls: ast.ClassDef) -> list[ast.FunctionDef]:
+        """``forward``, ``@torch.jit.export`` methods and what they call through ``self``."""
+        methods = {item.name: item for item in cls.body if isinstance(item, ast.FunctionDef)}
+        order = [name for name, func in methods.items()
+                 if (name == "forward" or any(_dotted(d).endswith("jit.export")
+                                             for d in func.decorator_list))]
+        for name in order:
+            for node in ast.walk(methods[name]):
+                if (isinstance(node, ast.Call) and isinstance(node.func, ast.Attribute)
+                        and isinstance(node.func.value, ast.Name)
+                        and node.func.value.id == "self"
+                        and node.func.attr in methods and node.func.attr not in order
+                        and node.func.attr != "__init__"
+                        and not any(_dotted(d).endswith(_NOT_COMPILED)
+                                    for d in methods[node.func.attr].decorator_list)):
+                    order.append(node.func.attr)
+        return [methods[name] for name in order
+                if not any(_dotted(d).endswith(_NOT_COMPILED)
+                           for d in methods[name].decorator_list)]
+
+    @cached_property
+    def compiled(self) -> list[tuple[ast.ClassDef, ast.FunctionDef]]:
+        return [(cls, func) for cls in self.module_classes for func in self.compiled_methods(cls)]
+
+    def compiled_nodes(self) -> Iterator[ast.AST]:
+        """Every node of every compiled method (signatures included)."""
+        for _, func in self.compiled:
+            yield from ast.walk(func)
+
+    @cached_property
+    def compiled_node_types(self) -> frozenset[type]:
+        return frozenset(type(node) for node in self.compiled_nodes())
+
+    def init_of(self, cls: ast.ClassDef) -> ast.FunctionDef | None:
+        return next((item for item in cls.body if isinstance(item, ast.FunctionDef)
+                     and item.name == "__init__"), None)
