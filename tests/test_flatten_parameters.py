@@ -1,14 +1,13 @@
-"""flatten-parameters: guarded calls, refusals with reasons, the fixture pairs (without and with
-validation) and idempotence."""
+"""flatten-parameters: guarded calls, refusals with reasons and their check code, compiled methods
+only (export yes, ignore no), check findings, idempotence. The fixture pairs are
+tests/test_fixtures.py's."""
 
 from __future__ import annotations
 
 import textwrap
-from pathlib import Path
 
 import libcst as cst
-import pytest
-from conftest import FIXTURES_ROOT, apply_with_report, copy_fixture, fixture_pairs
+from conftest import FIXTURES_ROOT
 from tsfix.codemods.pipeline.rewrite import Rewrite, rewrite_source
 from tsfix.codemods.rules.flatten_parameters import FlattenParameters
 
@@ -36,10 +35,22 @@ def test_guard_uses_the_torch_alias_and_keeps_the_comment_above() -> None:
                 self.rnn.flatten_parameters()
                 return self.rnn(x)[0]
         """)
-    assert ("        # data parallel\n        if not th.jit.is_scripting():\n"
-            "            self.rnn.flatten_parameters()\n") in result.text
-    assert "import torch\n" not in result.text
+    assert result.text == textwrap.dedent("""\
+        import torch as th
+        import torch.nn as nn
+        class M(nn.Module):
+            def __init__(self):
+                super().__init__()
+                self.rnn = nn.GRU(4, 4)
+            def forward(self, x):
+                # data parallel
+                if not th.jit.is_scripting():
+                    self.rnn.flatten_parameters()
+                return self.rnn(x)[0]
+        """)
     assert result.changes[0].class_name == "M"
+    assert [(f.code, f.line, f.column, f.message) for f in result.fixes] == [
+        ("TSF212", 9, 9, "self.rnn.flatten_parameters() in forward()")]
 
 
 def test_local_rnn_and_helper_reached_from_forward() -> None:
@@ -57,8 +68,76 @@ def test_local_rnn_and_helper_reached_from_forward() -> None:
                 rnn.flatten_parameters()
                 return rnn(x)[0]
         """)
-    assert "        if not torch.jit.is_scripting():\n            rnn.flatten_parameters()\n" \
-        in result.text
+    assert result.text == textwrap.dedent("""\
+        import torch
+        from torch import nn
+        class M(nn.Module):
+            def __init__(self):
+                super().__init__()
+                self.rnn0 = nn.LSTM(4, 4)
+            def forward(self, x):
+                return self._run(x)
+            def _run(self, x):
+                rnn = self.rnn0
+                if not torch.jit.is_scripting():
+                    rnn.flatten_parameters()
+                return rnn(x)[0]
+        """)
+    assert [(f.code, f.message) for f in result.fixes] == [
+        ("TSF212", "rnn.flatten_parameters() in _run()")]
+
+
+def test_exported_method_is_guarded() -> None:
+    result = rewrite("""\
+        import torch
+        from torch import nn
+        class M(nn.Module):
+            def __init__(self):
+                super().__init__()
+                self.rnn = nn.GRU(4, 4)
+            def forward(self, x):
+                return x
+            @torch.jit.export
+            def encode(self, x):
+                self.rnn.flatten_parameters()
+                return self.rnn(x)[0]
+        """)
+    assert result.text == textwrap.dedent("""\
+        import torch
+        from torch import nn
+        class M(nn.Module):
+            def __init__(self):
+                super().__init__()
+                self.rnn = nn.GRU(4, 4)
+            def forward(self, x):
+                return x
+            @torch.jit.export
+            def encode(self, x):
+                if not torch.jit.is_scripting():
+                    self.rnn.flatten_parameters()
+                return self.rnn(x)[0]
+        """)
+    assert [(f.code, f.line) for f in result.fixes] == [("TSF212", 11)]
+
+
+def test_ignored_helper_called_from_forward_is_left_alone() -> None:
+    code = """\
+        import torch
+        from torch import nn
+        class M(nn.Module):
+            def __init__(self):
+                super().__init__()
+                self.rnn = nn.GRU(4, 4)
+            def forward(self, x):
+                self.prepare()
+                return self.rnn(x)[0]
+            @torch.jit.ignore
+            def prepare(self):
+                self.rnn.flatten_parameters()
+        """
+    result = rewrite(code)
+    assert not result.changed and result.text == textwrap.dedent(code)
+    assert result.fixes == [] and result.skips == []
 
 
 def test_guarded_call_to_own_helper_leaves_the_helper_alone() -> None:
@@ -75,8 +154,23 @@ def test_guarded_call_to_own_helper_leaves_the_helper_alone() -> None:
                 self.flatten_parameters()
                 return self.lstm(x)[0]
         """)
-    assert result.text.count("is_scripting") == 1
-    assert "            self.flatten_parameters()\n" in result.text
+    assert result.text == textwrap.dedent("""\
+        import torch
+        from torch import nn
+        class M(nn.Module):
+            def __init__(self):
+                super().__init__()
+                self.lstm = nn.LSTM(4, 4)
+            def flatten_parameters(self):
+                self.lstm.flatten_parameters()
+            def forward(self, x):
+                if not torch.jit.is_scripting():
+                    self.flatten_parameters()
+                return self.lstm(x)[0]
+        """)
+    # The helper is no longer compiled: only the guarded call is a finding.
+    assert [(f.line, f.message) for f in result.fixes] == [
+        (10, "self.flatten_parameters() in forward()")]
 
 
 def test_refusals_are_reported() -> None:
@@ -90,12 +184,18 @@ def test_refusals_are_reported() -> None:
             def forward(self, x):
                 if self.training: self.rnn.flatten_parameters()
                 y = x; self.rnn.flatten_parameters()
+                h = [self.rnn.flatten_parameters()]
                 return self.rnn(y)[0]
         """)
-    assert not result.changed
+    assert not result.changed and result.fixes == []
+    assert [(s.code, s.line, s.message) for s in result.skips] == [
+        ("TSF212", 10, "self.rnn.flatten_parameters() in forward()"),
+        ("TSF212", 8, "self.rnn.flatten_parameters() in forward()"),
+        ("TSF212", 9, "self.rnn.flatten_parameters() in forward()")]
     reasons = [s.reason for s in result.skips]
-    assert any("one-line body" in r for r in reasons)
-    assert any("shares its line" in r for r in reasons)
+    assert "is not a statement of its own" in reasons[0]
+    assert "one-line body" in reasons[1]
+    assert "shares its line" in reasons[2]
 
 
 def test_torch_name_taken_without_a_torch_import() -> None:
@@ -108,6 +208,7 @@ def test_torch_name_taken_without_a_torch_import() -> None:
                 return x
         """)
     assert not result.changed
+    assert [(s.code, s.line) for s in result.skips] == [("TSF212", 5)]
     assert "binds `torch`" in result.skips[0].reason
 
 
@@ -127,23 +228,13 @@ def test_outside_compiled_methods_and_non_modules_untouched() -> None:
     assert not result.changed and not result.skips
 
 
-def test_fixture_pairs_without_validation() -> None:
-    pairs = fixture_pairs(FIXTURES)
-    assert len(pairs) >= 2
-    for before, after in pairs:
-        result = rewrite(before.read_text())
-        assert result.text == after.read_text(), before.name
+def test_check_findings_on_the_blockers_fixture() -> None:
+    path = FIXTURES_ROOT / "check" / "blockers.py"
+    result = rewrite_source(path.read_text(), str(path), [FlattenParameters], output=False)
+    assert [(f.code, f.class_name) for f in result.fixes] == [("TSF212", "FlattensParameters")]
+    assert [s for s in result.skips if s.code] == []
+
+
+def test_fixture_refusals() -> None:
     masker = rewrite((FIXTURES / "recurrent_masker.in.py").read_text())
-    assert [s.class_name for s in masker.skips] == ["OneLineGuard"]
-
-
-@pytest.mark.slow
-def test_fixture_pairs_are_verified(tmp_path: Path) -> None:
-    folder = copy_fixture(tmp_path, "flatten-parameters", inputs_only=True)
-    done = apply_with_report(folder, "flatten-parameters")
-    assert done.returncode == 0, done.stderr
-    classes = done.classes
-    assert len(classes) == 3
-    assert {c["verdict"] for c in classes} == {"verified"}, classes
-    for before, after in fixture_pairs(FIXTURES):
-        assert (folder / before.name).read_text() == after.read_text(), before.name
+    assert [(s.class_name, s.code) for s in masker.skips] == [("OneLineGuard", "TSF212")]

@@ -45,17 +45,8 @@ Fix safety
 from __future__ import annotations
 
 import libcst as cst
-from tsfix.codemods.facts.syntax import (
-    code_of,
-    compiled_methods,
-    find_all,
-    import_map,
-    methods_of,
-    module_class_names,
-    never_compiled,
-    top_level_names,
-    torch_alias,
-)
+from tsfix.codemods.facts.classes import ClassFacts, is_exported, never_compiled_method
+from tsfix.codemods.facts.syntax import code_of, find_all, self_attr, self_name
 from tsfix.codemods.rules.base import ClassChange, Code, Example, Rule
 from tsfix.codemods.rules.imports import add_module_import
 
@@ -75,9 +66,34 @@ def _flatten_call(statement: cst.CSTNode) -> cst.Call | None:
 
 
 def _is_flatten(small: cst.BaseSmallStatement) -> bool:
-    return (isinstance(small, cst.Expr) and isinstance(small.value, cst.Call)
-            and isinstance(small.value.func, cst.Attribute)
-            and small.value.func.attr.value == "flatten_parameters" and not small.value.args)
+    return isinstance(small, cst.Expr) and _is_flatten_call(small.value)
+
+
+def _is_flatten_call(node: cst.CSTNode) -> bool:
+    return (isinstance(node, cst.Call) and isinstance(node.func, cst.Attribute)
+            and node.func.attr.value == "flatten_parameters" and not node.args)
+
+
+def _compiled_without(facts: ClassFacts, not_calls: set[int]) -> set[str]:
+    """The compiled methods of the class once the calls in ``not_calls`` are guarded: a helper
+    reached only through such a call is no longer compiled.
+    TODO(facts): ``ClassFacts.compiled`` with calls to leave out (``compiled_without``)."""
+    methods = facts.methods
+    order = [name for name in facts.compiled
+             if name == "forward" or is_exported(methods[name])]
+    for name in order:
+        func = methods[name]
+        self_var = self_name(func)
+        if self_var is None:
+            continue
+        skipped = facts.never_compiled(name)
+        for call in find_all(func.body, cst.Call):
+            callee = self_attr(call.func, self_var)
+            if (callee in methods and callee not in order and callee != "__init__"
+                    and id(call) not in skipped and id(call) not in not_calls
+                    and not never_compiled_method(methods[callee])):
+                order.append(callee)
+    return set(order)
 
 
 class _Guard(cst.CSTTransformer):
@@ -218,12 +234,10 @@ class M(nn.Module):
     )
 
     def prepare(self, module: cst.Module) -> None:
-        self.imports = import_map(module)
-        self.module_classes = module_class_names(module, self.imports)
-        alias = torch_alias(self.imports)
+        alias = self.facts.torch_alias
         self.needs_torch_import = alias is None
         self.torch = alias or "torch"
-        self.name_clash = alias is None and "torch" in top_level_names(module)
+        self.name_clash = alias is None and "torch" in self.facts.top_level_names
 
     def transform_module_impl(self, tree: cst.Module) -> cst.Module:
         text = self.source_text
@@ -235,53 +249,70 @@ class M(nn.Module):
         return result
 
     def rewrite_class(self, cls: cst.ClassDef) -> cst.ClassDef:
-        if cls.name.value not in self.module_classes:
+        if not self.facts.is_module_class(cls):
             return cls
-        methods = methods_of(cls)
+        facts = self.class_facts(cls)
+        name = cls.name.value
         candidates: list[tuple[str, cst.SimpleStatementLine | cst.SimpleStatementSuite]] = []
+        others: list[tuple[str, cst.Call]] = []
         guarded_calls: set[int] = set()
-        for name in methods:
-            func = methods[name]
-            skipped = never_compiled(func, self.imports)
+        for method, func in facts.compiled_methods():
+            skipped = facts.never_compiled(method)
+            in_statements: set[int] = set()
             for statement in find_all(func.body, cst.SimpleStatementLine,
                                       cst.SimpleStatementSuite):
                 if id(statement) in skipped or not any(_is_flatten(s) for s in statement.body):
                     continue
-                candidates.append((name, statement))
+                candidates.append((method, statement))
+                in_statements.update(id(s.value) for s in statement.body if _is_flatten(s))
                 call = _flatten_call(statement)
                 if call is not None:
                     guarded_calls.add(id(call))
-        if not candidates:
+            others.extend((method, call) for call in find_all(func.body, cst.Call)
+                          if _is_flatten_call(call) and id(call) not in skipped
+                          and id(call) not in in_statements)
+        if not candidates and not others:
             return cls
         # A helper reached only through a call that gets guarded is no longer compiled.
-        compiled = set(compiled_methods(cls, self.imports, guarded_calls))
+        compiled = _compiled_without(facts, guarded_calls)
         targets: set[int] = set()
         parts: list[str] = []
+        for method, call in others:
+            if method in compiled:
+                self.skip(name, call, f"{method}(): `{code_of(call)}` is not a statement of its "
+                          "own; only a call on a line of its own is guarded",
+                          code="TSF212", message=f"{code_of(call.func)}() in {method}()")
         for method, statement in candidates:
             if method not in compiled:
                 continue
-            shown = code_of(next(s for s in statement.body if _is_flatten(s))).strip()
+            small = next(s for s in statement.body if _is_flatten(s))
+            assert isinstance(small, cst.Expr) and isinstance(small.value, cst.Call)
+            shown = code_of(small).strip()
+            message = f"{code_of(small.value.func)}() in {method}()"
             if self.name_clash:
-                self.skip(cls.name.value, statement,
-                          f"{method}(): `{shown}` not guarded: the file binds `torch` to "
+                reason = (f"{method}(): `{shown}` not guarded: the file binds `torch` to "
                           "something else, so `torch.jit.is_scripting()` cannot be written")
             elif isinstance(statement, cst.SimpleStatementSuite):
-                self.skip(cls.name.value, statement,
-                          f"{method}(): `{shown}` is a one-line body; put it on its own line "
+                reason = (f"{method}(): `{shown}` is a one-line body; put it on its own line "
                           "to have it guarded")
             elif _flatten_call(statement) is None:
-                self.skip(cls.name.value, statement,
-                          f"{method}(): `{shown}` shares its line with other statements; put "
+                reason = (f"{method}(): `{shown}` shares its line with other statements; put "
                           "it on its own line to have it guarded")
             else:
+                self.fixed(small.value, "TSF212", message)
                 targets.add(id(statement))
                 parts.append(f"line {self.line_of(statement)}: `{shown}`")
+                continue
+            for other in statement.body:
+                if isinstance(other, cst.Expr) and _is_flatten(other):
+                    assert isinstance(other.value, cst.Call)
+                    self.skip(name, other.value, reason, code="TSF212",
+                              message=f"{code_of(other.value.func)}() in {method}()")
         if not targets:
             return cls
         rewritten = cls.visit(_Guard(targets, f"not {self.torch}.jit.is_scripting()"))
         assert isinstance(rewritten, cst.ClassDef)
         self.changes.append(ClassChange(
-            self.name, cls.name.value, self.span_of(cls),
+            self.name, name, self.span_of(cls),
             f"guarded by `if not {self.torch}.jit.is_scripting():`: {', '.join(parts)}"))
         return rewritten
-

@@ -2,9 +2,11 @@
 functional form.
 
 What it does
-    In ``forward()`` (and the methods it calls) of a class that subclasses a torch layer,
-    ``super().forward(x)`` and ``super(Cls, self).forward(x)`` become exactly what that layer's
-    own ``forward`` runs (torch 2.13)::
+    In the methods TorchScript compiles (``forward()``, ``@torch.jit.export`` methods and the
+    methods they call, outside ``@torch.jit.ignore`` and ``if not torch.jit.is_scripting():``)
+    of a class that subclasses a torch layer, ``super().forward(x)`` and
+    ``super(Cls, self).forward(x)`` become exactly what that layer's own ``forward`` runs
+    (torch 2.13)::
 
         Conv1d/2d/3d            self._conv_forward(x, self.weight, self.bias)
         ConvTranspose1d/2d/3d   F.conv_transpose2d(x, self.weight, self.bias, self.stride,
@@ -66,18 +68,8 @@ from __future__ import annotations
 
 import libcst as cst
 from libcst.helpers import get_full_name_for_node
-from tsfix.codemods.facts.syntax import (
-    code_of,
-    find_all,
-    import_map,
-    is_ignored,
-    methods_of,
-    module_class_names,
-    names_used,
-    qualified_name,
-    reachable_methods,
-    self_name,
-)
+from tsfix.codemods.facts.classes import ClassFacts
+from tsfix.codemods.facts.syntax import code_of, find_all, names_used, qualified_name, self_name
 from tsfix.codemods.rules.base import ClassChange, Code, Example, Rule
 from tsfix.codemods.rules.imports import add_module_import
 
@@ -227,9 +219,7 @@ class ChannelNorm(torch.nn.LayerNorm):
     )
 
     def prepare(self, module: cst.Module) -> None:
-        self.imports = import_map(module)
-        self.module_classes = module_class_names(module, self.imports)
-        self.classes = {s.name.value: s for s in module.body if isinstance(s, cst.ClassDef)}
+        self.imports = self.facts.imports
         functional = sorted(local for local, full in self.imports.items()
                             if full == "torch.nn.functional")
         torch_names = sorted(local for local, full in self.imports.items() if full == "torch")
@@ -260,24 +250,27 @@ class ChannelNorm(torch.nn.LayerNorm):
 
     def rewrite_class(self, cls: cst.ClassDef) -> cst.ClassDef:
         name = cls.name.value
-        if name not in self.module_classes:
+        if not self.facts.is_module_class(cls):
             return cls
-        methods = methods_of(cls)
-        compiled = {n: f for n, f in methods.items() if not is_ignored(f)}
+        facts = self.class_facts(cls)
         replacements: dict[int, cst.BaseExpression] = {}
         parts: list[str] = []
         notes: list[str] = []
-        for method in reachable_methods(compiled):
-            func = methods[method]
+        for method, func in facts.compiled_methods():
             self_var = self_name(func)
+            skipped = facts.never_compiled(method)
             for call in find_all(func.body, cst.Call):
                 inner = _super_forward_call(call)
-                if inner is None or self_var is None:
+                if inner is None or id(call) in skipped:
                     continue
-                outcome = self._replacement(cls, methods, self_var, call, inner)
+                message = f"super().forward() in {method}()"
+                outcome = (self._replacement(cls, facts, self_var, call, inner)
+                           if self_var is not None else f"{method}() has no self parameter")
                 if isinstance(outcome, str):
-                    self.skip(name, call, f"{method}(): `{_short(call)}`: {outcome}")
+                    self.skip(name, call, f"{method}(): `{_short(call)}`: {outcome}",
+                              code="TSF211", message=message)
                     continue
+                self.fixed(call, "TSF211", message)
                 layer, expression, note = outcome
                 replacements[id(call)] = expression
                 parts.append(f"line {self.line_of(call)}: `{_short(call)}` -> "
@@ -292,9 +285,8 @@ class ChannelNorm(torch.nn.LayerNorm):
                                         notes=list(dict.fromkeys(notes))))
         return rewritten
 
-    def _replacement(self, cls: cst.ClassDef, methods: dict[str, cst.FunctionDef],
-                     self_var: str, call: cst.Call, inner: cst.Call
-                     ) -> tuple[str, cst.BaseExpression, str | None] | str:
+    def _replacement(self, cls: cst.ClassDef, facts: ClassFacts, self_var: str, call: cst.Call,
+                     inner: cst.Call) -> tuple[str, cst.BaseExpression, str | None] | str:
         """(layer, the functional expression, a note) or the reason it is not rewritten."""
         if inner.args:
             explicit = [a.value for a in inner.args]
@@ -322,7 +314,7 @@ class ChannelNorm(torch.nn.LayerNorm):
             functional = self.functional
         note = None
         if layer == "Embedding":
-            max_norm = _init_passes(methods, "max_norm", 3)
+            max_norm = _init_passes(facts.init, "max_norm", 3)
             if max_norm == "set":
                 return ("Embedding with max_norm: scripted F.embedding skips the in-place "
                         "renormalisation eager mode does (as scripted nn.Embedding does)")
@@ -348,11 +340,11 @@ class ChannelNorm(torch.nn.LayerNorm):
             qualified = qualified_name(first, self.imports) or ""
             if qualified.startswith("torch.nn."):
                 return qualified.rpartition(".")[2]
-            base = self.classes.get(local)
+            base = self.facts.classes.get(local)
             if base is None or local in seen:
                 return f"!base `{local}` is defined outside this file"
             seen.add(local)
-            if "forward" in methods_of(base):
+            if "forward" in self.facts.of(base).methods:
                 return (f"!resolves to {local}.forward, defined in this file; TorchScript "
                         "cannot call it through super()")
             current = base
@@ -377,10 +369,9 @@ def _bind(call: cst.Call, parameters: tuple[str, ...]) -> list[cst.BaseExpressio
     return [values[p] for p in parameters]
 
 
-def _init_passes(methods: dict[str, cst.FunctionDef], keyword: str, position: int) -> str:
+def _init_passes(init: cst.FunctionDef | None, keyword: str, position: int) -> str:
     """Whether ``super().__init__`` in the class's ``__init__`` passes ``keyword``: "set",
     "unset" (absent or None) or "unknown" (no ``__init__`` of its own, or ``*args``)."""
-    init = methods.get("__init__")
     if init is None:
         return "unknown"
     for call in find_all(init.body, cst.Call):
