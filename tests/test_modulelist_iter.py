@@ -275,7 +275,7 @@ def test_sibling_loops_reuse_the_element_name_and_existing_names_are_avoided() -
 
 
 def test_singular_names() -> None:
-    from tsfix.codemods.rules.modulelist_iter import _element_name
+    from tsfix.codemods.rules.modulelist_iter import element_name as _element_name
 
     taken: set[str] = set()
     assert [_element_name(a, "list", taken) for a in

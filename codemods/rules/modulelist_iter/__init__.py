@@ -1,0 +1,372 @@
+"""``modulelist-iter``: ModuleList / Sequential / ModuleDict indexing becomes iteration.
+
+What it does
+    Finds loops in the methods TorchScript compiles (``forward()``, ``@torch.jit.export``
+    methods, and the methods they call; never a ``@torch.jit.ignore``/``unused`` method or code
+    under ``if not torch.jit.is_scripting():``) that index a ``nn.ModuleList`` or
+    ``nn.Sequential`` attribute with the loop variable, and iterates the container instead::
+
+        for i in range(len(self.layers)):        ->  for layer in self.layers:
+            x = self.layers[i](x)                        x = layer(x)
+
+    The range may be ``range(len(self.layers))``, ``range(self.num_layers)`` or ``range(n)`` when
+    ``n`` provably equals the list's length (both come from the same constructor argument,
+    ``len(...)`` of the same list, or the same literal count). Several containers indexed by the
+    same variable are zipped (``zip(self.convs, self.norms)``); when the index is also used for
+    something else (``hidden[i]``), it is kept with ``enumerate``. Reverse traversal
+    (``reversed(range(len(self.ups)))``, ``range(len(self.ups) - 1, -1, -1)``,
+    ``reversed(self.ups)``) iterates the reversed slice ``self.ups[::-1]`` and calls its elements
+    through ``.forward(...)``; a kept index is recomputed as ``len(self.ups) - 1 - i_rev``.
+    ``for i, layer in enumerate(self.layers)`` loops that index another list with ``i`` zip it
+    in, and ``for name in self.heads`` loops over a ``nn.ModuleDict`` that index it with ``name``
+    iterate ``.items()`` (or ``.values()``).
+    A ``nn.ModuleDict`` called with a variable key (``self.heads[task](x)``) becomes a loop over
+    ``.items()`` that compares the name, with the result initialised before the loop and
+    ``KeyError(task)`` (what the dict itself raises) when no name matched::
+
+        head_out: Optional[torch.Tensor] = None
+        for name, head in self.heads.items():
+            if name == task:
+                head_out = head(x)
+        if head_out is None:
+            raise KeyError(task)
+        return head_out
+
+    Containers are recognised from their assignment in ``__init__`` (``nn.ModuleList(...)``,
+    ``torch.nn.Sequential(*[...])``, ``ModuleDict`` imported from ``torch.nn``, or an empty
+    ``nn.ModuleList()`` filled by ``append`` in one ``for`` loop). Loop variables are named after
+    the attribute (``self.layers`` -> ``layer``, ``self.downs`` -> ``down``, ``self.body`` ->
+    ``body_layer``) and never shadow a name the method already uses.
+
+Why it breaks export
+    TorchScript compiles a loop over a module container by unrolling it, one copy of the body per
+    submodule, so it only indexes a ModuleList or Sequential with an integer literal:
+    ``self.layers[i]`` fails ("Expected integer literal for index") even inside
+    ``for i in range(3)``, and a ModuleDict only takes a string literal key. Iterating the
+    container (``for``, ``zip``, ``enumerate``, ``.items()``) is supported. Neither
+    ``reversed(self.layers)`` nor ``zip`` with a ``range()`` scripts; a slice does, but its
+    elements must be called through ``.forward``.
+
+Example
+    Before::
+
+        for i in range(len(self.layers)):
+            x = self.norms[i](x + self.layers[i](x))
+            hidden.append(x * self.scales[i])
+
+    After::
+
+        for i, (layer, norm) in enumerate(zip(self.layers, self.norms)):
+            x = norm(x + layer(x))
+            hidden.append(x * self.scales[i])
+
+Fix safety
+    Parameter names are unchanged (the modules are not moved), so existing checkpoints load
+    strictly. The loop visits exactly the entries the index visited: the range must provably cover
+    every entry of each indexed container (same length source in ``__init__``), otherwise the loop
+    is left alone. Not rewritten, with the reason reported: ``break``/``continue`` in the loop
+    (TorchScript cannot unroll them), ``for ... else``, a reassigned loop variable, offsets
+    (``self.layers[i - 1]``), a range that cannot be shown to cover the whole list, nested
+    containers indexed by two variables, and indexing outside such loops with computed values.
+    Every site is reported: ``TSF201`` (a container indexed by a variable) and ``TSF202``
+    (``reversed()`` of a container) are either fixed by the rewrite or refused with the reason,
+    which ``tsfix check`` shows instead of promising a fix.
+    Reversed slices call elements through ``.forward(...)``, which skips forward hooks registered
+    on those submodules in eager mode (TorchScript never runs hooks on them); each such rewrite
+    says so in its notes. The ModuleDict rewrite assumes the selected module returns a Tensor
+    (``Optional[torch.Tensor]``); if it returns something else, re-script fails and validation
+    rejects the rewrite rather than writing it. A missing key still raises ``KeyError(key)``,
+    after evaluating nothing.
+"""
+
+from __future__ import annotations
+
+import libcst as cst
+from tsfix.codemods.facts.syntax import self_name
+from tsfix.codemods.rules.base import ClassChange, Code, Example, Rule
+from tsfix.codemods.rules.modulelist_iter._analysis import MethodAnalysis
+from tsfix.codemods.rules.modulelist_iter._common import MethodPlan, element_name
+from tsfix.codemods.rules.modulelist_iter._lengths import ClassAnalysis
+from tsfix.codemods.rules.modulelist_iter._rewrite import MethodRewriter
+
+__all__ = ["ModuleListIter", "element_name"]
+
+
+class ModuleListIter(Rule):
+    __doc__ = __doc__
+    name = "modulelist-iter"
+    # --rule all order: first: it restructures loops, which the others then read as written.
+    order = 10
+    CODES = (
+        Code("TSF201", "modulelist-index", "ModuleList/Sequential/ModuleDict indexed by a variable",
+             "TorchScript indexes a module container with a literal only (\"Expected integer "
+             "literal for index\"), even inside `for i in range(n)`; iterate it instead."),
+        Code("TSF202", "modulelist-reversed", "reversed() of a module container",
+             "reversed(self.layers) does not script; iterate the reversed slice and call "
+             "`.forward`."),
+    )
+    summary = ("Indexing a ModuleList/Sequential/ModuleDict with a variable becomes iteration "
+               "over the container; parameter names are unchanged.")
+
+    VALID = (
+        # break in the loop body: TorchScript cannot unroll it.
+        """
+import torch.nn as nn
+class M(nn.Module):
+    def __init__(self, n=3):
+        super().__init__()
+        self.layers = nn.ModuleList([nn.Linear(4, 4) for _ in range(n)])
+    def forward(self, x):
+        for i in range(len(self.layers)):
+            x = self.layers[i](x)
+            if x.sum() > 0:
+                break
+        return x
+""",
+        # An offset from the loop variable.
+        """
+import torch.nn as nn
+class M(nn.Module):
+    def __init__(self, n=3):
+        super().__init__()
+        self.layers = nn.ModuleList([nn.Linear(4, 4) for _ in range(n)])
+    def forward(self, x):
+        for i in range(1, len(self.layers)):
+            x = x + self.layers[i - 1](x)
+        return x
+""",
+        # A range that does not cover the whole list.
+        """
+import torch.nn as nn
+class M(nn.Module):
+    def __init__(self, n=3, depth=2):
+        super().__init__()
+        self.depth = depth
+        self.layers = nn.ModuleList([nn.Linear(4, 4) for _ in range(n)])
+    def forward(self, x):
+        for i in range(self.depth):
+            x = self.layers[i](x)
+        return x
+""",
+        # A computed index outside any loop.
+        """
+import torch.nn as nn
+class M(nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.experts = nn.ModuleList([nn.Linear(4, 4), nn.Linear(4, 4)])
+    def forward(self, x, k: int):
+        return self.experts[k](x)
+""",
+    )
+    INVALID = (
+        # The plain loop; the range is the constructor argument the list was built from.
+        Example(
+            """
+import torch.nn as nn
+class M(nn.Module):
+    def __init__(self, num_layers=3):
+        super().__init__()
+        self.num_layers = num_layers
+        self.layers = nn.ModuleList([nn.Linear(4, 4) for _ in range(num_layers)])
+    def forward(self, x):
+        for i in range(self.num_layers):
+            x = self.layers[i](x)
+        return x
+""",
+            """
+import torch.nn as nn
+class M(nn.Module):
+    def __init__(self, num_layers=3):
+        super().__init__()
+        self.num_layers = num_layers
+        self.layers = nn.ModuleList([nn.Linear(4, 4) for _ in range(num_layers)])
+    def forward(self, x):
+        for layer in self.layers:
+            x = layer(x)
+        return x
+""",
+        ),
+        # Two lists indexed by the same variable, which also indexes a list of tensors.
+        Example(
+            """
+from typing import List
+from torch import Tensor, nn
+class M(nn.Module):
+    def __init__(self, dims=(4, 4, 4)):
+        super().__init__()
+        self.convs = nn.ModuleList([nn.Linear(d, d) for d in dims])
+        self.norms = nn.ModuleList([nn.LayerNorm(d) for d in dims])
+    def forward(self, x, hidden: List[Tensor]):
+        for i in range(len(self.convs)):
+            x = self.norms[i](self.convs[i](x)) + hidden[i]
+        return x
+""",
+            """
+from typing import List
+from torch import Tensor, nn
+class M(nn.Module):
+    def __init__(self, dims=(4, 4, 4)):
+        super().__init__()
+        self.convs = nn.ModuleList([nn.Linear(d, d) for d in dims])
+        self.norms = nn.ModuleList([nn.LayerNorm(d) for d in dims])
+    def forward(self, x, hidden: List[Tensor]):
+        for i, (conv, norm) in enumerate(zip(self.convs, self.norms)):
+            x = norm(conv(x)) + hidden[i]
+        return x
+""",
+        ),
+        # Reverse traversal: a reversed slice, elements called through .forward.
+        Example(
+            """
+from typing import List
+import torch
+import torch.nn as nn
+class M(nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.ups = nn.ModuleList()
+        for _ in range(3):
+            self.ups.append(nn.Linear(4, 4))
+    def forward(self, x, skips: List[torch.Tensor]):
+        for i in reversed(range(len(self.ups))):
+            x = self.ups[i](x) + skips[i]
+        return x
+""",
+            """
+from typing import List
+import torch
+import torch.nn as nn
+class M(nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.ups = nn.ModuleList()
+        for _ in range(3):
+            self.ups.append(nn.Linear(4, 4))
+    def forward(self, x, skips: List[torch.Tensor]):
+        for i_rev, up in enumerate(self.ups[::-1]):
+            i = len(self.ups) - 1 - i_rev
+            x = up.forward(x) + skips[i]
+        return x
+""",
+        ),
+        # reversed() of the list itself, and a Sequential indexed in a loop.
+        Example(
+            """
+import torch
+class M(torch.nn.Module):
+    def __init__(self, depth=2):
+        super().__init__()
+        self.blocks = torch.nn.Sequential(*[torch.nn.Linear(4, 4) for _ in range(depth)])
+    def forward(self, x):
+        for i in range(len(self.blocks)):
+            x = self.blocks[i](x)
+        for block in reversed(self.blocks):
+            x = block(x)
+        return x
+""",
+            """
+import torch
+class M(torch.nn.Module):
+    def __init__(self, depth=2):
+        super().__init__()
+        self.blocks = torch.nn.Sequential(*[torch.nn.Linear(4, 4) for _ in range(depth)])
+    def forward(self, x):
+        for block in self.blocks:
+            x = block(x)
+        for block in self.blocks[::-1]:
+            x = block.forward(x)
+        return x
+""",
+        ),
+        # A ModuleDict chosen by a string argument.
+        Example(
+            """
+import torch
+from torch.nn import Linear, ModuleDict, Module
+class M(Module):
+    def __init__(self):
+        super().__init__()
+        self.heads = ModuleDict({"cls": Linear(4, 2), "reg": Linear(4, 1)})
+    def forward(self, x, task: str):
+        return self.heads[task](x)
+""",
+            """
+from typing import Optional
+
+import torch
+from torch.nn import Linear, ModuleDict, Module
+class M(Module):
+    def __init__(self):
+        super().__init__()
+        self.heads = ModuleDict({"cls": Linear(4, 2), "reg": Linear(4, 1)})
+    def forward(self, x, task: str):
+        head_out: Optional[torch.Tensor] = None
+        for name, head in self.heads.items():
+            if name == task:
+                head_out = head(x)
+        if head_out is None:
+            raise KeyError(task)
+        return head_out
+""",
+        ),
+    )
+
+
+    def rewrite_class(self, cls: cst.ClassDef) -> cst.ClassDef:
+        facts = self.facts
+        if not facts.is_module_class(cls) or not isinstance(cls.body, cst.IndentedBlock):
+            return cls
+        class_facts = self.class_facts(cls)
+        if not class_facts.containers:
+            return cls
+        analysis = ClassAnalysis(class_facts, facts.imports, _tensor_name(facts.imports))
+        plans: dict[str, MethodPlan] = {}
+        for name in class_facts.compiled:
+            if self_name(class_facts.methods[name]) is None:
+                continue
+            plan = MethodAnalysis(self, analysis, name).analyse()
+            if plan.loops or plan.hoists:
+                plans[name] = plan
+        if not plans:
+            return cls
+        parts: list[str] = []
+        notes: list[str] = []
+        body: list[cst.BaseStatement] = []
+        for statement in cls.body.body:
+            if isinstance(statement, cst.FunctionDef) and statement.name.value in plans:
+                plan = plans[statement.name.value]
+                self_var = self_name(statement) or "self"
+                for loop in sorted(plan.loops.values(), key=lambda p: p.line):
+                    parts.append(f"line {loop.line}: `{loop.old_header}` -> "
+                                 f"`for {loop.header_target} in {loop.header_iter}`")
+                    if loop.reverse_attrs:
+                        views = ", ".join(f"{self_var}.{a}[::-1]" for a in loop.reverse_attrs)
+                        notes.append(f"line {loop.line}: elements of {views} are called through "
+                                     ".forward(...), which skips their forward hooks and "
+                                     "pre-hooks in eager mode")
+                for hoist in sorted(plan.hoists.values(), key=lambda p: p.line):
+                    parts.append(f"line {hoist.line}: `{self_var}.{hoist.attr}[{hoist.key}]` -> "
+                                 f"a loop over {self_var}.{hoist.attr}.items() matching the name")
+                    self.need_typing("Optional")
+                for node, code, message in plan.fixed:
+                    self.fixed(node, code, message)
+                rewritten = statement.visit(MethodRewriter(self_var, plan))
+                assert isinstance(rewritten, cst.FunctionDef)
+                statement = rewritten
+            body.append(statement)
+        self.changes.append(ClassChange(self.name, cls.name.value, self.span_of(cls),
+                                        "; ".join(parts), notes=notes))
+        return cls.with_changes(body=cls.body.with_changes(body=body))
+
+
+def _tensor_name(imports: dict[str, str]) -> str | None:
+    """How the file can name torch.Tensor in an annotation (``Tensor``, ``torch.Tensor``), if it
+    can: a ModuleDict lookup's result is typed ``Optional[<it>]``."""
+    for local, full in imports.items():
+        if full == "torch.Tensor":
+            return local
+    for local, full in imports.items():
+        if full == "torch":
+            return f"{local}.Tensor"
+    return None

@@ -1,0 +1,211 @@
+"""What every part of modulelist-iter shares: the plans it builds, naming, and node helpers."""
+
+from __future__ import annotations
+
+import keyword
+from dataclasses import dataclass, field
+
+import libcst as cst
+from libcst.helpers import get_full_name_for_node
+from tsfix.codemods.facts.syntax import code_of, find_all, parameters_of
+
+# torch.nn container -> how it is indexed: "list" (an integer) or "dict" (a string).
+CONTAINER_KINDS = {"ModuleList": "list", "Sequential": "list", "ModuleDict": "dict"}
+
+TSF201 = "TSF201"
+TSF202 = "TSF202"
+
+
+# ---- plans -------------------------------------------------------------------------------------
+
+@dataclass
+class Container:
+    attr: str
+    kind: str                       # "list" (ModuleList / Sequential) or "dict"
+    keys: set[str] = field(default_factory=set)   # what its length provably equals
+
+
+@dataclass
+class LoopPlan:
+    line: int
+    old_header: str
+    header_target: str
+    header_iter: str
+    subs: dict[str, str]            # container attr -> element name replacing self.attr[index]
+    index: str | None               # the loop variable whose subscripts are replaced
+    forward_calls: set[str]         # element names called through .forward(...)
+    prelude: str | None             # statement inserted at the top of the body
+    reverse_attrs: list[str] = field(default_factory=list)
+
+
+@dataclass
+class Hoist:
+    line: int
+    attr: str
+    key: str
+    result: str
+    name: str
+    element: str
+    tensor: str
+
+
+@dataclass
+class MethodPlan:
+    loops: dict[int, LoopPlan] = field(default_factory=dict)
+    hoists: dict[int, Hoist] = field(default_factory=dict)
+    # The sites these rewrites fix: (node, code, message), reported when the class is rewritten.
+    fixed: list[tuple[cst.CSTNode, str, str]] = field(default_factory=list)
+
+
+# ---- names -------------------------------------------------------------------------------------
+
+def source_key(node: cst.CSTNode) -> str:
+    """Source text without whitespace: two expressions written alike have the same key."""
+    return "".join(code_of(node).split())
+
+
+def short(node: cst.CSTNode) -> str:
+    """One line of source for a message (``tsfix check``'s wording), at most 60 characters."""
+    text = " ".join(code_of(node).split())
+    return text if len(text) <= 60 else text[:57] + "..."
+
+
+def singular(attr: str) -> str:
+    base = attr.lstrip("_") or attr
+    for suffix in ("_list", "_dict", "List", "Dict"):
+        if base.endswith(suffix) and len(base) > len(suffix):
+            return base[: -len(suffix)]
+    if base.endswith("ies") and len(base) > 3:
+        return base[:-3] + "y"
+    if base.endswith(("sses", "xes", "ches", "shes")):
+        return base[:-2]
+    if base.endswith("s") and not base.endswith(("ss", "us", "is")) and len(base) > 1:
+        return base[:-1]
+    return ""
+
+
+def element_name(attr: str, kind: str, taken: set[str]) -> str:
+    """``layers`` -> ``layer``, else ``layer_module``, ``layer2``...; ``body`` -> ``body_layer``
+    (``body_module`` for a ModuleDict)."""
+    plain = attr.lstrip("_") or attr
+    suffix = "_layer" if kind == "list" else "_module"
+    one = singular(attr)
+    if one:
+        return fresh(one, taken, one + ("_module" if kind == "list" else "_item"))
+    return fresh(plain + suffix, taken, plain + suffix)
+
+
+def fresh(preferred: str, taken: set[str], fallback: str) -> str:
+    for candidate in (preferred, fallback):
+        if candidate and candidate not in taken and not keyword.iskeyword(candidate):
+            return candidate
+    n = 2
+    while f"{fallback}{n}" in taken:
+        n += 1
+    return f"{fallback}{n}"
+
+
+def parenthesized(target: str, count: int) -> str:
+    return f"({target})" if count > 1 else target
+
+
+# ---- nodes -------------------------------------------------------------------------------------
+
+def call_name(expr: cst.BaseExpression) -> str | None:
+    return get_full_name_for_node(expr.func) if isinstance(expr, cst.Call) else None
+
+
+def int_value(expr: cst.BaseExpression) -> int | None:
+    if isinstance(expr, cst.Integer):
+        return int(expr.value)
+    if (isinstance(expr, cst.UnaryOperation) and isinstance(expr.operator, cst.Minus)
+            and isinstance(expr.expression, cst.Integer)):
+        return -int(expr.expression.value)
+    return None
+
+
+def positional(call: cst.Call) -> list[cst.BaseExpression] | None:
+    """The arguments of ``call`` when they are all plain positional ones."""
+    if any(a.keyword is not None or a.star for a in call.args):
+        return None
+    return [a.value for a in call.args]
+
+
+def single_index(node: cst.Subscript) -> cst.BaseExpression | None:
+    if len(node.slice) == 1 and isinstance(node.slice[0].slice, cst.Index):
+        return node.slice[0].slice.value
+    return None
+
+
+def is_literal_key(expr: cst.BaseExpression) -> bool:
+    return int_value(expr) is not None or isinstance(expr, cst.SimpleString |
+                                                      cst.ConcatenatedString)
+
+
+def literal_for(expr: cst.BaseExpression, kind: str) -> bool:
+    """Whether TorchScript takes ``expr`` as an index of a ``kind`` container: an integer
+    literal (negative too) for a list, a string literal for a dict."""
+    if kind == "dict":
+        return isinstance(expr, cst.SimpleString | cst.ConcatenatedString)
+    return int_value(expr) is not None
+
+
+def binding_counts(func: cst.FunctionDef) -> dict[str, int]:
+    """How often each plain name is bound in ``func`` (parameters, assignments, for targets)."""
+    counts: dict[str, int] = {}
+
+    def bump(target: cst.BaseExpression) -> None:
+        for name in find_all(target, cst.Name):
+            counts[name.value] = counts.get(name.value, 0) + 1
+
+    for name in parameters_of(func):
+        counts[name] = counts.get(name, 0) + 1
+    for node in find_all(func.body, cst.Assign, cst.AnnAssign, cst.AugAssign, cst.For,
+                         cst.NamedExpr, cst.AsName):
+        if isinstance(node, cst.Assign):
+            for target in node.targets:
+                if isinstance(target.target, cst.Name | cst.Tuple | cst.List):
+                    bump(target.target)
+        elif isinstance(node, cst.AnnAssign | cst.AugAssign | cst.For | cst.NamedExpr):
+            if isinstance(node.target, cst.Name | cst.Tuple | cst.List):
+                bump(node.target)
+        elif isinstance(node.name, cst.Name):
+            bump(node.name)
+    return counts
+
+
+def bound_names(node: cst.CSTNode) -> set[str]:
+    """Plain names an assignment-like statement binds (not ``x[i] = ...`` or ``x.a = ...``)."""
+    targets: list[cst.BaseExpression] = []
+    if isinstance(node, cst.Assign):
+        targets = [t.target for t in node.targets]
+    elif isinstance(node, cst.AugAssign | cst.AnnAssign | cst.For | cst.NamedExpr):
+        targets = [node.target]
+    found: set[str] = set()
+    while targets:
+        target = targets.pop()
+        if isinstance(target, cst.Name):
+            found.add(target.value)
+        elif isinstance(target, cst.Tuple | cst.List):
+            targets.extend(e.value for e in target.elements)
+        elif isinstance(target, cst.StarredElement):
+            targets.append(target.value)
+    return found
+
+
+def own_jumps(body: cst.CSTNode) -> list[cst.CSTNode]:
+    """``break``/``continue`` statements of this loop (not of loops nested in it)."""
+    nested = {id(n) for loop in find_all(body, cst.For, cst.While)
+              for n in find_all(loop.body, cst.Break, cst.Continue)}
+    return [n for n in find_all(body, cst.Break, cst.Continue) if id(n) not in nested]
+
+
+def path_to(root: cst.CSTNode, target: cst.CSTNode) -> list[cst.CSTNode]:
+    """Nodes from ``root`` down to ``target`` (both included); empty if not found."""
+    stack: list[tuple[cst.CSTNode, list[cst.CSTNode]]] = [(root, [root])]
+    while stack:
+        node, path = stack.pop()
+        if node is target:
+            return path
+        stack.extend((child, [*path, child]) for child in node.children)
+    return []
