@@ -1,0 +1,282 @@
+"""``annotate``: the type annotations and signatures TorchScript needs.
+
+What it does
+    In ``forward()`` and every method it reaches (what ``torch.jit.script`` compiles):
+
+    * parameters with a literal default get its type (``alpha=1.0`` -> ``alpha: float = 1.0``,
+      ``size=(1, 3)`` -> ``size: Tuple[int, int] = (1, 3)``);
+    * ``None`` defaults become ``Optional[T]``, ``T`` from the types seen in the example calls,
+      else from how the body uses the value (``x.masked_fill(mask, ...)`` is a Tensor,
+      ``scale = x.size(-1) ** -0.5`` a float, ``x.topk(k)`` an int);
+    * parameters without a default that are not tensors in the example calls (or whose uses
+      say int/float/str) get that type; a Tensor parameter is left as it is;
+    * mutable defaults: ``sizes=[1, 3]`` -> ``sizes: Tuple[int, int] = (1, 3)`` when the value
+      is only read, else ``Optional[List[int]] = None`` plus ``if sizes is None: sizes = [1, 3]``;
+    * keyword-only parameters become ordinary ones with the same defaults; unused ``*args`` /
+      ``**kwargs`` are removed, but only with ``--unsafe-fixes``;
+    * empty literals whose elements are not tensors: ``lens = []`` + ``lens.append(x.size(0))``
+      -> ``lens: List[int] = []`` (``{}`` likewise, ``Dict[str, T]``);
+    * return annotations where the returns disagree (int vs float, ``[]`` vs ``[n]``);
+    * module attributes: an empty list/dict attribute read in forward gets a class-level
+      annotation (``ids: List[int]``); an attribute that may be None and is tested with
+      ``is not None`` inside an ``and``/``or`` (or already declared ``Optional``) gets the
+      ``Optional`` declaration and is copied to a local that the test refines;
+    * tensor-valued elements of an integer list (``F.pad(x, [0, maxlen - n])`` with
+      ``maxlen = lengths.max()``) are wrapped in ``int(...)``.
+
+    ``typing`` names are imported once, merged into the file's ``from typing import``.
+
+Why it breaks export
+    TorchScript types every unannotated parameter as ``Tensor``: ``alpha=1.0`` fails at script
+    time ("Expected a default value of type Tensor"), ``k`` called with an int fails at call time,
+    and ``scale=None`` scripts but ``scale is not None`` folds to True. ``None`` defaults need
+    ``Optional``; mutable defaults, keyword-only parameters, ``*args`` and ``**kwargs`` are
+    rejected; ``[]`` is ``List[Tensor]`` and ``{}`` ``Dict[str, Tensor]``; mixed returns and
+    empty-list attributes cannot be typed; an Optional attribute cannot be refined in place.
+
+Example
+    Before::
+
+        def forward(self, x, mask=None, temperature=1.0):
+            lens = []
+            for row in x:
+                lens.append(row.size(0))
+            if mask is not None:
+                x = x.masked_fill(mask, 0.0)
+            return x / temperature, lens
+
+    After::
+
+        def forward(self, x, mask: Optional[torch.Tensor] = None, temperature: float = 1.0):
+            lens: List[int] = []
+            ...
+
+Fix safety
+    Annotations, ``int(...)`` around values that are already integers, local copies of
+    attributes and turning keyword-only parameters into ordinary ones keep every existing call
+    working. A mutable default becomes a fresh value per call, which changes behaviour only for
+    code that mutated its default (a bug in eager code too). Removing unused ``*args`` /
+    ``**kwargs`` makes calls that passed extra arguments fail, so it is an unsafe fix, applied
+    only with ``--unsafe-fixes`` and reported. Types come from observed calls first, else from
+    the code; what neither decides is left alone and reported, and a wrong type fails
+    validation, which then keeps the original.
+"""
+
+from __future__ import annotations
+
+import libcst as cst
+from tsfix.codemods.rules.annotate._classes import ClassAnnotator
+from tsfix.codemods.rules.base import Code, Example, Rule
+
+__all__ = ["Annotate"]
+
+
+class Annotate(Rule):
+    __doc__ = __doc__
+
+    name = "annotate"
+    # --rule all order: last: it types what is still untyped, including signatures lift-branch
+    # extended.
+    order = 100
+    CODES = (
+        Code("TSF206", "unannotated-default", "unannotated parameter with a non-Tensor default",
+             "An unannotated parameter is a Tensor to TorchScript: `alpha=1.0` fails (\"Expected a "
+             "default value of type Tensor\"). Annotate it (`alpha: float = 1.0`)."),
+        Code("TSF207", "untyped-none-default", "unannotated parameter defaulting to None",
+             "`scale=None` scripts as Optional[Tensor]: passing an int or float fails at call "
+             "time and `is not None` may fold. Annotate it (`scale: Optional[float] = None`). A "
+             "warning: unannotated is right when the parameter is an optional Tensor.",
+             level="warning"),
+        Code("TSF208", "none-default-not-optional", "None default on a non-Optional annotation",
+             "`k: int = None` is rejected (\"Expected a default value of type int\"); the "
+             "annotation must be Optional[int]."),
+        Code("TSF209", "mutable-default", "mutable default argument",
+             "List/dict/set defaults are rejected even when annotated (\"Mutable default "
+             "parameters are not supported\"). Use a tuple, or Optional[...] = None."),
+        Code("TSF210", "variadic-parameters", "*args, **kwargs or keyword-only default",
+             "Compiled methods cannot take *args/**kwargs or keyword-only parameters with "
+             "defaults. annotate makes keyword-only parameters ordinary and removes unused "
+             "*args/**kwargs with --unsafe-fixes."),
+    )
+    summary = ("Annotate parameters, empty containers, returns and attributes that TorchScript "
+               "cannot type")
+    needs_observations = True
+
+    INVALID = (
+        Example(
+            "import torch\nfrom torch import nn\n\n\n"
+            "class Head(nn.Module):\n"
+            "    def forward(self, x, alpha=1.0, flag=False, mode='a', size=(1, 3), dim=-1):\n"
+            "        return x\n",
+            "from typing import Tuple\n\nimport torch\nfrom torch import nn\n\n\n"
+            "class Head(nn.Module):\n"
+            "    def forward(self, x, alpha: float = 1.0, flag: bool = False, mode: str = 'a', "
+            "size: Tuple[int, int] = (1, 3), dim: int = -1):\n"
+            "        return x\n",
+        ),
+        Example(
+            "import torch\nfrom torch import nn\n\n\n"
+            "class Attention(nn.Module):\n"
+            "    def forward(self, q, k, mask=None, scale=None):\n"
+            "        if scale is None:\n"
+            "            scale = q.size(-1) ** -0.5\n"
+            "        scores = q @ k.transpose(-2, -1) * scale\n"
+            "        if mask is not None:\n"
+            "            scores = scores.masked_fill(mask, -1e9)\n"
+            "        return scores.softmax(-1)\n",
+            "from typing import Optional\n\nimport torch\nfrom torch import nn\n\n\n"
+            "class Attention(nn.Module):\n"
+            "    def forward(self, q, k, mask: Optional[torch.Tensor] = None, "
+            "scale: Optional[float] = None):\n"
+            "        if scale is None:\n"
+            "            scale = q.size(-1) ** -0.5\n"
+            "        scores = q @ k.transpose(-2, -1) * scale\n"
+            "        if mask is not None:\n"
+            "            scores = scores.masked_fill(mask, -1e9)\n"
+            "        return scores.softmax(-1)\n",
+        ),
+        Example(
+            "import torch\nfrom torch import nn\n\n\n"
+            "class TopK(nn.Module):\n"
+            "    def forward(self, x, k):\n"
+            "        return x.topk(k, dim=-1).values\n",
+            "import torch\nfrom torch import nn\n\n\n"
+            "class TopK(nn.Module):\n"
+            "    def forward(self, x, k: int):\n"
+            "        return x.topk(k, dim=-1).values\n",
+        ),
+        Example(
+            "import torch\nfrom torch import nn\n\n\n"
+            "class Resize(nn.Module):\n"
+            "    def forward(self, x, sizes=[1, 3], extra=[]):\n"
+            "        extra.append(x.size(0))\n"
+            "        return x.view(sizes), extra\n",
+            "from typing import List, Optional, Tuple\n\nimport torch\nfrom torch import nn\n\n\n"
+            "class Resize(nn.Module):\n"
+            "    def forward(self, x, sizes: Tuple[int, int] = (1, 3), "
+            "extra: Optional[List[int]] = None):\n"
+            "        if extra is None:\n"
+            "            extra = []\n"
+            "        extra.append(x.size(0))\n"
+            "        return x.view(sizes), extra\n",
+        ),
+        Example(
+            "import torch\nfrom torch import nn\n\n\n"
+            "class Block(nn.Module):\n"
+            "    def forward(self, x, *, scale=1.0, **kwargs):\n"
+            "        return x * scale\n",
+            "import torch\nfrom torch import nn\n\n\n"
+            "class Block(nn.Module):\n"
+            "    def forward(self, x, scale: float = 1.0, **kwargs):\n"
+            "        return x * scale\n",
+        ),
+        Example(
+            "import torch\nfrom torch import nn\n\n\n"
+            "class Lengths(nn.Module):\n"
+            "    def forward(self, x, lengths):\n"
+            "        lens = []\n"
+            "        sizes = {}\n"
+            "        for row in x:\n"
+            "            lens.append(row.size(0))\n"
+            "        sizes['batch'] = x.size(0)\n"
+            "        maxlen = lengths.max()\n"
+            "        x = torch.nn.functional.pad(x, [0, maxlen - x.size(1)])\n"
+            "        return x, lens, sizes\n",
+            "from typing import Dict, List\n\nimport torch\nfrom torch import nn\n\n\n"
+            "class Lengths(nn.Module):\n"
+            "    def forward(self, x, lengths):\n"
+            "        lens: List[int] = []\n"
+            "        sizes: Dict[str, int] = {}\n"
+            "        for row in x:\n"
+            "            lens.append(row.size(0))\n"
+            "        sizes['batch'] = x.size(0)\n"
+            "        maxlen = lengths.max()\n"
+            "        x = torch.nn.functional.pad(x, [0, int(maxlen - x.size(1))])\n"
+            "        return x, lens, sizes\n",
+        ),
+        Example(
+            "import torch\nfrom torch import nn\n\n\n"
+            "class Gain(nn.Module):\n"
+            "    def forward(self, x):\n"
+            "        return x * self.gain(x.size(0))\n\n"
+            "    def gain(self, n: int):\n"
+            "        if n > 1:\n"
+            "            return 1\n"
+            "        return 0.5\n",
+            "import torch\nfrom torch import nn\n\n\n"
+            "class Gain(nn.Module):\n"
+            "    def forward(self, x):\n"
+            "        return x * self.gain(x.size(0))\n\n"
+            "    def gain(self, n: int) -> float:\n"
+            "        if n > 1:\n"
+            "            return 1.0\n"
+            "        return 0.5\n",
+        ),
+        Example(
+            "import torch\nfrom torch import nn\n\n\n"
+            "class Tracker(nn.Module):\n"
+            '    """Keeps ids."""\n\n'
+            "    def __init__(self, use_offset=False):\n"
+            "        super().__init__()\n"
+            "        self.ids = []\n"
+            "        self.offset = nn.Parameter(torch.zeros(4)) if use_offset else None\n\n"
+            "    def remember(self, i: int):\n"
+            "        self.ids.append(i)\n\n"
+            "    def forward(self, x):\n"
+            "        if self.offset is not None and self.offset.abs().sum() > 0:\n"
+            "            x = x + self.offset\n"
+            "        return x * len(self.ids)\n",
+            "from typing import List, Optional\n\nimport torch\nfrom torch import nn\n\n\n"
+            "class Tracker(nn.Module):\n"
+            '    """Keeps ids."""\n'
+            "    offset: Optional[torch.Tensor]\n"
+            "    ids: List[int]\n\n"
+            "    def __init__(self, use_offset=False):\n"
+            "        super().__init__()\n"
+            "        self.ids = []\n"
+            "        self.offset = nn.Parameter(torch.zeros(4)) if use_offset else None\n\n"
+            "    def remember(self, i: int):\n"
+            "        self.ids.append(i)\n\n"
+            "    def forward(self, x):\n"
+            "        offset = self.offset\n"
+            "        if offset is not None and offset.abs().sum() > 0:\n"
+            "            x = x + offset\n"
+            "        return x * len(self.ids)\n",
+        ),
+    )
+    VALID = (
+        # Already annotated, and Tensor parameters: nothing to do.
+        "from typing import Optional\n\nimport torch\nfrom torch import nn\n\n\n"
+        "class Done(nn.Module):\n"
+        "    def forward(self, x, y, mask: Optional[torch.Tensor] = None, "
+        "scale: float = 1.0):\n"
+        "        if mask is not None:\n"
+        "            x = x.masked_fill(mask, 0.0)\n"
+        "        return (x + y) * scale\n",
+        # **kwargs that the body reads: no safe signature exists; reported.
+        "import torch\nfrom torch import nn\n\n\n"
+        "class Passthrough(nn.Module):\n"
+        "    def forward(self, x, **kwargs):\n"
+        "        return x * kwargs['scale']\n",
+        # A None default whose type neither the code nor an example call tells: reported.
+        "import torch\nfrom torch import nn\n\n\n"
+        "class Hook(nn.Module):\n"
+        "    def forward(self, x, state=None):\n"
+        "        return x, state\n",
+        # Methods compiled away (@torch.jit.ignore) and non-module classes are not touched.
+        "import torch\nfrom torch import nn\n\n\n"
+        "class Plain:\n"
+        "    def forward(self, x, alpha=1.0):\n"
+        "        return x\n\n\n"
+        "class Debug(nn.Module):\n"
+        "    def forward(self, x):\n"
+        "        return self.dump(x)\n\n"
+        "    @torch.jit.ignore\n"
+        "    def dump(self, x, path='out.txt'):\n"
+        "        return x\n",
+    )
+
+    def rewrite_class(self, cls: cst.ClassDef) -> cst.ClassDef:
+        if not self.facts.is_module_class(cls):
+            return cls
+        return ClassAnnotator(self, cls).rewrite()

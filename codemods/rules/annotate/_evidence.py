@@ -1,0 +1,151 @@
+"""Evidence voting: what a method body's uses of a name say its type is.
+
+Each use casts a vote (``x.topk(k)``: k is an int; ``mask.any()``: a Tensor; ``xs.append``: not
+a Tensor); :func:`decide` unifies the votes, and a Tensor vote against any other is no answer.
+"""
+
+from __future__ import annotations
+
+import libcst as cst
+from libcst.helpers import get_full_name_for_node
+from tsfix.codemods.facts.classes import CONTAINER_METHODS, TENSOR_CONSTRUCTORS
+from tsfix.codemods.facts.syntax import find_all, qualified_name
+from tsfix.codemods.facts.value_types import TENSOR, unify_all
+from tsfix.codemods.rules.annotate._common import is_name, literal_kind
+from tsfix.codemods.rules.annotate._state import MethodState
+
+NOT_TENSOR = "<not a Tensor>"
+# Tensor methods whose positional arguments are ints (all of them, or the listed positions).
+INT_ARGUMENTS: dict[str, tuple[int, ...] | None] = {
+    "view": None, "reshape": None, "expand": None, "repeat": None, "permute": None,
+    "new_zeros": None, "new_ones": None, "new_empty": None, "flip": None, "roll": None,
+    "topk": (0,), "size": (0,), "unsqueeze": (0,), "squeeze": (0,), "transpose": (0, 1),
+    "flatten": (0, 1), "narrow": (0, 1, 2), "chunk": (0,), "softmax": (0,),
+    "log_softmax": (0,), "cumsum": (0,), "select": (0, 1), "movedim": (0, 1),
+    "unfold": (0, 1, 2), "kthvalue": (0,), "argmax": (0,), "argmin": (0,), "mean": (0,),
+    "sum": (0,), "amax": (0,), "amin": (0,), "logsumexp": (0,), "unflatten": (0,),
+}
+INT_KEYWORDS = {"dim", "k", "dims", "chunks", "start_dim", "end_dim", "num_classes",
+                "diagonal", "dim0", "dim1", "kernel_size", "stride", "padding", "dilation",
+                "output_size", "groups", "upscale_factor", "downscale_factor"}
+# (clamp's min/max and fill values take ints as well: they say nothing.)
+FLOAT_KEYWORDS = {"p", "eps", "alpha", "beta", "negative_slope", "momentum", "scale_factor",
+                  "lambd", "label_smoothing", "margin"}
+_TENSOR_ATTRIBUTES = ("shape", "dtype", "device", "ndim", "T", "is_cuda", "data")
+_TENSOR_LISTS = ("torch.cat", "torch.stack", "torch.concat", "torch.hstack", "torch.vstack")
+
+
+def usage_type(method: MethodState, name: str, *, weak: bool = True) -> str | None:
+    """What the body's uses of ``name`` say its type is (None: nothing, or conflicting).
+
+    Weak evidence -- comparison with a number, arithmetic with a float, assignment -- also
+    fits a Tensor (``x * 0.5``), so it only counts with ``weak=True``, for parameters whose
+    None default already says they are optional options rather than inputs."""
+    votes: list[str | None] = []
+    body = method.func.body
+    for call in find_all(body, cst.Call):
+        votes.extend(_call_votes(method, call, name))
+    for attribute in find_all(body, cst.Attribute):
+        if is_name(attribute.value, name) and attribute.attr.value in _TENSOR_ATTRIBUTES:
+            votes.append(TENSOR)
+    for subscript in find_all(body, cst.Subscript):
+        for element in subscript.slice:
+            if isinstance(element.slice, cst.Slice) and any(
+                    _bound_reads(bound, name) for bound in (element.slice.lower,
+                                                            element.slice.upper)):
+                votes.append("int")
+    if not weak:
+        return decide(votes)
+    for comparison in find_all(body, cst.Comparison):
+        operands = [comparison.left, *(c.comparator for c in comparison.comparisons)]
+        if not any(is_name(o, name) for o in operands):
+            continue
+        if any(isinstance(c.operator, cst.Is | cst.IsNot | cst.In | cst.NotIn)
+               for c in comparison.comparisons):
+            continue
+        for other in operands:
+            kind = None if is_name(other, name) else literal_kind(other)
+            if kind is not None:
+                votes.append(kind)
+    for operation in find_all(body, cst.BinaryOperation):
+        sides = (operation.left, operation.right)
+        if any(is_name(s, name) for s in sides) and not isinstance(operation.operator,
+                                                                   cst.Power):
+            others = [literal_kind(s) for s in sides if not is_name(s, name)]
+            votes.extend(k for k in others if k == "float")
+    for assign in find_all(body, cst.Assign):
+        if any(is_name(t.target, name) for t in assign.targets):
+            kind = method.typer.type_of(assign.value)
+            votes.append(kind if kind != "None" else None)
+    return decide(votes)
+
+
+def decide(votes: list[str | None]) -> str | None:
+    """The type the votes agree on; None when there is none or a Tensor vote is contested."""
+    known = [v for v in votes if v is not None]
+    if TENSOR in known and (len(set(known)) > 1 or NOT_TENSOR in votes):
+        return None
+    return unify_all(k for k in known if k != NOT_TENSOR) if known else None
+
+
+def _call_votes(method: MethodState, call: cst.Call, name: str) -> list[str | None]:
+    votes: list[str | None] = []
+    func = call.func
+    imports = method.imports
+    positional = [a for a in call.args if a.keyword is None and not a.star]
+    # name.method(...)
+    if isinstance(func, cst.Attribute) and is_name(func.value, name):
+        votes.append(NOT_TENSOR if func.attr.value in CONTAINER_METHODS else TENSOR)
+    for arg in call.args:
+        if not is_name(arg.value, name) or arg.star:
+            continue
+        if arg.keyword is not None:
+            keyword = arg.keyword.value
+            if keyword in INT_KEYWORDS:
+                votes.append("int")
+            elif keyword in FLOAT_KEYWORDS:
+                votes.append("float")
+            continue
+        index = positional.index(arg)
+        callee = get_full_name_for_node(func)
+        if callee == "range":
+            votes.append("int")
+            continue
+        if isinstance(func, cst.Attribute):
+            receiver = method.typer.type_of(func.value)
+            called = func.attr.value
+            if (method.self_var and is_name(func.value, method.self_var)
+                    and called in method.facts.layers and index == 0):
+                votes.append(TENSOR)
+            elif receiver == TENSOR and called in INT_ARGUMENTS:
+                positions = INT_ARGUMENTS[called]
+                if positions is None or index in positions:
+                    votes.append("int")
+            elif receiver == TENSOR and called in ("masked_fill", "masked_fill_",
+                                                   "where") and index == 0:
+                votes.append(TENSOR)
+            elif receiver == TENSOR and called in ("masked_fill", "masked_fill_") and \
+                    index == 1:
+                votes.append("float")
+        qualified = qualified_name(func, imports) or ""
+        if qualified.startswith("torch.") and index == 0 and \
+                qualified.rpartition(".")[2] not in TENSOR_CONSTRUCTORS and \
+                not qualified.rpartition(".")[2][:1].isupper():
+            votes.append(TENSOR)
+    # torch.cat([a, name]) and friends: list elements are tensors.
+    qualified = qualified_name(func, imports) or ""
+    if (qualified in _TENSOR_LISTS and positional
+            and isinstance(positional[0].value, cst.List | cst.Tuple)
+            and any(is_name(e.value, name) for e in positional[0].value.elements)):
+        votes.append(TENSOR)
+    return votes
+
+
+def _bound_reads(bound: cst.BaseExpression | None, name: str) -> bool:
+    """``x[:name]``, ``x[start:start + name]``: a slice bound is an int, and so are the names
+    added to or subtracted from one."""
+    if is_name(bound, name):
+        return True
+    return (isinstance(bound, cst.BinaryOperation)
+            and isinstance(bound.operator, cst.Add | cst.Subtract)
+            and (_bound_reads(bound.left, name) or _bound_reads(bound.right, name)))
