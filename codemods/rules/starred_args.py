@@ -1,8 +1,10 @@
 """``starred-args``: ``x.view(*shape)`` and friends pass the sequence itself.
 
 What it does
-    In ``forward()`` (and the methods it calls), a call that unpacks a list of ints with ``*``
-    into an API that also takes the sequence itself passes the sequence instead::
+    In compiled methods (``forward()``, ``@torch.jit.export`` methods and the methods they call;
+    not ``@torch.jit.ignore`` methods nor ``if not torch.jit.is_scripting():`` branches), a call
+    that unpacks a list of ints with ``*`` into an API that also takes the sequence itself passes
+    the sequence instead::
 
         x.view(*shape)                 ->  x.view(shape)
         x.view(*x.shape[:2], -1)       ->  x.view(x.shape[0], x.shape[1], -1)
@@ -56,24 +58,12 @@ Fix safety
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 
 import libcst as cst
 from libcst.helpers import get_full_name_for_node
-from tsfix.codemods.facts.syntax import (
-    code_of,
-    find_all,
-    import_map,
-    is_ignored,
-    literal_type,
-    methods_of,
-    module_class_names,
-    parameters_of,
-    qualified_name,
-    reachable_methods,
-    self_attr,
-    self_name,
-)
+from tsfix.codemods.facts.classes import ClassFacts
+from tsfix.codemods.facts.syntax import code_of, find_all, qualified_name, self_attr, self_name
 from tsfix.codemods.facts.value_types import (
     TENSOR,
     Typer,
@@ -160,22 +150,20 @@ def _spelled_shape(expr: cst.BaseExpression) -> list[str] | None:
     return [f"{base}.size({i})" for i in range(lower, upper)]
 
 
-def _attribute_types(methods: dict[str, cst.FunctionDef],
-                     imports: dict[str, str]) -> dict[str, str]:
-    """Types of the values ``__init__`` stores on self, for attributes no other method sets."""
-    init = methods.get("__init__")
+def _attribute_types(facts: ClassFacts, imports: Mapping[str, str]) -> dict[str, str]:
+    """Types of the values ``__init__`` stores on self, for attributes no other method sets:
+    ``ClassFacts.attributes``, and what it leaves untyped that the annotation of the
+    assignment (``self.dims: List[int] = []``) or a local of ``__init__`` (``order = [0, 2, 1]``
+    then ``self.order = order``) tells.
+    TODO(facts): ``ClassFacts.attributes`` should read ``__init__``'s annotations and locals,
+    and leave out attributes other methods reassign."""
+    found = {attr: kind for attr, kind in facts.attributes.items()
+             if attr not in facts.assigned_outside_init}
+    init = facts.init
     if init is None:
-        return {}
+        return found
     self_var = self_name(init) or "self"
-    env: dict[str, str | None] = {}
-    for name, param in parameters_of(init).items():
-        if name == self_var:
-            continue
-        if param.annotation is not None:
-            env[name] = type_from_annotation(param.annotation.annotation)
-        elif param.default is not None:
-            env[name] = Typer({}, imports, None).type_of(param.default)
-    typer = Typer(env, imports, None)
+    typer = Typer(facts.parameter_types("__init__"), imports, None)
     collect_locals(init.body, typer)
     values: dict[str, list[str | None]] = {}
     for assign in find_all(init.body, cst.Assign, cst.AnnAssign):
@@ -183,22 +171,14 @@ def _attribute_types(methods: dict[str, cst.FunctionDef],
                    else [assign.target])
         for target in targets:
             attr = self_attr(target, self_var)
-            if attr is None or assign.value is None:
+            if attr is None or assign.value is None or attr in found:
                 continue
-            if isinstance(assign, cst.AnnAssign):
-                values.setdefault(attr, []).append(
-                    type_from_annotation(assign.annotation.annotation))
-            else:
-                values.setdefault(attr, []).append(typer.type_of(assign.value))
-    elsewhere = {attr for name, func in methods.items() if name != "__init__"
-                 for target in find_all(func.body, cst.AssignTarget, cst.AugAssign,
-                                        cst.AnnAssign)
-                 for attr in [self_attr(target.target, self_name(func) or "self")]
-                 if attr is not None}
-    found: dict[str, str] = {}
+            values.setdefault(attr, []).append(
+                type_from_annotation(assign.annotation.annotation)
+                if isinstance(assign, cst.AnnAssign) else typer.type_of(assign.value))
     for attr, kinds in values.items():
         kind = unify_all(kinds)
-        if attr not in elsewhere and kind is not None and is_complete(kind):
+        if attr not in facts.assigned_outside_init and kind is not None and is_complete(kind):
             found[attr] = kind
     return found
 
@@ -208,27 +188,17 @@ class _Refused(Exception):
 
 
 class _MethodRewriter:
-    def __init__(self, rule: StarredArgs, func: cst.FunctionDef,
+    def __init__(self, rule: StarredArgs, facts: ClassFacts, method: str,
                  attributes: dict[str, str]) -> None:
         self.rule = rule
-        self.func = func
+        self.func = func = facts.methods[method]
         self.self_var = self_name(func)
-        self.unannotated: set[str] = set()
-        env: dict[str, str | None] = {}
         params = func.params
-        for index, param in enumerate([*params.posonly_params, *params.params,
-                                       *params.kwonly_params]):
-            if index == 0 and self.self_var is not None:
-                continue
-            name = param.name.value
-            if param.annotation is not None:
-                env[name] = type_from_annotation(param.annotation.annotation)
-            elif param.default is not None:
-                env[name] = literal_type(param.default)
-            else:
-                env[name] = TENSOR
-                self.unannotated.add(name)
-        self.typer = Typer(env, rule.imports, self.self_var, attributes)
+        self.unannotated = {param.name.value for param in (*params.posonly_params,
+                                                           *params.params, *params.kwonly_params)
+                            if param.annotation is None and param.default is None}
+        self.typer = Typer(facts.parameter_types(method), rule.imports, self.self_var,
+                           attributes, facts.layers)
         collect_locals(func.body, self.typer)
         self.shape_locals = self._locals_assigned(_is_shape_like)
         self.tuple_locals = self._locals_assigned(_is_literal_tuple)
@@ -476,8 +446,7 @@ class Merge(nn.Module):
     )
 
     def prepare(self, module: cst.Module) -> None:
-        self.imports = import_map(module)
-        self.module_classes = module_class_names(module, self.imports)
+        self.imports = self.facts.imports
 
     def transform_module_impl(self, tree: cst.Module) -> cst.Module:
         if self.source_text is not None and "(*" not in self.source_text and \
@@ -487,16 +456,16 @@ class Merge(nn.Module):
 
     def rewrite_class(self, cls: cst.ClassDef) -> cst.ClassDef:
         name = cls.name.value
-        if name not in self.module_classes:
+        if not self.facts.is_module_class(cls):
             return cls
-        methods = methods_of(cls)
-        compiled = {n: f for n, f in methods.items() if not is_ignored(f)}
-        sites = [(method, call) for method in reachable_methods(compiled)
-                 for call in find_all(methods[method].body, cst.Call)
-                 if any(a.star for a in call.args)]
+        facts = self.class_facts(cls)
+        sites = [(method, call) for method, func in facts.compiled_methods()
+                 for skipped in [facts.never_compiled(method)]
+                 for call in find_all(func.body, cst.Call)
+                 if id(call) not in skipped and any(a.star == "*" for a in call.args)]
         if not sites:
             return cls
-        attributes = _attribute_types(methods, self.imports)
+        attributes = _attribute_types(facts, self.imports)
         rewriters: dict[str, _MethodRewriter] = {}
         chosen: dict[int, _MethodRewriter] = {}
         parts: list[tuple[int, str]] = []
@@ -504,14 +473,19 @@ class Merge(nn.Module):
         spelled_lines: list[int] = []
         for method, call in sites:
             if method not in rewriters:
-                rewriters[method] = _MethodRewriter(self, methods[method], attributes)
+                rewriters[method] = _MethodRewriter(self, facts, method, attributes)
+            starred = [a for a in call.args if a.star == "*"]
             try:
                 outcome = rewriters[method].rewrite(call)
             except _Refused as refused:
-                self.skip(name, call, f"{method}(): `{_short(call)}`: {refused}")
+                for arg in starred:
+                    self.skip(name, arg, f"{method}(): `{_short(call)}`: {refused}",
+                              code="TSF214", message=_message(arg, method))
                 continue
             if outcome is None:
                 continue
+            for arg in starred:
+                self.fixed(arg, "TSF214", _message(arg, method))
             new_call, spelled_shape = outcome
             chosen[id(call)] = rewriters[method]
             line = self.line_of(call)
@@ -530,3 +504,8 @@ class Merge(nn.Module):
                                         "; ".join(part for _, part in sorted(parts)),
                                         notes=notes))
         return rewritten
+
+
+def _message(arg: cst.Arg, method: str) -> str:
+    """What ``tsfix check`` says about a starred argument."""
+    return f"*{_short(arg.value)} in a call in {method}()"
