@@ -1,4 +1,4 @@
-"""The ``annotate`` rule: what it types, from where, and what it declines."""
+"""The ``annotate`` rule: what it types, from where, and what it declines (whole outputs)."""
 
 from __future__ import annotations
 
@@ -7,155 +7,202 @@ import textwrap
 from pathlib import Path
 
 import pytest
+from tsfix.codemods.lint.check import check_source
 from tsfix.codemods.pipeline.rewrite import Rewrite, rewrite_source
 from tsfix.codemods.rules.annotate import Annotate
 from tsfix.codemods.rules.base import Observations
 
+BLOCKERS = Path(__file__).resolve().parent.parent / "fixtures" / "check" / "blockers.py"
+
 
 def _rewrite(code: str, *, observed: Observations | None = None,
              unsafe: bool = False) -> Rewrite:
-    return rewrite_source(textwrap.dedent(code), "model.py", [Annotate], observed=observed,
+    return rewrite_source(code, "model.py", [Annotate], observed=observed,
                           unsafe_fixes=unsafe)
 
 
-TOPK = """\
-    import torch
-    from torch import nn
+def _findings(result: Rewrite) -> list[tuple[str, int, str]]:
+    """(code, line, "fixed" or the refusal's reason) for every site annotate reported."""
+    found = [(f.code, f.line, "fixed") for f in result.fixes]
+    found += [(s.code, s.line, s.reason) for s in result.skips if s.code]
+    return sorted(found)
 
 
+HEADER = "import torch\nfrom torch import nn\n\n\n"
+
+TOPK = HEADER + textwrap.dedent("""\
     class TopK(nn.Module):
         def forward(self, x, k, gain=None):
             if gain is not None:
                 x = x * gain
             return x.topk(k, dim=-1).values
-    """
+    """)
+
+GAIN_REFUSED = ("forward(): gain=None: neither its uses nor an example call tell its type; "
+                "left unannotated (TorchScript takes it for a Tensor)")
 
 
-def test_without_observations_an_undecidable_none_default_is_left_and_reported() -> None:
+def test_without_observations_an_undecidable_none_default_is_left_and_refused() -> None:
     result = _rewrite(TOPK)
-    assert "def forward(self, x, k: int, gain=None):" in result.text
-    assert [s.reason for s in result.skips] == [
-        "forward(): gain=None: neither its uses nor an example call tell its type; left "
-        "unannotated (TorchScript takes it for a Tensor)"]
-    assert "1 from the code" in result.changes[0].summary
+    assert result.text == TOPK.replace("x, k, gain=None", "x, k: int, gain=None")
+    assert [s.reason for s in result.skips] == [GAIN_REFUSED]
+    assert _findings(result) == [("TSF207", 6, GAIN_REFUSED)]
+    assert [c.summary for c in result.changes] == [
+        "typed 1 parameter(s) (0 from observed calls, 1 from the code)"]
 
 
 def test_observed_types_fill_what_the_code_cannot_tell() -> None:
     observed = {"TopK": {"forward": {"k": "int", "gain": "Optional[float]"}}}
     result = _rewrite(TOPK, observed=observed)
-    assert "def forward(self, x, k: int, gain: Optional[float] = None):" in result.text
-    assert "from typing import Optional" in result.text
+    assert result.text == "from typing import Optional\n\n" + TOPK.replace(
+        "x, k, gain=None", "x, k: int, gain: Optional[float] = None")
     assert not result.skips
-    assert "(2 from observed calls, 0 from the code)" in result.changes[0].summary
+    assert _findings(result) == [("TSF207", 6, "fixed")]
+    assert [c.summary for c in result.changes] == [
+        "typed 2 parameter(s) (2 from observed calls, 0 from the code)"]
+
+
+SCALE = HEADER + textwrap.dedent("""\
+    class Scale(nn.Module):
+        def forward(self, x, factor=None, offset=1):
+            if factor is not None and factor > 1:
+                x = x * 2
+            return x + offset
+    """)
 
 
 def test_observed_types_win_over_the_code_when_they_disagree() -> None:
-    code = """\
-        import torch
-        from torch import nn
-
-
-        class Scale(nn.Module):
-            def forward(self, x, factor=None, offset=1):
-                if factor is not None and factor > 1:
-                    x = x * 2
-                return x + offset
-        """
-    static = _rewrite(code)
-    assert "def forward(self, x, factor: Optional[int] = None, offset: int = 1):" in static.text
+    static = _rewrite(SCALE)
+    assert static.text == "from typing import Optional\n\n" + SCALE.replace(
+        "factor=None, offset=1", "factor: Optional[int] = None, offset: int = 1")
     observed = {"Scale": {"forward": {"factor": "Optional[float]", "offset": "float"}}}
-    result = _rewrite(code, observed=observed)
-    assert ("def forward(self, x, factor: Optional[float] = None, offset: float = 1):"
-            in result.text)
+    result = _rewrite(SCALE, observed=observed)
+    assert result.text == "from typing import Optional\n\n" + SCALE.replace(
+        "factor=None, offset=1", "factor: Optional[float] = None, offset: float = 1")
 
 
 def test_weak_evidence_does_not_type_a_parameter_without_default() -> None:
     # x * 0.5 and x > 1 fit a Tensor as well as a float.
-    code = """\
-        import torch
-        from torch import nn
-
-
+    code = HEADER + textwrap.dedent("""\
         class Gate(nn.Module):
             def forward(self, x, threshold):
                 return (x * 0.5) * (threshold > 1)
-        """
-    assert not _rewrite(code).changed
+        """)
+    result = _rewrite(code)
+    assert not result.changed
+    assert result.text == code
 
 
 def test_a_parameter_observed_as_a_tensor_stays_unannotated() -> None:
-    code = """\
-        import torch
-        from torch import nn
-
-
+    code = HEADER + textwrap.dedent("""\
         class Add(nn.Module):
             def forward(self, x, bias):
                 return x + bias
-        """
+        """)
     observed = {"Add": {"forward": {"bias": "Tensor"}}}
     result = _rewrite(code, observed=observed)
     assert not result.changed
-    assert result.text == textwrap.dedent(code)
+    assert result.text == code
 
 
-def test_unused_kwargs_are_removed_only_with_unsafe_fixes() -> None:
-    code = """\
-        import torch
-        from torch import nn
+BLOCK = HEADER + textwrap.dedent("""\
+    class Block(nn.Module):
+        def forward(self, x, *args, scale=1.0, **kwargs):
+            return x * scale
+    """)
 
 
-        class Block(nn.Module):
-            def forward(self, x, *args, scale=1.0, **kwargs):
-                return x * scale
-        """
-    safe = _rewrite(code)
-    assert "def forward(self, x, *args, scale: float = 1.0, **kwargs):" in safe.text
-    assert sorted(s.reason.split(" is never read")[0] for s in safe.skips) == [
-        "forward(): **kwargs", "forward(): *args"]
-    unsafe = _rewrite(code, unsafe=True)
-    assert "def forward(self, x, scale: float = 1.0):" in unsafe.text
-    notes = unsafe.changes[0].notes
-    assert len(notes) == 2 and all(n.startswith("unsafe fix: removed unused") for n in notes)
+def test_unused_variadics_are_removed_only_with_unsafe_fixes() -> None:
+    safe = _rewrite(BLOCK)
+    assert safe.text == BLOCK.replace("scale=1.0", "scale: float = 1.0")
+    never_read = ("is never read, but TorchScript rejects it; removing it changes what callers "
+                  "may pass (--unsafe-fixes removes it)")
+    assert _findings(safe) == sorted([
+        ("TSF206", 6, "fixed"),
+        ("TSF210", 6, f"forward(): *args {never_read}"),
+        ("TSF210", 6, f"forward(): **kwargs {never_read}"),
+        ("TSF210", 6, "forward(): keyword-only parameters follow *args, which stays; they "
+                      "cannot become ordinary parameters")])
+    unsafe = _rewrite(BLOCK, unsafe=True)
+    assert unsafe.text == BLOCK.replace(
+        "x, *args, scale=1.0, **kwargs", "x, scale: float = 1.0")
+    assert _findings(unsafe) == [("TSF206", 6, "fixed")] + [("TSF210", 6, "fixed")] * 3
+    assert unsafe.changes[0].notes == [
+        f"unsafe fix: removed unused {label} from forward(); callers that passed extra "
+        "arguments now get a TypeError" for label in ("*args", "**kwargs")]
+
+
+def test_read_kwargs_are_refused_even_with_unsafe_fixes() -> None:
+    code = HEADER + textwrap.dedent("""\
+        class Passthrough(nn.Module):
+            def forward(self, x, **kwargs):
+                return x * kwargs['scale']
+        """)
+    result = _rewrite(code, unsafe=True)
+    assert result.text == code
+    assert _findings(result) == [
+        ("TSF210", 6, "forward(): reads **kwargs, which TorchScript cannot compile; make what "
+                      "it carries explicit parameters")]
 
 
 def test_keyword_only_without_default_after_a_default_is_declined() -> None:
-    code = """\
-        import torch
-        from torch import nn
-
-
+    code = HEADER + textwrap.dedent("""\
         class Mix(nn.Module):
             def forward(self, x, alpha=0.5, *, other):
                 return x * alpha + other
-        """
+        """)
     result = _rewrite(code)
-    assert "*, other" in result.text
-    assert any("keyword-only parameters without defaults" in s.reason for s in result.skips)
+    assert result.text == code.replace("alpha=0.5", "alpha: float = 0.5")
+    # Keyword-only parameters without defaults script: a note, not a blocker.
+    assert [(s.code, s.reason) for s in result.skips] == [
+        (None, "forward(): keyword-only parameters without defaults follow parameters with "
+               "defaults; they cannot become ordinary parameters")]
 
 
 def test_a_mutated_list_default_becomes_optional_with_a_fill_in() -> None:
-    code = """\
-        import torch
-        from torch import nn
-
-
+    code = HEADER + textwrap.dedent("""\
         class Pad(nn.Module):
             def forward(self, x, widths=[0, 1]):
                 widths.append(0)
                 return x.sum() + len(widths)
-        """
+        """)
     result = _rewrite(code)
-    assert "widths: Optional[List[int]] = None" in result.text
-    assert "        if widths is None:\n            widths = [0, 1]\n" in result.text
+    assert result.text == "from typing import List, Optional\n\n" + (
+        HEADER + textwrap.dedent("""\
+        class Pad(nn.Module):
+            def forward(self, x, widths: Optional[List[int]] = None):
+                if widths is None:
+                    widths = [0, 1]
+                widths.append(0)
+                return x.sum() + len(widths)
+        """))
+    assert _findings(result) == [("TSF209", 6, "fixed")]
 
 
-def test_an_optional_attribute_read_without_a_test_is_not_declared() -> None:
-    code = """\
+def test_defaults_annotate_cannot_repair_are_refused_with_their_reason() -> None:
+    code = textwrap.dedent("""\
+        from typing import List, Optional
+
         import torch
         from torch import nn
 
 
+        class Odd(nn.Module):
+            def forward(self, x, a: Optional[List[int]] = [1], b={1, 2}, c: 'int' = None):
+                return x
+        """)
+    result = _rewrite(code)
+    assert result.text == code
+    assert _findings(result) == [
+        ("TSF208", 8, "forward(): c's annotation is a string; left as it is"),
+        ("TSF209", 8, "forward(): a is Optional already, so None cannot stand for its "
+                      "default; left as it is"),
+        ("TSF209", 8, "forward(): cannot tell the type of b's default `{1, 2}`; left "
+                      "unannotated")]
+
+
+def test_an_optional_attribute_read_without_a_test_is_not_declared() -> None:
+    code = HEADER + textwrap.dedent("""\
         class Shift(nn.Module):
             def __init__(self, on=True):
                 super().__init__()
@@ -168,14 +215,16 @@ def test_an_optional_attribute_read_without_a_test_is_not_declared() -> None:
 
             def apply_shift(self, x):
                 return x + self.shift
-        """
+        """)
     result = _rewrite(code)
-    assert "Optional" not in result.text
-    assert any("read without an `is not None` test" in s.reason for s in result.skips)
+    assert result.text == code
+    assert [s.reason for s in result.skips] == [
+        "self.shift may be None and is read without an `is not None` test in a compiled "
+        "method (or assigned there); not refined"]
 
 
 def test_typing_names_join_the_existing_import() -> None:
-    code = """\
+    code = textwrap.dedent("""\
         from typing import List
 
         import torch
@@ -187,27 +236,108 @@ def test_typing_names_join_the_existing_import() -> None:
                 if eps is None:
                     eps = 1e-5
                 return x / (x.std() + eps)
-        """
+        """)
     result = _rewrite(code)
-    assert result.text.count("from typing import") == 1
-    assert "from typing import List, Optional, Tuple\n" in result.text
+    assert result.text == code.replace(
+        "from typing import List\n", "from typing import List, Optional, Tuple\n").replace(
+        "dims=(1, 2), eps=None", "dims: Tuple[int, int] = (1, 2), eps: Optional[float] = None")
 
 
 def test_methods_outside_forward_are_not_touched() -> None:
-    code = """\
-        import torch
-        from torch import nn
-
-
+    code = HEADER + textwrap.dedent("""\
         class Model(nn.Module):
             def forward(self, x):
                 return x
 
             def configure(self, lr=0.1, betas=(0.9, 0.99)):
                 return lr, betas
-        """
-    assert not _rewrite(code).changed
+        """)
+    result = _rewrite(code)
+    assert result.text == code
+    assert result.fixes == [] and result.skips == []
 
+
+def test_ignored_helpers_and_eager_only_calls_are_left_untouched() -> None:
+    # dump is @torch.jit.ignore; log is called only where TorchScript never compiles.
+    code = HEADER + textwrap.dedent("""\
+        class Debug(nn.Module):
+            def forward(self, x, gain=2.0):
+                if not torch.jit.is_scripting():
+                    self.log(x, level=1)
+                return self.dump(x) * gain
+
+            @torch.jit.ignore
+            def dump(self, x, path='out.txt', sizes=[1]):
+                return x
+
+            def log(self, x, level=0, tags=None):
+                print(level, tags)
+        """)
+    result = _rewrite(code)
+    assert result.text == code.replace("gain=2.0", "gain: float = 2.0")
+    assert _findings(result) == [("TSF206", 6, "fixed")]
+    assert result.skips == []
+
+
+def test_an_exported_method_is_annotated_like_forward() -> None:
+    code = HEADER + textwrap.dedent("""\
+        class Pool(nn.Module):
+            def forward(self, x):
+                return x
+
+            @torch.jit.export
+            def pool(self, x, k, sizes=[2, 4], *, eps=1e-5):
+                return x.view(sizes).topk(k).values + eps
+        """)
+    result = _rewrite(code)
+    assert result.text == "from typing import Tuple\n\n" + code.replace(
+        "x, k, sizes=[2, 4], *, eps=1e-5",
+        "x, k: int, sizes: Tuple[int, int] = (2, 4), eps: float = 1e-5")
+    assert _findings(result) == [("TSF206", 10, "fixed"), ("TSF209", 10, "fixed"),
+                                 ("TSF210", 10, "fixed")]
+
+
+# ---- tsfix check: annotate's findings -----------------------------------------------------------
+
+# blockers.py: the class of each annotate code -> how annotate answers it.
+BLOCKER_ANSWERS = {
+    "UnannotatedDefault": ("TSF206", "fixed"),
+    "UntypedNoneDefault": ("TSF207", "forward(): scale=None: neither its uses nor an example "
+                                     "call tell its type; left unannotated (TorchScript takes "
+                                     "it for a Tensor)"),
+    "NoneDefaultNotOptional": ("TSF208", "fixed"),
+    "MutableDefault": ("TSF209", "fixed"),
+    "Variadic": ("TSF210", "forward(): *args is never read, but TorchScript rejects it; "
+                           "removing it changes what callers may pass (--unsafe-fixes removes "
+                           "it)"),
+}
+
+
+def test_each_blocker_class_is_reported_once_fixed_or_refused() -> None:
+    result = rewrite_source(BLOCKERS.read_text(), "blockers.py", [Annotate], output=False)
+    answers = {f.class_name: (f.code, "fixed") for f in result.fixes}
+    refusals = [s for s in result.skips if s.code]
+    answers.update((s.class_name, (s.code, s.reason)) for s in refusals)
+    assert len(result.fixes) + len(refusals) == len(BLOCKER_ANSWERS)
+    assert answers == BLOCKER_ANSWERS
+
+
+def test_check_prints_annotates_refusal_instead_of_promising_a_fix() -> None:
+    # Issue 14: `mask=None` that annotate cannot type must not be reported as fixable by it.
+    code = HEADER + textwrap.dedent("""\
+        class Masked(nn.Module):
+            def forward(self, x, mask=None):
+                if mask is not None:
+                    x = x * mask
+                return x
+        """)
+    findings = [f for f in check_source(code, "model.py") if f.code == "TSF207"]
+    assert [(f.line, f.fix, f.refused) for f in findings] == [
+        (6, None, "annotate: forward(): mask=None: neither its uses nor an example call tell "
+                  "its type; left unannotated (TorchScript takes it for a Tensor)")]
+
+
+# ---- idempotence and the embedded examples ------------------------------------------------------
 
 def test_rewrites_are_idempotent_on_the_fixtures() -> None:
     fixtures = Path(__file__).resolve().parent.parent / "fixtures" / "annotate"

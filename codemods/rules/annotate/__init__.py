@@ -1,13 +1,21 @@
 """``annotate``: the type annotations and signatures TorchScript needs.
 
 What it does
-    In ``forward()`` and every method it reaches (what ``torch.jit.script`` compiles):
+    In the methods ``torch.jit.script`` compiles (the facts' ``compiled``: ``forward``, every
+    ``@torch.jit.export`` method and what they call through ``self``, not what only a
+    ``if not torch.jit.is_scripting():`` branch calls, never an ignored method):
 
     * parameters with a literal default get its type (``alpha=1.0`` -> ``alpha: float = 1.0``,
       ``size=(1, 3)`` -> ``size: Tuple[int, int] = (1, 3)``);
     * ``None`` defaults become ``Optional[T]``, ``T`` from the types seen in the example calls,
       else from how the body uses the value (``x.masked_fill(mask, ...)`` is a Tensor,
-      ``scale = x.size(-1) ** -0.5`` a float, ``x.topk(k)`` an int);
+      ``scale = x.size(-1) ** -0.5`` a float, ``x.topk(k)`` an int). A parameter the evidence
+      says is a Tensor is written ``Optional[torch.Tensor]`` too: unannotated it would script
+      (as an optional Tensor), but the annotation states it and keeps the rule's one policy
+      (every ``=None`` it can type gets ``Optional[T]``; the fixtures rely on it);
+    * annotated ``None`` and mutable defaults: ``k: int = None`` -> ``k: Optional[int] = None``;
+      ``sizes: List[int] = [2, 4]`` -> ``sizes: Optional[List[int]] = None`` plus a fill-in line
+      (the author's list type is kept; a tuple would fix its length);
     * parameters without a default that are not tensors in the example calls (or whose uses
       say int/float/str) get that type; a Tensor parameter is left as it is;
     * mutable defaults: ``sizes=[1, 3]`` -> ``sizes: Tuple[int, int] = (1, 3)`` when the value
@@ -25,6 +33,13 @@ What it does
       ``maxlen = lengths.max()``) are wrapped in ``int(...)``.
 
     ``typing`` names are imported once, merged into the file's ``from typing import``.
+
+    What ``tsfix check`` reports for it (TSF206-TSF210, one finding per parameter site of a
+    compiled method): each site is either fixed (rewritten as above) or refused with the reason
+    it is left: a ``=None`` or mutable default whose type neither the code nor an example call
+    tells, a ``*args``/``**kwargs`` the body reads (or, without ``--unsafe-fixes``, any),
+    keyword-only parameters that cannot become ordinary ones, a set default, a string
+    annotation, a mutable default of a parameter already ``Optional``.
 
 Why it breaks export
     TorchScript types every unannotated parameter as ``Tensor``: ``alpha=1.0`` fails at script
@@ -242,6 +257,28 @@ class Annotate(Rule):
             "        if offset is not None and offset.abs().sum() > 0:\n"
             "            x = x + offset\n"
             "        return x * len(self.ids)\n",
+        ),
+        Example(
+            "from typing import List\n\nimport torch\nfrom torch import nn\n\n\n"
+            "class Pool(nn.Module):\n"
+            "    def forward(self, x, k: int = None):\n"
+            "        if k is None:\n"
+            "            k = 2\n"
+            "        return x.topk(k).values\n\n"
+            "    @torch.jit.export\n"
+            "    def pool(self, x, sizes: List[int] = [2, 4], eps=1e-5):\n"
+            "        return x.view(sizes) + eps\n",
+            "from typing import List, Optional\n\nimport torch\nfrom torch import nn\n\n\n"
+            "class Pool(nn.Module):\n"
+            "    def forward(self, x, k: Optional[int] = None):\n"
+            "        if k is None:\n"
+            "            k = 2\n"
+            "        return x.topk(k).values\n\n"
+            "    @torch.jit.export\n"
+            "    def pool(self, x, sizes: Optional[List[int]] = None, eps: float = 1e-5):\n"
+            "        if sizes is None:\n"
+            "            sizes = [2, 4]\n"
+            "        return x.view(sizes) + eps\n",
         ),
     )
     VALID = (
