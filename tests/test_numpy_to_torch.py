@@ -17,6 +17,8 @@ from conftest import (
     fixture_pairs,
     load_module,
 )
+from libcst.codemod import CodemodContext
+from tsfix.codemods.facts.prefilter import AstFile
 from tsfix.codemods.pipeline.engine import Options, run
 from tsfix.codemods.pipeline.rewrite import Rewrite, rewrite_source
 from tsfix.codemods.rules.numpy_to_torch import NumpyToTorch
@@ -287,15 +289,22 @@ def test_a_local_np_is_not_numpy() -> None:
     assert not rewrite(code).changes
 
 
-def test_files_without_numpy_cost_nothing() -> None:
+def test_files_without_numpy_cost_nothing(monkeypatch: pytest.MonkeyPatch) -> None:
     code = ("import torch\nfrom torch import nn\n\n\n"
             "class M(nn.Module):\n"
             "    def forward(self, x):\n"
             "        return x.sqrt()\n")
-    rule = NumpyToTorch(__import__("libcst.codemod").codemod.CodemodContext())
+
+    def walked(*_: object) -> None:
+        raise AssertionError("a class was walked")
+
+    monkeypatch.setattr(NumpyToTorch, "rewrite_class", walked)
+    assert not NumpyToTorch.may_apply(AstFile(code))
+    rule = NumpyToTorch(CodemodContext())
     rule.source_text = code
-    rule.transform_module(cst.parse_module(code))
-    assert not rule.active and not rule.changes
+    tree = cst.parse_module(code)
+    assert rule.transform_module(tree) is tree
+    assert not rule.changes and not rule.fixes and not rule.skips
 
 
 # ---- values and dtypes equal numpy's ---------------------------------------------------------

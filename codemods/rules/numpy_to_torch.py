@@ -120,25 +120,21 @@ from typing import ClassVar
 
 import libcst as cst
 from libcst.helpers import get_full_name_for_node
+from tsfix.codemods.facts.classes import ClassFacts
+from tsfix.codemods.facts.module import ModuleFacts
 from tsfix.codemods.facts.numpy_usage import (
+    NumpyUse,
     dotted_name,
     function_numpy_bindings,
     may_use_numpy,
-    module_numpy_bindings,
     numpy_uses,
 )
+from tsfix.codemods.facts.prefilter import AstFile
 from tsfix.codemods.facts.syntax import (
     code_of,
     find_all,
-    import_map,
-    is_ignored,
-    literal_type,
-    methods_of,
-    module_class_names,
     parameters_of,
     qualified_name,
-    reachable_methods,
-    scripting_test,
     self_attr,
     self_name,
 )
@@ -146,11 +142,7 @@ from tsfix.codemods.facts.value_types import (
     TENSOR,
     Typer,
     collect_locals,
-    is_complete,
-    is_tensor_layer,
     parts_of,
-    type_from_annotation,
-    unify_all,
 )
 from tsfix.codemods.rules.base import ClassChange, Code, Example, Rule
 from tsfix.codemods.rules.imports import add_module_import
@@ -535,32 +527,16 @@ class NumpyToTorch(Rule):
 
     def __init__(self, *args: object, **kwargs: object) -> None:
         super().__init__(*args, **kwargs)  # type: ignore[arg-type]
-        self.active = False
         self.module_imports: set[str] = set()
 
-    def prepare(self, module: cst.Module) -> None:
-        self.bindings = module_numpy_bindings(module)
-        self.imports = import_map(module)
-        self.module_classes = module_class_names(module, self.imports)
-        self.active = bool(self.module_classes)
-        torch_names = [local for local, full in self.imports.items() if full == "torch"]
-        self.torch = torch_names[0] if torch_names else "torch"
-        self.needs_torch_import = not torch_names
-        math_names = [local for local, full in self.imports.items() if full == "math"]
-        self.math = math_names[0] if math_names else "math"
-        self.needs_math_import = not math_names
-        top_names = {get_full_name_for_node(t.target) for s in module.body
-                     if isinstance(s, cst.SimpleStatementLine)
-                     for t in find_all(s, cst.AssignTarget)}
-        taken = set(self.imports) | top_names
-        self.name_clash = ((self.needs_torch_import and "torch" in taken)
-                           or (self.needs_math_import and "math" in taken))
+    @classmethod
+    def may_apply(cls, file: AstFile) -> bool:
+        # Every numpy use spells the word: an import of numpy (at module level or inside a
+        # method), ``t.numpy()`` or ``torch.from_numpy``.
+        return may_use_numpy(file.text) and (file.tree is None or bool(file.compiled))
 
     def transform_module_impl(self, tree: cst.Module) -> cst.Module:
-        text = self.source_text
-        if text is not None and (not may_use_numpy(text) or (
-                ".numpy(" not in text and "from_numpy" not in text
-                and not module_numpy_bindings(tree))):
+        if self.source_text is not None and not may_use_numpy(self.source_text):
             return tree     # no numpy, no .numpy(), no from_numpy: nothing to walk
         result = super().transform_module_impl(tree)
         if not self.changes:
@@ -570,9 +546,29 @@ class NumpyToTorch(Rule):
         return result
 
     def rewrite_class(self, cls: cst.ClassDef) -> cst.ClassDef:
-        if not self.active or cls.name.value not in self.module_classes:
+        if not self.facts.is_module_class(cls):
             return cls
         return _ClassTranslator(self, cls).rewrite()
+
+
+@dataclass(frozen=True)
+class _Spelling:
+    """How the rewritten file spells the torch and math modules."""
+
+    torch: str
+    math: str
+    needs_torch_import: bool
+    needs_math_import: bool
+    name_clash: bool        # an import to add would clash with a top-level name
+
+    @staticmethod
+    def of(facts: ModuleFacts) -> _Spelling:
+        torch = facts.torch_alias
+        maths = [local for local, full in facts.imports.items() if full == "math"]
+        taken = facts.top_level_names
+        return _Spelling(torch or "torch", maths[0] if maths else "math", torch is None,
+                         not maths, (torch is None and "torch" in taken)
+                         or (not maths and "math" in taken))
 
 
 # ---- one class ---------------------------------------------------------------------------------
@@ -601,12 +597,12 @@ class _ClassTranslator:
         self.rule = rule
         self.cls = cls
         self.name = cls.name.value
-        self.methods = methods_of(cls)
-        compiled = {n: f for n, f in self.methods.items() if not is_ignored(f)}
-        self.compiled = [n for n in reachable_methods(compiled) if n != "__init__"]
+        self.facts = rule.class_facts(cls)
+        self.module = rule.facts
+        self.imports = self.module.imports
+        self.spelling = _Spelling.of(self.module)
         self.attributes: dict[str, str] = {}
         self.layers: set[str] = set()
-
 
     def rewrite(self) -> cst.ClassDef:
         if not isinstance(self.cls.body, cst.IndentedBlock):
@@ -615,31 +611,30 @@ class _ClassTranslator:
         names: list[str] = []
         notes: list[str] = []
         candidates = []
-        for method in self.compiled:
-            func = self.methods[method]
-            bindings = function_numpy_bindings(func, self.rule.bindings)
-            if numpy_uses(func.body, bindings, self.rule.imports):
+        for method in self.facts.compiled:
+            func = self.facts.methods[method]
+            bindings = function_numpy_bindings(func, self.module.numpy_bindings)
+            if numpy_uses(func.body, bindings, self.imports):
                 candidates.append((method, func, bindings))
         if not candidates:
             return self.cls
-        self.attributes, self.layers = _init_attributes(self.methods, self.rule.imports)
+        self.attributes, self.layers = _init_attributes(self.facts)
         for method, func, bindings in candidates:
             translator = _MethodTranslator(self, func, bindings)
             translator.run()
             for key, outcome in translator.outcomes.items():
                 unit = translator.units[key]
-                if outcome.reason is None:
-                    if outcome.node is not None:
-                        replacements[id(unit.node)] = outcome.node
-                        names.extend(outcome.names)
-                        notes.extend(outcome.notes)
-                elif unit.compiled and outcome.numpyish:
-                    self.rule.skip(self.name, unit.owner, f"{method}(): {outcome.reason}")
+                if outcome.reason is None and outcome.node is not None:
+                    replacements[id(unit.node)] = outcome.node
+                    names.extend(outcome.names)
+                    notes.extend(outcome.notes)
+                if unit.compiled:
+                    self._report(method, unit, outcome, translator.uses[key])
         if not replacements:
             return self.cls
-        if self.rule.needs_math_import and "+math" in names:
+        if self.spelling.needs_math_import and "+math" in names:
             self.rule.module_imports.add("math")
-        if self.rule.needs_torch_import and "+torch" in names:
+        if self.spelling.needs_torch_import and "+torch" in names:
             self.rule.module_imports.add("torch")
         shown = sorted({n for n in names if not n.startswith("+")},
                        key=lambda n: (not n.startswith("np."), n))
@@ -651,6 +646,38 @@ class _ClassTranslator:
                                              self.rule.span_of(self.cls), summary,
                                              notes=list(dict.fromkeys(notes))))
         return rewritten
+
+
+    def _report(self, method: str, unit: _Unit, outcome: _Outcome,
+                uses: Sequence[NumpyUse]) -> None:
+        """Each numpy use of a compiled unit is either fixed (translated) or refused with the
+        reason; a refused unit without numpy uses of its own (it reads an array) is a skip
+        without a code."""
+        annotated = {id(n) for a in find_all(unit.node, cst.Annotation)
+                     for n in find_all(a, cst.CSTNode)}  # type: ignore[type-abstract]
+        translated = outcome.reason is None and outcome.node is not None
+        for use in uses:
+            if translated and id(use.node) not in annotated:
+                self.rule.fixed(use.node, "TSF205", _message(use, method))
+                continue
+            if id(use.node) in annotated:
+                reason = "numpy in a type annotation is not translated"
+            elif outcome.reason is not None:
+                reason = outcome.reason
+            else:
+                reason = f"`{code_of(use.node)}` is kept as a value (no torch form here)"
+            self.rule.skip(self.name, use.node, f"{method}(): {reason}", code="TSF205",
+                           message=_message(use, method))
+        if not uses and outcome.numpyish and outcome.reason is not None:
+            self.rule.skip(self.name, unit.owner, f"{method}(): {outcome.reason}")
+
+
+def _message(use: NumpyUse, method: str) -> str:
+    """The text ``tsfix check`` shows for a numpy use (the linter's TSF205 message)."""
+    name = use.name
+    if isinstance(use.node, cst.Call):
+        name = code_of(use.node.func)
+    return f"numpy ({name}) in {method}()"
 
 
 class _Replace(cst.CSTTransformer):
@@ -697,6 +724,8 @@ class _MethodTranslator:
         self.method = func.name.value
         self.bindings = bindings
         self.self_var = self_name(func)
+        self.imports = owner.imports
+        self.never = owner.facts.never_compiled(self.method)
         self.typer = self._typer()
         self.base_env = dict(self.typer.env)
         self.local_names = set(parameters_of(func)) | {
@@ -705,6 +734,7 @@ class _MethodTranslator:
             for n in find_all(t.target, cst.Name)}
         self.units: dict[int, _Unit] = {}
         self.outcomes: dict[int, _Outcome] = {}
+        self.uses: dict[int, list[NumpyUse]] = {}
         self.refused: dict[int, str] = {}
         self.conflicts: dict[int, str] = {}
         self._lines: dict[int, int] = {}
@@ -718,23 +748,21 @@ class _MethodTranslator:
     # -- types of what the code already says ---------------------------------------------------
 
     def _typer(self) -> Typer:
-        env: dict[str, str | None] = {}
+        """A Typer of its own (the translation rewrites its env unit by unit): the parameter
+        types by the shared policy, the attributes and layers ``__init__`` stores, the
+        locals."""
         observed = self.rule.observed.get(self.owner.name, {}).get(self.method, {})
-        params = self.func.params
-        for index, param in enumerate([*params.posonly_params, *params.params,
-                                       *params.kwonly_params]):
-            if index == 0 and self.self_var is not None:
-                continue
-            name = param.name.value
-            if param.annotation is not None:
-                env[name] = type_from_annotation(param.annotation.annotation)
-            elif is_complete(observed.get(name)):
-                env[name] = observed[name]
-            elif param.default is not None:
-                env[name] = literal_type(param.default)
-            else:
+        env = self.owner.facts.parameter_types(self.method, observed)
+        # Local adjustment to the shared policy, which leaves a parameter without annotation,
+        # observed type or default unknown unless the body uses it as a Tensor (so that
+        # annotate never types a list into a Tensor). Here the question is what the compiled
+        # code computes, and TorchScript itself types such a parameter as a Tensor: without
+        # this, ``x + np.zeros(3).sum()`` (x read nowhere else) would be refused.
+        for name, param in parameters_of(self.func).items():
+            if (env.get(name, TENSOR) is None and param.annotation is None
+                    and param.default is None):
                 env[name] = TENSOR
-        typer = Typer(env, self.rule.imports, self.self_var, self.owner.attributes,
+        typer = Typer(env, self.imports, self.self_var, self.owner.attributes,
                       self.owner.layers)
         collect_locals(self.func.body, typer)
         return typer
@@ -745,50 +773,52 @@ class _MethodTranslator:
             self._lines[key] = self.rule.line_of(node)
         return self._lines[key]
 
+    def _compiled(self, node: cst.CSTNode) -> bool:
+        return id(node) not in self.never
+
     # -- the fixed point -----------------------------------------------------------------------
 
     def run(self) -> None:
-        assert isinstance(self.func.body, cst.IndentedBlock)
         for _ in range(50):
             self.conflicts = {}
             self.outcomes = {}
-            self._block(self.func.body.body, {}, True)
+            self._suite(self.func.body, {})
             new = {k: v for k, v in self.conflicts.items() if k not in self.refused}
             if not new:
                 return
             self.refused.update(new)
 
-    def _block(self, statements: Sequence[cst.BaseStatement], env: dict[str, _Val],
-               compiled: bool) -> dict[str, _Val]:
+    # -- the statement walk --------------------------------------------------------------------
+
+    def _block(self, statements: Sequence[cst.BaseStatement],
+               env: dict[str, _Val]) -> dict[str, _Val]:
         for statement in statements:
-            env = self._statement(statement, env, compiled)
+            env = self._statement(statement, env)
         return env
 
-    def _suite(self, suite: cst.BaseSuite, env: dict[str, _Val],
-               compiled: bool) -> dict[str, _Val]:
+    def _suite(self, suite: cst.BaseSuite, env: dict[str, _Val]) -> dict[str, _Val]:
         if isinstance(suite, cst.IndentedBlock):
-            return self._block(suite.body, dict(env), compiled)
+            return self._block(suite.body, dict(env))
         assert isinstance(suite, cst.SimpleStatementSuite)
         for small in suite.body:
-            env = self._unit(_Unit(small, small, "small", compiled), dict(env))
+            env = self._unit(self._new_unit(small, small, "small"), dict(env))
         return env
 
-    def _statement(self, stmt: cst.BaseStatement, env: dict[str, _Val],
-                   compiled: bool) -> dict[str, _Val]:
+    def _new_unit(self, node: cst.CSTNode, owner: cst.CSTNode, kind: str) -> _Unit:
+        return _Unit(node, owner, kind, self._compiled(node))
+
+    def _statement(self, stmt: cst.BaseStatement, env: dict[str, _Val]) -> dict[str, _Val]:
         if isinstance(stmt, cst.SimpleStatementLine):
             for small in stmt.body:
-                env = self._unit(_Unit(small, stmt, "small", compiled), env)
+                env = self._unit(self._new_unit(small, stmt, "small"), env)
             return env
         if isinstance(stmt, cst.If):
-            scripting = scripting_test(stmt.test, self.rule.imports)
-            env = self._unit(_Unit(stmt.test, stmt, "header", compiled), env)
-            body_compiled = compiled and scripting != "eager"
-            else_compiled = compiled and scripting != "scripting"
-            after_body = self._suite(stmt.body, env, body_compiled)
+            env = self._unit(self._new_unit(stmt.test, stmt, "header"), env)
+            after_body = self._suite(stmt.body, env)
             if isinstance(stmt.orelse, cst.If):
-                after_else = self._statement(stmt.orelse, dict(env), else_compiled)
+                after_else = self._statement(stmt.orelse, dict(env))
             elif isinstance(stmt.orelse, cst.Else):
-                after_else = self._suite(stmt.orelse.body, env, else_compiled)
+                after_else = self._suite(stmt.orelse.body, env)
             else:
                 after_else = env
             return _join(after_body, after_else)
@@ -796,32 +826,32 @@ class _MethodTranslator:
             header = stmt.iter if isinstance(stmt, cst.For) else stmt.test
             entry = env
             for _ in range(2):
-                env = self._unit(_Unit(header, stmt, "header", compiled), dict(entry))
+                env = self._unit(self._new_unit(header, stmt, "header"), dict(entry))
                 if isinstance(stmt, cst.For):
                     env = self._bind_loop_target(stmt, header, env)
-                after = self._suite(stmt.body, env, compiled)
+                after = self._suite(stmt.body, env)
                 entry = _join(entry, after)
             if stmt.orelse is not None:
-                entry = self._suite(stmt.orelse.body, entry, compiled)
+                entry = self._suite(stmt.orelse.body, entry)
             return entry
         if isinstance(stmt, cst.With):
             for item in stmt.items:
-                env = self._unit(_Unit(item.item, stmt, "header", compiled), env)
+                env = self._unit(self._new_unit(item.item, stmt, "header"), env)
                 if item.asname is not None:
                     for name in find_all(item.asname, cst.Name):
                         env.pop(name.value, None)
-            return self._suite(stmt.body, env, compiled)
+            return self._suite(stmt.body, env)
         if isinstance(stmt, cst.Try):
-            env = self._suite(stmt.body, env, compiled)
+            env = self._suite(stmt.body, env)
             for handler in stmt.handlers:
-                env = _join(env, self._suite(handler.body, env, compiled))
+                env = _join(env, self._suite(handler.body, env))
             if stmt.orelse is not None:
-                env = self._suite(stmt.orelse.body, env, compiled)
+                env = self._suite(stmt.orelse.body, env)
             if stmt.finalbody is not None:
-                env = self._suite(stmt.finalbody.body, env, compiled)
+                env = self._suite(stmt.finalbody.body, env)
             return env
         # nested functions and classes, match, ...: never translated, but they may read names
-        return self._unit(_Unit(stmt, stmt, "opaque", False), env)
+        return self._unit(self._new_unit(stmt, stmt, "opaque"), env)
 
     def _bind_loop_target(self, stmt: cst.For, header: cst.BaseExpression,
                           env: dict[str, _Val]) -> dict[str, _Val]:
@@ -840,7 +870,8 @@ class _MethodTranslator:
         node = unit.node
         key = id(node)
         self.units[key] = unit
-        uses = numpy_uses(node, self.bindings, self.rule.imports)
+        uses = numpy_uses(node, self.bindings, self.imports)
+        self.uses[key] = uses
         reads = _reads(node)
         flagged = {n: env[n] for n in reads if n in env and (env[n].kind in _FLAGGED
                                                               or env[n].strong)}
@@ -1173,7 +1204,7 @@ class _MethodTranslator:
             dtype = _tensor_dtype(func.value, self) or source.val.dtype
             return _Expr(self._wrap(node, source.code), _Val(ARRAY, dtype), changed=True,
                          atomic=source.atomic or bool(node.lpar))
-        qualified_torch = qualified_name(func, dict(self.rule.imports)) or ""
+        qualified_torch = qualified_name(func, dict(self.imports)) or ""
         if qualified_torch in ("torch.from_numpy", "torch.as_tensor", "torch.tensor",
                                "torch.asarray"):
             converted = self._to_tensor(node, qualified_torch)
@@ -1262,7 +1293,7 @@ class _MethodTranslator:
         to_args = []
         if "dtype" in keywords:
             to_args.append(f"dtype={code_of(keywords['dtype'])}")
-            dtype = _torch_dtype_name(keywords["dtype"], self.rule.imports)
+            dtype = _torch_dtype_name(keywords["dtype"], self.imports)
         if "device" in keywords:
             to_args.append(f"device={code_of(keywords['device'])}")
         if qualified == "torch.tensor":
@@ -1540,18 +1571,20 @@ class _MethodTranslator:
     # -- names this file can use ---------------------------------------------------------------
 
     def _torch(self) -> str:
-        if self.rule.torch in self.local_names or (self.rule.needs_torch_import
-                                                    and self.rule.name_clash):
-            raise _Refuse(f"`{self.rule.torch}` is not the torch module here")
+        spelling = self.owner.spelling
+        if spelling.torch in self.local_names or (spelling.needs_torch_import
+                                                  and spelling.name_clash):
+            raise _Refuse(f"`{spelling.torch}` is not the torch module here")
         self.outcome.names.append("+torch")
-        return self.rule.torch
+        return spelling.torch
 
     def _math(self) -> str:
-        if self.rule.math in self.local_names or (self.rule.needs_math_import
-                                                   and self.rule.name_clash):
-            raise _Refuse(f"`{self.rule.math}` is not the math module here")
+        spelling = self.owner.spelling
+        if spelling.math in self.local_names or (spelling.needs_math_import
+                                                 and spelling.name_clash):
+            raise _Refuse(f"`{spelling.math}` is not the math module here")
         self.outcome.names.append("+math")
-        return self.rule.math
+        return spelling.math
 
 
 def _holds_array(val: _Val) -> bool:
@@ -2363,7 +2396,7 @@ def _tensor_dtype(node: cst.BaseExpression, t: _MethodTranslator) -> str | None:
                 return FLOATING
             if func.attr.value in _FLOAT_METHODS:
                 return FLOATING
-        name = qualified_name(func, dict(t.rule.imports)) or ""
+        name = qualified_name(func, dict(t.imports)) or ""
         if name.startswith("torch.") and name.rpartition(".")[2] in _FLOAT_FUNCTIONS:
             return FLOATING
     return None
@@ -2375,49 +2408,9 @@ def _torch_dtype_name(node: cst.BaseExpression, imports: Mapping[str, str]) -> s
     return last if head == "torch" and last in _DTYPES else None
 
 
-def _init_attributes(methods: Mapping[str, cst.FunctionDef], imports: Mapping[str, str]
-                     ) -> tuple[dict[str, str], set[str]]:
-    """Types of what ``__init__`` stores on self (numbers, tensors), and the layers whose call
-    returns a Tensor; attributes that other methods assign are left out."""
-    init = methods.get("__init__")
-    if init is None:
-        return {}, set()
-    self_var = self_name(init) or "self"
-    env: dict[str, str | None] = {}
-    for name, param in parameters_of(init).items():
-        if name == self_var:
-            continue
-        if param.annotation is not None:
-            env[name] = type_from_annotation(param.annotation.annotation)
-        elif param.default is not None:
-            env[name] = literal_type(param.default)
-    typer = Typer(env, imports, None)
-    collect_locals(init.body, typer)
-    values: dict[str, list[str | None]] = {}
-    layers: set[str] = set()
-    for assign in find_all(init.body, cst.Assign, cst.AnnAssign):
-        targets = ([t.target for t in assign.targets] if isinstance(assign, cst.Assign)
-                   else [assign.target])
-        for target in targets:
-            attr = self_attr(target, self_var)
-            if attr is None or assign.value is None:
-                continue
-            values.setdefault(attr, []).append(typer.type_of(assign.value))
-            if isinstance(assign.value, cst.Call) and is_tensor_layer(
-                    qualified_name(assign.value.func, dict(imports))):
-                layers.add(attr)
-    elsewhere: set[str] = set()
-    for name, func in methods.items():
-        if name == "__init__":
-            continue
-        other_self = self_name(func) or "self"
-        for target in find_all(func.body, cst.AssignTarget, cst.AugAssign, cst.AnnAssign):
-            attr = self_attr(target.target, other_self)
-            if attr is not None:
-                elsewhere.add(attr)
-    attributes: dict[str, str] = {}
-    for attr, kinds in values.items():
-        kind = unify_all(kinds)
-        if attr not in elsewhere and kind is not None and is_complete(kind):
-            attributes[attr] = kind
-    return attributes, layers
+def _init_attributes(facts: ClassFacts) -> tuple[dict[str, str], set[str]]:
+    """The types of what ``__init__`` stores on self (the shared facts), minus the attributes
+    another method assigns too (their type may change on the way), and the layers whose call
+    returns a Tensor."""
+    return ({attr: kind for attr, kind in facts.attributes.items()
+             if attr not in facts.assigned_outside_init}, facts.layers)
