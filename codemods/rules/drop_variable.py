@@ -1,7 +1,9 @@
 """``drop-variable``: legacy ``torch.autograd.Variable(t)`` in compiled methods is dropped.
 
 What it does
-    In ``forward()`` and the methods it reaches, every call of ``torch.autograd.Variable`` --
+    In compiled code (``forward()``, ``@torch.jit.export`` methods and the methods they call;
+    not ``@torch.jit.ignore`` methods nor ``if not torch.jit.is_scripting():`` branches), every
+    call of ``torch.autograd.Variable`` --
     found by its import binding: ``from torch.autograd import Variable``, ``from
     torch.autograd import Variable as V``, ``torch.autograd.Variable``, ``autograd.Variable``
     after ``from torch import autograd`` -- becomes what it computes in today's torch::

@@ -1,7 +1,8 @@
 """``flatten-parameters``: ``rnn.flatten_parameters()`` in compiled methods is guarded.
 
 What it does
-    In ``forward()`` and the methods it reaches, every statement that is a bare
+    In compiled code (``forward()``, ``@torch.jit.export`` methods and the methods they call;
+    not ``@torch.jit.ignore`` methods), every statement that is a bare
     ``<expr>.flatten_parameters()`` call (``self.rnn.flatten_parameters()``, ``rnn.flatten_
     parameters()`` on a local, ``self.flatten_parameters()`` for a helper of the class) is put
     under ``if not torch.jit.is_scripting():``. Consecutive calls share one guard, comments

@@ -1,9 +1,10 @@
 """``sum-tensors``: builtin ``sum(...)`` over tensors in compiled methods is made explicit.
 
 What it does
-    In ``forward()`` and the methods it reaches, each call of the builtin ``sum`` whose
-    elements are known to be tensors is rewritten into what Python computes, ``start + e0 +
-    e1 + ...`` with ``start=0``:
+    In compiled code (``forward()``, ``@torch.jit.export`` methods and the methods they call;
+    not ``@torch.jit.ignore`` methods nor ``if not torch.jit.is_scripting():`` branches), each
+    call of the builtin ``sum`` whose elements are known to be tensors is rewritten into what
+    Python computes, ``start + e0 + e1 + ...`` with ``start=0``:
 
     * a list or tuple of tensors (a local built by ``[]`` and ``.append(tensor)``, a parameter
       annotated or observed as ``List[Tensor]``) or a list comprehension / generator of tensors
@@ -69,38 +70,27 @@ from collections.abc import Mapping
 
 import libcst as cst
 from libcst.helpers import get_full_name_for_node
+from tsfix.codemods.facts.classes import ClassFacts
 from tsfix.codemods.facts.syntax import (
     code_of,
-    compiled_methods,
     find_all,
-    import_map,
-    literal_type,
-    methods_of,
-    module_class_names,
     names_used,
-    never_compiled,
     parameters_of,
     qualified_name,
     self_attr,
     self_name,
-    top_level_names,
-    torch_alias,
 )
-from tsfix.codemods.facts.value_types import (
-    TENSOR,
-    Typer,
-    collect_locals,
-    is_complete,
-    is_tensor_layer,
-    parts_of,
-    type_from_annotation,
-)
+from tsfix.codemods.facts.value_types import TENSOR, Typer, collect_locals, is_complete, parts_of
 from tsfix.codemods.rules.base import ClassChange, Code, Example, Rule
 from tsfix.codemods.rules.imports import add_module_import
 
 _SINGLE_TENSOR_NOTE = ("sum(t) -> t.sum(0): int8/uint8/int16/int32 tensors now sum to int64, "
                        "floating-point sums may differ in the last bits")
 _EMPTY_NOTE = ("an empty sequence now sums to tensor(0) instead of the int 0")
+# torch functions whose first argument is a sequence of tensors.
+_SEQUENCE_FUNCTIONS = frozenset(f"torch.{name}" for name in (
+    "cat", "concat", "concatenate", "stack", "hstack", "vstack", "dstack", "column_stack",
+    "row_stack", "block_diag", "broadcast_tensors", "meshgrid", "cartesian_prod"))
 # Nodes a hoisted loop must not be taken out of: it would run when the original did not.
 _CONDITIONAL = (cst.Lambda, cst.ListComp, cst.SetComp, cst.DictComp, cst.GeneratorExp,
                 cst.IfExp, cst.BooleanOperation)
@@ -158,7 +148,8 @@ def _element_type(kind: str | None) -> str | None:
 class _Plan:
     """How one ``sum(...)`` call is rewritten."""
 
-    def __init__(self, call: cst.Call, statement: cst.SimpleStatementLine, method: str) -> None:
+    def __init__(self, call: cst.Call, statement: cst.CSTNode, method: str) -> None:
+        # The statement a loop goes before (for a plain replacement, any node: the call)
         self.call = call
         self.statement = statement
         self.method = method
@@ -267,10 +258,9 @@ class M(nn.Module):
     )
 
     def prepare(self, module: cst.Module) -> None:
-        self.imports = import_map(module)
-        self.module_classes = module_class_names(module, self.imports)
-        alias = torch_alias(self.imports)
-        names = top_level_names(module)
+        self.imports = self.facts.imports
+        alias = self.facts.torch_alias
+        names = self.facts.top_level_names
         self.needs_torch_import = alias is None
         self.torch = alias or "torch"
         self.torch_clash = alias is None and "torch" in names
@@ -289,27 +279,26 @@ class M(nn.Module):
     # ---- one class ------------------------------------------------------------------------------
 
     def rewrite_class(self, cls: cst.ClassDef) -> cst.ClassDef:
-        if cls.name.value not in self.module_classes or self.sum_shadowed:
+        if not self.facts.is_module_class(cls) or self.sum_shadowed:
             return cls
-        methods = methods_of(cls)
-        layers, attributes = self._init_facts(methods)
+        facts = self.class_facts(cls)
         plans: dict[int, list[_Plan]] = {}
         parts: list[str] = []
         notes: list[str] = []
-        for method in compiled_methods(cls, self.imports):
-            func = methods[method]
-            skipped = never_compiled(func, self.imports)
+        for method, func in facts.compiled_methods():
+            skipped = facts.never_compiled(method)
             calls = [c for c in find_all(func.body, cst.Call)
                      if isinstance(c.func, cst.Name) and c.func.value == "sum"
                      and id(c) not in skipped]
             if not calls or "sum" in self._bound_names(func):
                 continue
-            typer = self._typer(cls.name.value, func, layers, attributes)
+            typer = self._typer(cls.name.value, facts, method)
             taken = names_used(func)
             for call in calls:
-                plan = self._plan(cls.name.value, func, call, typer, taken)
+                plan = self._plan(cls.name.value, facts, func, call, typer, taken)
                 if plan is None:
                     continue
+                self.fixed(call, "TSF215", _message(call, typer))
                 plans.setdefault(id(plan.statement), []).append(plan)
                 new = plan.replacement or call
                 loop = f"a loop adding into `{plan.accumulator}`"
@@ -325,40 +314,6 @@ class M(nn.Module):
                                         "; ".join(parts), notes=list(dict.fromkeys(notes))))
         return rewritten
 
-    def _init_facts(self, methods: Mapping[str, cst.FunctionDef]) -> tuple[set[str],
-                                                                             dict[str, str]]:
-        """Layers whose call returns a Tensor, and Tensor attributes (parameters, buffers)."""
-        init = methods.get("__init__")
-        layers: set[str] = set()
-        attributes: dict[str, str] = {}
-        if init is None:
-            return layers, attributes
-        self_var = self_name(init) or "self"
-        for assign in find_all(init.body, cst.Assign):
-            for target in assign.targets:
-                attr = self_attr(target.target, self_var)
-                if attr is None or not isinstance(assign.value, cst.Call):
-                    continue
-                qual = qualified_name(assign.value.func, self.imports) or ""
-                if is_tensor_layer(qual):
-                    layers.add(attr)
-                elif qual in ("torch.nn.Parameter", "torch.nn.parameter.Parameter"):
-                    attributes[attr] = TENSOR
-        for call in find_all(init.body, cst.Call):
-            if (isinstance(call.func, cst.Attribute) and self_attr(call.func, self_var)
-                    == "register_buffer" and call.args
-                    and isinstance(call.args[0].value, cst.SimpleString)):
-                named = call.args[0].value.evaluated_value
-                if isinstance(named, str):
-                    attributes[named] = TENSOR
-        # An attribute also assigned outside __init__ may hold anything.
-        for name, func in methods.items():
-            if name != "__init__":
-                other = self_name(func) or "self"
-                for target in find_all(func.body, cst.AssignTarget):
-                    attributes.pop(self_attr(target.target, other) or "", None)
-        return layers, attributes
-
     @staticmethod
     def _bound_names(func: cst.FunctionDef) -> set[str]:
         bound = set(parameters_of(func))
@@ -367,23 +322,21 @@ class M(nn.Module):
             bound.update(n.value for n in find_all(target, cst.Name))
         return bound
 
-    def _typer(self, class_name: str, func: cst.FunctionDef, layers: set[str],
-               attributes: dict[str, str]) -> Typer:
-        observed = self.observed.get(class_name, {}).get(func.name.value, {})
-        self_var = self_name(func)
-        env: dict[str, str | None] = {}
-        for name, param in parameters_of(func).items():
-            if name == self_var:
-                continue
-            if param.annotation is not None:
-                env[name] = type_from_annotation(param.annotation.annotation)
-            elif is_complete(observed.get(name)):
-                env[name] = observed[name]
-            elif param.default is not None:
-                env[name] = literal_type(param.default)
-            else:
-                env[name] = None   # a Tensor to TorchScript, but maybe a list in eager mode
-        typer = Typer(env, self.imports, self_var, attributes, layers)
+    def _typer(self, class_name: str, facts: ClassFacts, method: str) -> Typer:
+        """The method's types: its parameters by the one policy (observed types included), the
+        tensors and layers ``__init__`` stores, its locals, lists it appends tensors to, and
+        observed locals."""
+        func = facts.methods[method]
+        observed = self.observed.get(class_name, {}).get(method, {})
+        # An attribute also assigned outside __init__ may hold anything.
+        # TODO(facts): ClassFacts.attributes keeps attributes other methods reassign.
+        attributes = {attr: kind for attr, kind in facts.attributes.items()
+                      if attr not in facts.assigned_outside_init}
+        # Not facts.typer(): the env is extended below, and that typer is shared.
+        env = facts.parameter_types(method, observed)
+        for name in _sequences_passed(func, self.imports, observed):
+            env[name] = None
+        typer = Typer(env, self.imports, self_name(func), attributes, facts.layers)
         collect_locals(func.body, typer)
         self._appended_lists(func, typer)
         bindings = _binding_counts(func)
@@ -419,14 +372,26 @@ class M(nn.Module):
 
     # ---- one call -------------------------------------------------------------------------------
 
-    def _plan(self, class_name: str, func: cst.FunctionDef, call: cst.Call, typer: Typer,
-              taken: set[str]) -> _Plan | None:
+    def _plan(self, class_name: str, facts: ClassFacts, func: cst.FunctionDef, call: cst.Call,
+              typer: Typer, taken: set[str]) -> _Plan | None:
         method = func.name.value
         shown = code_of(call)
         args = call.args
+
+        def refuse(reason: str) -> None:
+            """Leave the call; a blocker (with its code) when what it sums is tensors."""
+            evidence = _tensor_evidence(args[0].value, typer, facts, func) if args else None
+            if evidence is None:
+                self.skip(class_name, call, f"{method}(): `{shown}` left alone: {reason}")
+            else:
+                self.skip(class_name, call, f"{method}(): `{shown}` left alone: {reason}"
+                          f"{evidence}", code="TSF215", message=_message(call, typer))
+
         if not args or len(args) > 2 or any(a.star for a in args) or (
                 args[0].keyword is not None) or (len(args) == 2 and args[1].keyword is not None
                                                  and args[1].keyword.value != "start"):
+            if args and not args[0].star:
+                refuse("only sum(iterable) and sum(iterable, start) are rewritten")
             return None
         iterable = args[0].value
         start = args[1].value if len(args) == 2 else None
@@ -434,9 +399,6 @@ class M(nn.Module):
         path = _path_to(func, call)
         statement = next((n for n in reversed(path) if isinstance(n, cst.SimpleStatementLine)),
                          None)
-
-        def refuse(reason: str) -> None:
-            self.skip(class_name, call, f"{method}(): `{shown}` left alone: {reason}")
 
         if start_kind not in (TENSOR, "int", "float", "bool"):
             refuse("cannot tell the type of the start value")
@@ -447,8 +409,7 @@ class M(nn.Module):
             if start is not None:
                 refuse("a start value with a single tensor")
                 return None
-            assert statement is not None
-            plan = _Plan(call, statement, method)
+            plan = _Plan(call, statement or call, method)
             receiver = iterable if isinstance(iterable, cst.Name | cst.Attribute | cst.Call |
                                               cst.Subscript) else iterable.with_changes(
                 lpar=[cst.LeftParen()], rpar=[cst.RightParen()])
@@ -461,14 +422,14 @@ class M(nn.Module):
             elements = [e for e in iterable.elements if not isinstance(e, cst.StarredElement)]
             kinds = [typer.type_of(e.value) for e in elements]
             if len(elements) != len(iterable.elements):
+                refuse("a starred element")
                 return None
             if TENSOR not in kinds or any(k not in (TENSOR, "int", "float", "bool")
                                           for k in kinds):
                 if TENSOR in kinds or None in kinds:
                     refuse("cannot tell that every element is a tensor")
                 return None
-            assert statement is not None
-            plan = _Plan(call, statement, method)
+            plan = _Plan(call, statement or call, method)
             text = " + ".join([code_of(start) if start is not None else "0",
                                *(_operand(e.value) for e in elements)])
             expression = cst.parse_expression(text)
@@ -575,6 +536,72 @@ class M(nn.Module):
         if not isinstance(parent, cst.IndentedBlock):
             return "its statement is a one-line body"
         return ""
+
+
+def _message(call: cst.Call, typer: Typer) -> str:
+    """What ``tsfix check`` says about a ``sum(...)`` of tensors."""
+    argument = call.args[0].value
+    if typer.type_of(argument) == TENSOR and not isinstance(argument, cst.List | cst.Tuple):
+        return (f"sum({_short(argument)}) of one tensor adds its rows in Python, every element "
+                "in TorchScript")
+    return f"sum({_short(argument)}) adds tensors"
+
+
+def _tensor_evidence(iterable: cst.BaseExpression, typer: Typer, facts: ClassFacts,
+                     func: cst.FunctionDef) -> str | None:
+    """Whether ``sum(iterable)`` adds tensors, by what the code shows: ``None`` when nothing
+    shows it (a sum of numbers compiles), else a hint for the reason ("" when the types say
+    so)."""
+    if isinstance(iterable, cst.ListComp | cst.GeneratorExp):
+        self_var = self_name(func) or "self"
+        inner = Typer(typer.env, typer.imports, typer.self_var, typer.attributes, typer.layers)
+        containers: dict[str, str] = {}
+        for loop in find_all(iterable.for_in, cst.CompFor):
+            if not isinstance(loop.target, cst.Name):
+                continue
+            attr = self_attr(loop.iter, self_var)
+            if attr is not None and attr in facts.containers:
+                containers[loop.target.value] = attr
+            kind = inner.type_of(loop.iter)
+            inner.env[loop.target.value] = TENSOR if kind == TENSOR else _element_type(kind)
+        element = iterable.elt
+        if (isinstance(element, cst.Call) and isinstance(element.func, cst.Name)
+                and element.func.value in containers):
+            # What the old linter called a sum of tensors: calls of a module container's
+            # elements. Whether each module returns one Tensor is not known.
+            return (f" (the modules of `self.{containers[element.func.value]}` are not known "
+                    "to return tensors)")
+        return "" if inner.type_of(element) == TENSOR else None
+    if isinstance(iterable, cst.List | cst.Tuple):
+        kinds = [typer.type_of(e.value) for e in iterable.elements]
+        return "" if TENSOR in kinds else None
+    kind = typer.type_of(iterable)
+    if kind == TENSOR:
+        return ""
+    if kind is not None:
+        head, args = parts_of(kind)
+        if head in ("List", "Tuple") and TENSOR in args:
+            return ""
+    return None
+
+
+def _sequences_passed(func: cst.FunctionDef, imports: Mapping[str, str],
+                      observed: Mapping[str, str]) -> set[str]:
+    """Unannotated parameters without a default or an observed type that are passed to a torch
+    function taking a sequence of tensors (``torch.stack(feats)``): a list, whatever the one
+    parameter policy infers from that use.
+    TODO(facts): ``ClassFacts.used_as_tensor`` counts them as used as a Tensor."""
+    params = func.params
+    untyped = {p.name.value for p in (*params.posonly_params, *params.params,
+                                      *params.kwonly_params)
+               if p.annotation is None and p.default is None and p.name.value not in observed}
+    found: set[str] = set()
+    for call in find_all(func.body, cst.Call):
+        if (call.args and isinstance(call.args[0].value, cst.Name)
+                and call.args[0].value.value in untyped
+                and qualified_name(call.func, dict(imports)) in _SEQUENCE_FUNCTIONS):
+            found.add(call.args[0].value.value)
+    return found
 
 
 def _binding_counts(func: cst.FunctionDef) -> dict[str, int]:
