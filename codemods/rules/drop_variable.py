@@ -51,6 +51,7 @@ from __future__ import annotations
 
 import libcst as cst
 from libcst.helpers import get_full_name_for_node
+from tsfix.codemods.facts.prefilter import AstFile
 from tsfix.codemods.facts.syntax import code_of, find_all, qualified_name
 from tsfix.codemods.rules.base import ClassChange, Code, Example, Rule
 
@@ -166,6 +167,10 @@ class M(torch.nn.Module):
 
     def prepare(self, module: cst.Module) -> None:
         self.imports = self.facts.imports
+
+    @classmethod
+    def may_apply(cls, file: AstFile) -> bool:
+        return "Variable" in file.text
 
     def transform_module_impl(self, tree: cst.Module) -> cst.Module:
         text = self.source_text

@@ -47,6 +47,7 @@ from __future__ import annotations
 
 import libcst as cst
 from tsfix.codemods.facts.classes import ClassFacts, is_exported, never_compiled_method
+from tsfix.codemods.facts.prefilter import AstFile
 from tsfix.codemods.facts.syntax import code_of, find_all, self_attr, self_name
 from tsfix.codemods.rules.base import ClassChange, Code, Example, Rule
 from tsfix.codemods.rules.imports import add_module_import
@@ -239,6 +240,10 @@ class M(nn.Module):
         self.needs_torch_import = alias is None
         self.torch = alias or "torch"
         self.name_clash = alias is None and "torch" in self.facts.top_level_names
+
+    @classmethod
+    def may_apply(cls, file: AstFile) -> bool:
+        return "flatten_parameters" in file.text
 
     def transform_module_impl(self, tree: cst.Module) -> cst.Module:
         text = self.source_text

@@ -58,11 +58,13 @@ Fix safety
 
 from __future__ import annotations
 
+import re
 from collections.abc import Callable, Mapping
 
 import libcst as cst
 from libcst.helpers import get_full_name_for_node
 from tsfix.codemods.facts.classes import ClassFacts
+from tsfix.codemods.facts.prefilter import AstFile
 from tsfix.codemods.facts.syntax import code_of, find_all, qualified_name, self_attr, self_name
 from tsfix.codemods.facts.value_types import (
     TENSOR,
@@ -78,6 +80,8 @@ from tsfix.codemods.rules.base import ClassChange, Code, Example, Rule
 _SEQUENCE_METHODS = ("view", "reshape", "permute", "repeat", "expand", "flip", "tile",
                      "new_zeros", "new_ones", "new_empty")
 _SEQUENCE_FUNCTIONS = ("zeros", "ones", "empty", "rand", "randn")
+# A `*` argument's opening: after `(` or `,` (a new line between included), not `**`.
+_STARRED_ARGUMENT = re.compile(r"[(,]\s*\*(?!\*)")
 # Longest shape slice spelled out element by element; longer ones become list(...) + [...].
 _MAX_SPELLED = 6
 
@@ -448,9 +452,12 @@ class Merge(nn.Module):
     def prepare(self, module: cst.Module) -> None:
         self.imports = self.facts.imports
 
+    @classmethod
+    def may_apply(cls, file: AstFile) -> bool:
+        return _STARRED_ARGUMENT.search(file.text) is not None
+
     def transform_module_impl(self, tree: cst.Module) -> cst.Module:
-        if self.source_text is not None and "(*" not in self.source_text and \
-                ", *" not in self.source_text:
+        if self.source_text is not None and not _STARRED_ARGUMENT.search(self.source_text):
             return tree
         return super().transform_module_impl(tree)
 

@@ -66,11 +66,13 @@ Fix safety
 from __future__ import annotations
 
 import keyword
+import re
 from collections.abc import Mapping
 
 import libcst as cst
 from libcst.helpers import get_full_name_for_node
 from tsfix.codemods.facts.classes import ClassFacts
+from tsfix.codemods.facts.prefilter import AstFile
 from tsfix.codemods.facts.syntax import (
     code_of,
     find_all,
@@ -87,6 +89,7 @@ from tsfix.codemods.rules.imports import add_module_import
 _SINGLE_TENSOR_NOTE = ("sum(t) -> t.sum(0): int8/uint8/int16/int32 tensors now sum to int64, "
                        "floating-point sums may differ in the last bits")
 _EMPTY_NOTE = ("an empty sequence now sums to tensor(0) instead of the int 0")
+_SUM_CALL = re.compile(r"\bsum\s*\(")
 # torch functions whose first argument is a sequence of tensors.
 _SEQUENCE_FUNCTIONS = frozenset(f"torch.{name}" for name in (
     "cat", "concat", "concatenate", "stack", "hstack", "vstack", "dstack", "column_stack",
@@ -267,9 +270,13 @@ class M(nn.Module):
         self.sum_shadowed = "sum" in names
         self.uses_torch_import = False
 
+    @classmethod
+    def may_apply(cls, file: AstFile) -> bool:
+        return _SUM_CALL.search(file.text) is not None
+
     def transform_module_impl(self, tree: cst.Module) -> cst.Module:
         text = self.source_text
-        if text is not None and "sum(" not in text:
+        if text is not None and not _SUM_CALL.search(text):
             return tree
         result = super().transform_module_impl(tree)
         if self.changes and self.needs_torch_import and self.uses_torch_import:

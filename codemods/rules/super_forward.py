@@ -69,6 +69,7 @@ from __future__ import annotations
 import libcst as cst
 from libcst.helpers import get_full_name_for_node
 from tsfix.codemods.facts.classes import ClassFacts
+from tsfix.codemods.facts.prefilter import AstFile
 from tsfix.codemods.facts.syntax import code_of, find_all, names_used, qualified_name, self_name
 from tsfix.codemods.rules.base import ClassChange, Code, Example, Rule
 from tsfix.codemods.rules.imports import add_module_import
@@ -240,8 +241,12 @@ class ChannelNorm(torch.nn.LayerNorm):
             self.functional = None
         self.functional_used = False
 
+    @classmethod
+    def may_apply(cls, file: AstFile) -> bool:
+        return "super" in file.text
+
     def transform_module_impl(self, tree: cst.Module) -> cst.Module:
-        if self.source_text is not None and "super(" not in self.source_text:
+        if self.source_text is not None and "super" not in self.source_text:
             return tree
         result = super().transform_module_impl(tree)
         if self.changes and self.functional_used and self.add_functional_import:
