@@ -1,23 +1,46 @@
-"""lift-branch decisions beyond the embedded examples: what it lifts, what it refuses, names."""
+"""lift-branch decisions beyond the embedded examples: what it lifts (whole outputs), what it
+refuses and why, which methods it reads (compiled ones only), and the sites it reports."""
 
 from __future__ import annotations
 
 import textwrap
+from pathlib import Path
 
 import libcst as cst
 from tsfix.codemods.pipeline.rewrite import Rewrite, rewrite_source
 from tsfix.codemods.rules.lift_branch import LiftBranch
 
+BLOCKERS = Path(__file__).resolve().parent.parent / "fixtures" / "check" / "blockers.py"
+
 
 def rewrite(code: str) -> Rewrite:
     result = rewrite_source(textwrap.dedent(code), "m.py", [LiftBranch])
     cst.parse_module(result.text)
+    if result.changed:
+        again = rewrite_source(result.text, "m.py", [LiftBranch])
+        assert again.text == result.text, "not a fixed point"
     return result
 
 
 def reasons(result: Rewrite) -> list[str]:
     return [s.reason for s in result.skips]
 
+
+def refusals(result: Rewrite) -> list[tuple[str | None, int, str]]:
+    """(code, line, reason) of every site left alone."""
+    return [(s.code, s.line, s.reason) for s in result.skips]
+
+
+def fixes(result: Rewrite) -> list[tuple[str, int, str]]:
+    return [(f.code, f.line, f.message) for f in result.fixes]
+
+
+def branch(attr: str) -> str:
+    return (f"branch on configuration attribute 'self.{attr}' (an exported model keeps only the "
+            "branch chosen at construction)")
+
+
+# ---- what a lift looks like ---------------------------------------------------------------------
 
 def test_new_parameter_never_collides_with_a_local() -> None:
     result = rewrite("""
@@ -32,9 +55,24 @@ def test_new_parameter_never_collides_with_a_local() -> None:
                     x = x + 1
                 return x
         """)
-    assert "flag_value: Optional[bool] = None" in result.text
-    assert "if flag_value and flag:" in result.text
+    assert result.text == textwrap.dedent("""
+        from typing import Optional
+
+        import torch.nn as nn
+        class M(nn.Module):
+            def __init__(self, flag: bool = True):
+                super().__init__()
+                self.flag = flag
+            def forward(self, x, flag_value: Optional[bool] = None):
+                if flag_value is None:
+                    flag_value = self.flag
+                flag = x.sum() > 0
+                if flag_value and flag:
+                    x = x + 1
+                return x
+        """)
     assert result.changes[0].lifted == {"flag_value": "flag"}
+    assert fixes(result) == [("TSF204", 9, branch("flag"))]
 
 
 def test_parameter_goes_after_star_args_so_positional_calls_bind_as_before() -> None:
@@ -47,73 +85,19 @@ def test_parameter_goes_after_star_args_so_positional_calls_bind_as_before() -> 
             def forward(self, x, *rest):
                 return x if self.mode == "a" else -x
         """)
-    assert "def forward(self, x, *rest, mode: Optional[str] = None):" in result.text
+    assert result.text == textwrap.dedent("""
+        from typing import Optional
 
-
-def test_structural_flag_through_a_constructor_argument_is_not_lifted() -> None:
-    result = rewrite("""
         import torch.nn as nn
         class M(nn.Module):
-            def __init__(self, use_bias=True):
+            def __init__(self):
                 super().__init__()
-                self.use_bias = use_bias
-                self.fc = nn.Linear(4, 4, bias=use_bias)
-            def forward(self, x):
-                if self.use_bias:
-                    x = x * 2
-                return self.fc(x)
+                self.mode = "a"
+            def forward(self, x, *rest, mode: Optional[str] = None):
+                if mode is None:
+                    mode = self.mode
+                return x if mode == "a" else -x
         """)
-    assert not result.changed
-    assert any("decides which submodules" in r for r in reasons(result))
-
-
-def test_structural_layer_count_is_not_lifted() -> None:
-    result = rewrite("""
-        import torch.nn as nn
-        class M(nn.Module):
-            def __init__(self, depth=2):
-                super().__init__()
-                self.depth = depth
-                self.layers = nn.ModuleList([nn.Linear(4, 4) for _ in range(depth)])
-            def forward(self, x):
-                if self.depth > 1:
-                    x = x * 2
-                return x
-        """)
-    assert not result.changed
-
-
-def test_inherited_attribute_is_reported_not_guessed() -> None:
-    result = rewrite("""
-        from base import Base
-        class M(Base):
-            def forward(self, x):
-                if self.use_x:
-                    x = x + 1
-                return x
-        """)
-    assert not result.changed
-    assert reasons(result) == ["self.use_x is not assigned in M.__init__"]
-
-
-def test_optional_values_and_none_comparisons_are_not_lifted() -> None:
-    result = rewrite("""
-        import torch.nn as nn
-        class M(nn.Module):
-            def __init__(self, temperature=None, mode="a"):
-                super().__init__()
-                self.temperature = temperature
-                self.mode = mode
-            def forward(self, x):
-                if self.temperature:
-                    x = x / 2
-                if self.mode is not None:
-                    x = x + 1
-                return x
-        """)
-    assert not result.changed
-    joined = " | ".join(reasons(result))
-    assert "may be None" in joined and "compared with None" in joined
 
 
 def test_declared_dataclass_field_type_wins_over_usage() -> None:
@@ -132,8 +116,28 @@ def test_declared_dataclass_field_type_wins_over_usage() -> None:
                     x = x.relu()
                 return x
         """)
-    assert "act: Optional[str] = None" in result.text
-    assert "self.act = self.cfg.act" in result.text
+    assert result.text == textwrap.dedent("""
+        from dataclasses import dataclass
+        from typing import Optional
+        import torch.nn as nn
+        @dataclass
+        class Cfg:
+            act: str = "gelu"
+        class M(nn.Module):
+            def __init__(self, cfg: Cfg):
+                super().__init__()
+                self.cfg = cfg
+                self.act = self.cfg.act
+
+            def forward(self, x, act: Optional[str] = None):
+                if act is None:
+                    act = self.act
+                if act:
+                    x = x.relu()
+                return x
+        """)
+    # The read is a config object's field (TSF203) and a branch on it (TSF204): both fixed.
+    assert sorted(f[:2] for f in fixes(result)) == [("TSF203", 12), ("TSF204", 12)]
 
 
 def test_usage_gives_the_type_when_the_source_is_unknown() -> None:
@@ -148,7 +152,21 @@ def test_usage_gives_the_type_when_the_source_is_unknown() -> None:
                     x = x.clamp(max=1.0)
                 return x
         """)
-    assert "threshold: Optional[float] = None" in result.text
+    assert result.text == textwrap.dedent("""
+        from typing import Optional
+
+        import torch.nn as nn
+        class M(nn.Module):
+            def __init__(self, threshold):
+                super().__init__()
+                self.threshold = threshold
+            def forward(self, x, threshold: Optional[float] = None):
+                if threshold is None:
+                    threshold = self.threshold
+                if threshold > 0.5:
+                    x = x.clamp(max=1.0)
+                return x
+        """)
 
 
 def test_one_line_forward_body_gets_a_block() -> None:
@@ -160,8 +178,19 @@ def test_one_line_forward_body_gets_a_block() -> None:
                 self.neg = False
             def forward(self, x): return -x if self.neg else x
         """)
-    assert "if neg is None:" in result.text
-    assert "return -x if neg else x" in result.text
+    assert result.text == textwrap.dedent("""
+        from typing import Optional
+
+        import torch.nn as nn
+        class M(nn.Module):
+            def __init__(self):
+                super().__init__()
+                self.neg = False
+            def forward(self, x, neg: Optional[bool] = None):
+                if neg is None:
+                    neg = self.neg
+                return -x if neg else x
+        """)
 
 
 def test_existing_typing_import_is_extended_not_duplicated() -> None:
@@ -175,8 +204,18 @@ def test_existing_typing_import_is_extended_not_duplicated() -> None:
             def forward(self, x):
                 return x if self.flag else -x
         """)
-    assert "from typing import List, Optional\n" in result.text
-    assert result.text.count("Optional\n") == 1
+    assert result.text == textwrap.dedent("""
+        from typing import List, Optional
+        import torch.nn as nn
+        class M(nn.Module):
+            def __init__(self):
+                super().__init__()
+                self.flag = True
+            def forward(self, x, flag: Optional[bool] = None):
+                if flag is None:
+                    flag = self.flag
+                return x if flag else -x
+        """)
 
 
 def test_typing_import_joins_the_standard_library_group() -> None:
@@ -191,7 +230,20 @@ def test_typing_import_joins_the_standard_library_group() -> None:
             def forward(self, x):
                 return x if self.flag else -x
         """)
-    assert result.text.startswith("\nimport math\nfrom typing import Optional\n\nimport torch")
+    assert result.text == textwrap.dedent("""
+        import math
+        from typing import Optional
+
+        import torch.nn as nn
+        class M(nn.Module):
+            def __init__(self):
+                super().__init__()
+                self.flag = True
+            def forward(self, x, flag: Optional[bool] = None):
+                if flag is None:
+                    flag = self.flag
+                return x if flag else -x
+        """)
 
 
 def test_formatting_never_touches_lines_the_rule_left_alone() -> None:
@@ -199,8 +251,12 @@ def test_formatting_never_touches_lines_the_rule_left_alone() -> None:
            "    def __init__(self):\n        super().__init__()\n        self.flag = True\n" \
            "    def forward(self, x):\n        return x if self.flag else -x\n"
     result = rewrite_source(code, "m.py", [LiftBranch])
-    assert result.text.startswith("\n\n")           # black alone would drop these
-    assert "x = [1,\n  2]\n" in result.text         # and reformat this
+    assert result.text == (
+        "\n\nfrom typing import Optional\n\nimport torch.nn as nn\nx = [1,\n  2]\n"
+        "class M(nn.Module):\n    def __init__(self):\n        super().__init__()\n"
+        "        self.flag = True\n    def forward(self, x, flag: Optional[bool] = None):\n"
+        "        if flag is None:\n            flag = self.flag\n"
+        "        return x if flag else -x\n")
 
 
 def test_skip_classes_leaves_a_rejected_class_alone() -> None:
@@ -218,16 +274,346 @@ def test_skip_classes_leaves_a_rejected_class_alone() -> None:
         """)
     result = rewrite_source(code, "m.py", [LiftBranch], skip_classes={"lift-branch":
                                                                      frozenset({"A"})})
-    assert [c.class_name for c in result.changes] == []   # B does not assign flag itself
-    assert "class A(nn.Module):" in result.text and "Optional" not in result.text
+    assert result.changes == []    # B does not assign flag itself
+    assert result.text == code
 
 
 def test_non_module_classes_are_ignored() -> None:
-    result = rewrite("""
+    code = """
         class Config:
             def __init__(self):
                 self.flag = True
             def forward(self, x):
                 return x if self.flag else -x
+        """
+    result = rewrite(code)
+    assert result.text == textwrap.dedent(code) and result.skips == [] and result.fixes == []
+
+
+# ---- refused, with the reason and (for settings) the code ---------------------------------------
+
+def test_structural_flag_through_a_constructor_argument_is_not_lifted() -> None:
+    result = rewrite("""
+        import torch.nn as nn
+        class M(nn.Module):
+            def __init__(self, use_bias=True):
+                super().__init__()
+                self.use_bias = use_bias
+                self.fc = nn.Linear(4, 4, bias=use_bias)
+            def forward(self, x):
+                if self.use_bias:
+                    x = x * 2
+                return self.fc(x)
         """)
     assert not result.changed
+    assert refusals(result) == [("TSF204", 9, "self.use_bias decides which submodules __init__ "
+                                 "builds (line 7); both branches must compile")]
+    assert result.skips[0].message == branch("use_bias")
+
+
+def test_structural_layer_count_is_not_lifted() -> None:
+    result = rewrite("""
+        import torch.nn as nn
+        class M(nn.Module):
+            def __init__(self, depth=2):
+                super().__init__()
+                self.depth = depth
+                self.layers = nn.ModuleList([nn.Linear(4, 4) for _ in range(depth)])
+            def forward(self, x):
+                if self.depth > 1:
+                    x = x * 2
+                return x
+        """)
+    assert not result.changed
+    assert refusals(result) == [("TSF204", 9, "self.depth decides which submodules __init__ "
+                                 "builds (line 7); both branches must compile")]
+
+
+def test_inherited_attribute_is_reported_not_guessed() -> None:
+    result = rewrite("""
+        from base import Base
+        class M(Base):
+            def forward(self, x):
+                if self.use_x:
+                    x = x + 1
+                return x
+        """)
+    assert not result.changed
+    # Not shown to be a setting: a note for -v, not a check finding.
+    assert refusals(result) == [(None, 5, "self.use_x is not assigned in M.__init__")]
+
+
+def test_optional_values_and_none_comparisons_are_not_lifted() -> None:
+    result = rewrite("""
+        import torch.nn as nn
+        class M(nn.Module):
+            def __init__(self, temperature=None, mode="a"):
+                super().__init__()
+                self.temperature = temperature
+                self.mode = mode
+            def forward(self, x):
+                if self.temperature:
+                    x = x / 2
+                if self.mode is not None:
+                    x = x + 1
+                return x
+        """)
+    assert not result.changed
+    assert refusals(result) == [
+        ("TSF204", 9, "self.temperature comes from temperature, which may be None"),
+        ("TSF204", 11, "self.mode is compared with None: an optional setting, which a lifted "
+                       "argument (None: not given) cannot pass")]
+
+
+def test_state_training_and_submodules_are_not_settings() -> None:
+    result = rewrite("""
+        import torch
+        import torch.nn as nn
+        class M(nn.Module):
+            def __init__(self):
+                super().__init__()
+                self.warm = True
+                self.proj = nn.Linear(4, 4)
+                self.act = torch.relu
+            def forward(self, x):
+                if self.warm:
+                    self.warm = False
+                if self.training and self.proj is not None:
+                    x = self.act(self.proj(x))
+                return x
+        """)
+    assert not result.changed
+    assert refusals(result) == [
+        ("TSF204", 11, "self.warm is also assigned in forward() (state, not configuration)"),
+        (None, 13, "self.training is set by train()/eval(), not configuration"),
+        (None, 13, "self.proj is a submodule")]
+
+
+def test_every_read_of_a_refused_setting_is_a_site() -> None:
+    result = rewrite("""
+        import torch.nn as nn
+        class M(nn.Module):
+            def __init__(self, mode=None):
+                super().__init__()
+                self.mode = mode
+            def forward(self, x):
+                if self.mode == "a":
+                    x = x + 1
+                elif self.mode == "b":
+                    x = x - 1
+                return x
+        """)
+    assert [(code, line) for code, line, _ in refusals(result)] == [("TSF204", 8),
+                                                                  ("TSF204", 10)]
+
+
+# ---- config objects (TSF203) --------------------------------------------------------------------
+
+def test_config_object_reads_are_each_fixed_or_refused() -> None:
+    result = rewrite("""
+        import torch.nn as nn
+        class M(nn.Module):
+            def __init__(self, cfg):
+                super().__init__()
+                self.cfg = cfg
+            def forward(self, x):
+                x = x * self.cfg.scale + self.cfg.scale
+                return self.cfg.act(x)
+        """)
+    assert result.text == textwrap.dedent("""
+        import torch.nn as nn
+        class M(nn.Module):
+            def __init__(self, cfg):
+                super().__init__()
+                self.cfg = cfg
+                self.scale = self.cfg.scale
+            def forward(self, x):
+                x = x * self.scale + self.scale
+                return self.cfg.act(x)
+        """)
+    message = "reads a field of config object 'self.cfg'"
+    assert fixes(result) == [("TSF203", 8, f"self.cfg.scale {message}"),
+                             ("TSF203", 8, f"self.cfg.scale {message}")]
+    assert refusals(result) == [("TSF203", 9, "self.cfg.act(...) calls a method of the config "
+                                 "object; only fields read as values are copied")]
+
+
+def test_config_object_assigned_in_a_block_is_refused_at_each_read() -> None:
+    result = rewrite("""
+        import torch.nn as nn
+        class M(nn.Module):
+            def __init__(self, cfg=None):
+                super().__init__()
+                if cfg is not None:
+                    self.cfg = cfg
+            def forward(self, x):
+                if self.cfg.residual:
+                    x = x + 1
+                return x
+        """)
+    assert not result.changed
+    why = "self.cfg is assigned inside a block of __init__; its fields are not copied"
+    assert sorted(refusals(result)) == [("TSF203", 9, why), ("TSF204", 9, why)]
+
+
+# ---- only what TorchScript compiles -------------------------------------------------------------
+
+def test_a_flag_only_an_ignored_helper_reads_is_not_lifted() -> None:
+    """Issue 14: forward() once got a use_act argument for a flag only an ignored helper read."""
+    code = textwrap.dedent("""
+        import torch
+        import torch.nn as nn
+        class M(nn.Module):
+            def __init__(self, use_act=True):
+                super().__init__()
+                self.use_act = use_act
+            def forward(self, x):
+                return self._debug(x)
+            @torch.jit.ignore
+            def _debug(self, x):
+                if self.use_act:
+                    x = x.relu()
+                return x
+        """)
+    result = rewrite(code)
+    assert result.text == code
+    assert result.skips == [] and result.fixes == []
+
+
+def test_a_flag_an_ignored_helper_also_reads_is_refused() -> None:
+    """The ignored helper runs in Python and would read the attribute, not the argument: one
+    artifact would then mix two values of the setting."""
+    result = rewrite("""
+        import torch
+        import torch.nn as nn
+        class M(nn.Module):
+            def __init__(self, use_act=True):
+                super().__init__()
+                self.use_act = use_act
+            def forward(self, x):
+                if self.use_act:
+                    x = x.relu()
+                return self._debug(x)
+            @torch.jit.ignore
+            def _debug(self, x):
+                return x * 2 if self.use_act else x
+        """)
+    assert not result.changed
+    assert refusals(result) == [("TSF204", 9, "self.use_act is also read in _debug(), which "
+                                 "runs in Python (a @torch.jit.ignore method or one it calls): "
+                                 "it would not see the lifted argument")]
+
+
+def test_a_branch_that_never_compiles_is_left_alone() -> None:
+    code = textwrap.dedent("""
+        import torch
+        import torch.nn as nn
+        class M(nn.Module):
+            def __init__(self, verbose=False):
+                super().__init__()
+                self.verbose = verbose
+            def forward(self, x):
+                if not torch.jit.is_scripting():
+                    if self.verbose:
+                        print(x.shape)
+                return x
+        """)
+    result = rewrite(code)
+    assert result.text == code and result.skips == [] and result.fixes == []
+
+
+def test_export_method_gets_its_own_lifted_parameter() -> None:
+    """``@torch.jit.export`` methods are compiled like forward(): a setting they read is lifted
+    into their own signature (forward() is left as it is when it does not need it)."""
+    result = rewrite("""
+        import torch
+        import torch.nn as nn
+        class M(nn.Module):
+            def __init__(self, scale_up=True):
+                super().__init__()
+                self.scale_up = scale_up
+            def forward(self, x):
+                return x
+            @torch.jit.export
+            def infer(self, x):
+                return x * 2 if self.scale_up else x
+        """)
+    assert result.text == textwrap.dedent("""
+        from typing import Optional
+
+        import torch
+        import torch.nn as nn
+        class M(nn.Module):
+            def __init__(self, scale_up=True):
+                super().__init__()
+                self.scale_up = scale_up
+            def forward(self, x):
+                return x
+            @torch.jit.export
+            def infer(self, x, scale_up: Optional[bool] = None):
+                if scale_up is None:
+                    scale_up = self.scale_up
+                return x * 2 if scale_up else x
+        """)
+    # forward() takes no new parameter, so validation has none to call it with.
+    assert result.changes[0].lifted == {}
+    assert fixes(result) == [("TSF204", 12, branch("scale_up"))]
+
+
+def test_export_method_and_forward_share_a_helper() -> None:
+    result = rewrite("""
+        import torch
+        import torch.nn as nn
+        class M(nn.Module):
+            def __init__(self, use_act=True):
+                super().__init__()
+                self.use_act = use_act
+            def forward(self, x):
+                return self._act(x) + 1
+            @torch.jit.export
+            def features(self, x):
+                return self._act(x)
+            def _act(self, x):
+                return x.relu() if self.use_act else x
+        """)
+    assert result.text == textwrap.dedent("""
+        from typing import Optional
+
+        import torch
+        import torch.nn as nn
+        class M(nn.Module):
+            def __init__(self, use_act=True):
+                super().__init__()
+                self.use_act = use_act
+
+            def forward(self, x, use_act: Optional[bool] = None):
+                if use_act is None:
+                    use_act = self.use_act
+                return self._act(x, use_act=use_act) + 1
+
+            @torch.jit.export
+            def features(self, x, use_act: Optional[bool] = None):
+                if use_act is None:
+                    use_act = self.use_act
+                return self._act(x, use_act=use_act)
+
+            def _act(self, x, use_act: Optional[bool] = None):
+                if use_act is None:
+                    use_act = self.use_act
+                return x.relu() if use_act else x
+        """)
+    assert result.changes[0].lifted == {"use_act": "use_act"}
+
+
+# ---- tsfix check: fixtures/check/blockers.py -----------------------------------------------------
+
+def test_blockers_fixture_findings() -> None:
+    """One finding of each code per class marked with it: fixed, or refused with the reason."""
+    found = rewrite_source(BLOCKERS.read_text(), "blockers.py", [LiftBranch], output=False)
+    assert [(f.class_name, f.code, f.line, f.message) for f in found.fixes] == [
+        ("ConfigObject", "TSF203", 181, "self.cfg.scale reads a field of config object "
+                                        "'self.cfg'"),
+        ("ConfigBranch", "TSF204", 192, branch("use_act"))]
+    assert [(s.class_name, s.code, s.line, s.reason) for s in found.skips] == [
+        ("NoneModeCompared", "TSF204", 137, "self.mode comes from mode, which may be None"),
+        ("FunctionTestedForNone", None, 148, "self.act holds a function, not configuration")]

@@ -72,23 +72,18 @@ from typing import Any, ClassVar
 import libcst as cst
 import libcst.matchers as m
 from libcst.helpers import get_full_name_for_node
+from tsfix.codemods.facts.module import module_facts
 from tsfix.codemods.facts.syntax import (
     SCALAR_TYPES,
     AttrAssignment,
     annotation_type,
-    attribute_assignments,
-    declared_field_types,
+    code_of,
     docstring_count,
     find_all,
-    import_map,
     literal_type,
-    methods_of,
-    module_class_names,
     names_used,
     parameters_of,
     qualified_name,
-    reachable_methods,
-    registered_names,
     self_attr,
     self_name,
     unify_types,
@@ -102,6 +97,10 @@ ReadKey = tuple[str, ...]
 
 _CONFIG_NAME = re.compile(r"^_?(cfg|conf|config|configs|opt|opts|options|args|hparams|hp|params)$|"
                           r"(_cfg|_config|_conf)$", re.IGNORECASE)
+
+
+_TSF203 = "TSF203"
+_TSF204 = "TSF204"
 
 
 def _describe(key: ReadKey) -> str:
@@ -169,16 +168,24 @@ class _ClassAnalysis:
     def __init__(self, rule: LiftBranch, cls: cst.ClassDef) -> None:
         self.rule = rule
         self.cls = cls
+        self.facts = rule.class_facts(cls)
+        self.imports = rule.facts.imports
         # Node ids stay valid while the class's original tree is alive (for this analysis).
         self._memo: dict[tuple[int, str], Any] = {}
         self.name = cls.name.value
-        self.methods = methods_of(cls)
-        self.init = self.methods.get("__init__")
-        self.assignments = attribute_assignments(cls)
+        self.methods = self.facts.methods
+        self.init = self.facts.init
+        self.assignments = self.facts.assignments
         self.init_params = parameters_of(self.init) if self.init else {}
-        self.registered = registered_names(self.init) if self.init else set()
+        self.registered = self.facts.registered
+        # What TorchScript compiles: forward, @torch.jit.export methods and what they call;
+        # never a @torch.jit.ignore/unused method.
+        self.compiled = [n for n in self.facts.compiled if self_name(self.methods[n])]
         self.structural = self._structural_reads()
         self.config_holders = self._config_holders()
+        self.python_run = self._python_run()
+        # The sites the plan fixes: (node, code, message), reported when it is applied.
+        self.fixes: list[tuple[cst.CSTNode, str, str]] = []
 
     # ---- facts about __init__ ---------------------------------------------------------------
 
@@ -206,19 +213,24 @@ class _ClassAnalysis:
         return found
 
     def _is_module_constructor(self, call: cst.Call) -> bool:
-        qual = qualified_name(call.func, self.rule.imports) or ""
+        qual = qualified_name(call.func, self.imports) or ""
         local = get_full_name_for_node(call.func) or ""
-        return qual.startswith("torch.nn.") or local in self.rule.module_classes
+        return qual.startswith("torch.nn.") or local in self.rule.facts.module_classes
 
     def _init_assignments(self, attr: str) -> list[AttrAssignment]:
         return [a for a in self.assignments if a.attr == attr and a.method == "__init__"]
 
     def _config_holders(self) -> set[str]:
-        """Attributes holding a config object (dataclass, namespace, dict) set in __init__."""
+        """Attributes holding a config object (dataclass, namespace, dict) set in __init__:
+        those the class facts name config objects, and those given a dataclass of this file,
+        a namespace or a dict."""
         holders: set[str] = set()
+        assigned = {a.attr for a in self.assignments}
         for attr in {a.attr for a in self.assignments if a.method == "__init__"}:
-            if self._assigned_outside_init(attr) or attr + ".*" in {a.attr for a in
-                                                                    self.assignments}:
+            if self._assigned_outside_init(attr) or attr + ".*" in assigned:
+                continue
+            if attr in self.facts.config_objects:
+                holders.add(attr)
                 continue
             values = [a.value for a in self._init_assignments(attr)]
             if values and all(v is not None and self._looks_like_config(attr, v) for v in values):
@@ -226,17 +238,18 @@ class _ClassAnalysis:
         return holders
 
     def _looks_like_config(self, attr: str, value: cst.BaseExpression) -> bool:
+        field_types = self.rule.facts.field_types
         if isinstance(value, cst.Dict):
             return True
         if isinstance(value, cst.Name) and value.value in self.init_params:
             param = self.init_params[value.value]
             declared = get_full_name_for_node(param.annotation.annotation) if \
                 param.annotation else None
-            return bool(declared in self.rule.field_types or _CONFIG_NAME.search(value.value)
+            return bool(declared in field_types or _CONFIG_NAME.search(value.value)
                         or _CONFIG_NAME.search(attr))
         if isinstance(value, cst.Call):
             called = get_full_name_for_node(value.func) or ""
-            return (called in self.rule.field_types or called.endswith("SimpleNamespace")
+            return (called in field_types or called.endswith("SimpleNamespace")
                     or called == "dict")
         return False
 
@@ -247,6 +260,7 @@ class _ClassAnalysis:
         return None
 
     def _holder_field_types(self, holder: str) -> dict[str, str]:
+        field_types = self.rule.facts.field_types
         for a in self._init_assignments(holder):
             declared: str | None = None
             if isinstance(a.value, cst.Name) and a.value.value in self.init_params:
@@ -255,9 +269,27 @@ class _ClassAnalysis:
                     declared = get_full_name_for_node(param.annotation.annotation)
             elif isinstance(a.value, cst.Call):
                 declared = get_full_name_for_node(a.value.func)
-            if declared in self.rule.field_types:
-                return self.rule.field_types[declared]
+            if declared in field_types:
+                return field_types[declared]
         return {}
+
+    def _python_run(self) -> list[str]:
+        """Methods that run in Python when compiled code calls them: the ``@torch.jit.ignore``
+        (or ``unused``) methods a compiled method calls, and every method they call."""
+        found: list[str] = []
+        for name in self.compiled:
+            never = self.facts.never_compiled(name)
+            for call in find_all(self.methods[name].body, cst.Call):
+                callee = self_attr(call.func, self_name(self.methods[name]) or "self")
+                if (callee in self.methods and callee not in self.compiled
+                        and callee != "__init__" and id(call) not in never
+                        and callee not in found):
+                    found.append(callee)
+        for name in found:
+            for callee in sorted(_called(self.methods[name])):
+                if callee in self.methods and callee != "__init__" and callee not in found:
+                    found.append(callee)
+        return [n for n in found if self_name(self.methods[n])]
 
     # ---- reads in compiled methods --------------------------------------------------------------
 
@@ -286,29 +318,44 @@ class _ClassAnalysis:
         return found
 
     def reads_in(self, node: cst.CSTNode, self_var: str) -> dict[ReadKey, cst.CSTNode]:
-        """Every attribute/config read in ``node`` that is a value (not a call target)."""
+        """Every attribute/config read in ``node`` that is a value (not a call target), by key
+        (the first read of each)."""
         memo_key = (id(node), self_var)
         if memo_key not in self._memo:
-            self._memo[memo_key] = self._reads_in(node, self_var)
-        found: dict[ReadKey, cst.CSTNode] = self._memo[memo_key]
-        return found
+            found: dict[ReadKey, cst.CSTNode] = {}
+            for key, read in self.all_reads(node, self_var):
+                found.setdefault(key, read)
+            self._memo[memo_key] = found
+        reads: dict[ReadKey, cst.CSTNode] = self._memo[memo_key]
+        return reads
 
-    def _reads_in(self, node: cst.CSTNode, self_var: str) -> dict[ReadKey, cst.CSTNode]:
-        found: dict[ReadKey, cst.CSTNode] = {}
+    def all_reads(self, node: cst.CSTNode, self_var: str) -> list[tuple[ReadKey, cst.CSTNode]]:
+        """Every attribute/config read in ``node`` that is a value, in source order."""
+        found: list[tuple[ReadKey, cst.CSTNode]] = []
         nodes = find_all(node, cst.Call, cst.Attribute, cst.Subscript)
         called = {id(c.func) for c in nodes if isinstance(c, cst.Call)}
         for candidate in nodes:
-            if isinstance(candidate, cst.Call):
-                continue
-            if id(candidate) in called:
+            if isinstance(candidate, cst.Call) or id(candidate) in called:
                 continue
             key = self.read_key(candidate, self_var)
             if key is not None:
-                found.setdefault(key, candidate)
-        if isinstance(node, cst.Attribute | cst.Subscript) and id(node) not in called:
-            key = self.read_key(node, self_var)
-            if key is not None:
-                found.setdefault(key, node)
+                found.append((key, candidate))
+        return found
+
+    def test_reads(self, method: str) -> list[tuple[ReadKey, cst.CSTNode]]:
+        """The reads in the tests of ``method`` that TorchScript compiles, each node once."""
+        func = self.methods[method]
+        self_var = self_name(func) or "self"
+        never = self.facts.never_compiled(method)
+        seen: set[int] = set()
+        found: list[tuple[ReadKey, cst.CSTNode]] = []
+        for test in _test_expressions(func.body):
+            if id(test) in never:
+                continue
+            for key, node in self.all_reads(test, self_var):
+                if id(node) not in seen:
+                    seen.add(id(node))
+                    found.append((key, node))
         return found
 
     def usage_type(self, key: ReadKey, reachable: list[str]) -> str | None:
@@ -333,37 +380,46 @@ class _ClassAnalysis:
 
     # ---- eligibility ----------------------------------------------------------------------------
 
-    def classify(self, key: ReadKey, reachable: list[str]) -> tuple[str | None, str]:
-        """(type, "") when ``key`` may be lifted, else (None, reason)."""
+    def classify(self, key: ReadKey, reachable: list[str]) -> tuple[str | None, str, bool]:
+        """(type, "", True) when ``key`` may be lifted, else (None, reason, configuration):
+        ``configuration`` says whether the value is a setting (an export blocker, TSF204, left
+        for the reason) or not configuration at all (``self.training``, a submodule...)."""
         if key[0] == "cfg":
-            return self._classify_config_field(key, reachable)
+            return (*self._classify_config_field(key, reachable), True)
         attr = key[1]
         if attr == "training":
-            return None, "self.training is set by train()/eval(), not configuration"
+            return None, "self.training is set by train()/eval(), not configuration", False
         if attr in self.methods:
-            return None, f"self.{attr} is a method or property"
+            return None, f"self.{attr} is a method or property", False
         if attr in self.registered:
-            return None, f"self.{attr} is a registered buffer, parameter or submodule"
+            return None, f"self.{attr} is a registered buffer, parameter or submodule", False
         other = self._assigned_outside_init(attr)
         if other is not None:
-            return None, f"self.{attr} is also assigned in {other}() (state, not configuration)"
+            return (None, f"self.{attr} is also assigned in {other}() (state, not "
+                    "configuration)", True)
         assignments = self._init_assignments(attr)
         if not assignments:
-            return None, f"self.{attr} is not assigned in {self.name}.__init__"
+            return None, f"self.{attr} is not assigned in {self.name}.__init__", False
+        if attr in self.facts.function_attrs:
+            return None, f"self.{attr} holds a function, not configuration", False
+        kinds = [self._value_kind(a.value) for a in assignments]
+        for kind, detail in kinds:
+            if kind in ("tensor", "module"):
+                return None, f"self.{attr} {detail}", False
         types: list[str] = []
-        for a in assignments:
-            kind, detail = self._value_kind(a.value)
+        for a, (kind, detail) in zip(assignments, kinds, strict=True):
             if kind not in SCALAR_TYPES and kind != "scalar":
-                return None, f"self.{attr} {detail}"
+                # A value of unknown type is not shown to be a setting.
+                return None, f"self.{attr} {detail}", kind != "computed"
             # Sorted: the reason names one line, the same on every run.
             for source in sorted(self._sources(a.value) | {f"self.{attr}"}):
                 if source in self.structural:
                     line = self.rule.line_of(self.structural[source])
                     return None, (f"self.{attr} decides which submodules __init__ builds "
-                                  f"(line {line}); both branches must compile")
+                                  f"(line {line}); both branches must compile"), True
             if kind in SCALAR_TYPES:
                 types.append(kind)
-        return self._settle_type(key, types, len(types) < len(assignments), reachable)
+        return (*self._settle_type(key, types, len(types) < len(assignments), reachable), True)
 
     def _classify_config_field(self, key: ReadKey,
                                reachable: list[str]) -> tuple[str | None, str]:
@@ -384,7 +440,8 @@ class _ClassAnalysis:
                      reachable: list[str]) -> tuple[str | None, str]:
         usage = self.usage_type(key, reachable)
         if usage == "none":
-            return None, f"{_describe(key)} is compared with None (optional, not configuration)"
+            return None, (f"{_describe(key)} is compared with None: an optional setting, which "
+                          "a lifted argument (None: not given) cannot pass")
         if known:
             observed = [usage] if has_unknown and usage is not None and usage != "bool" else []
             kind = unify_types(known + observed)
@@ -420,7 +477,7 @@ class _ClassAnalysis:
             called = get_full_name_for_node(value.func) or ""
             if called in SCALAR_TYPES:
                 return called, ""
-            qual = qualified_name(value.func, self.rule.imports) or ""
+            qual = qualified_name(value.func, self.imports) or ""
             if qual in ("torch.nn.Parameter", "torch.nn.parameter.Parameter") or (
                     qual.startswith("torch.") and not qual.startswith("torch.nn.")):
                 return "tensor", "is a tensor"
@@ -489,67 +546,127 @@ class _ClassAnalysis:
     # ---- the plan -----------------------------------------------------------------------------
 
     def plan(self) -> _Plan | None:
-        rule = self.rule
-        if "forward" not in self.methods:
+        """What to lift and copy. Every site is reported: a refusal at once (``rule.skip``), a
+        fix in :attr:`fixes`, which the rule reports when it applies the plan."""
+        compiled = self.compiled
+        if not compiled:
             return None
-        reachable = [n for n in reachable_methods(self.methods) if self_name(self.methods[n])]
+        uncopyable = self._uncopyable_holders()
         lifts: dict[ReadKey, _Lift] = {}
-        for method_name in reachable:
-            func = self.methods[method_name]
-            self_var = self_name(func) or "self"
-            for test in _test_expressions(func.body):
-                for key, node in self.reads_in(test, self_var).items():
-                    if key in lifts:
-                        continue
-                    kind, reason = self.classify(key, reachable)
-                    codes = None
-                    if kind == "str" and rule.target == "onnx":
-                        codes = self.string_codes(key, reachable)
-                        if codes is None:
-                            kind, reason = None, (
-                                f"{_describe(key)} is a str setting used other than compared "
-                                "with string literals (== / !=): an ONNX graph cannot take a "
-                                "str input, and int codes need every compared value")
-                    if kind is None:
-                        if not any(s.reason == reason for s in rule.skips):
-                            rule.skip(self.name, node, reason)
-                        continue
-                    lifts[key] = _Lift(key, key[1] if key[0] == "attr" else "", kind,
-                                       codes=codes)
+        verdicts: dict[ReadKey, tuple[str | None, str, bool, dict[str, int] | None]] = {}
+        for method_name in compiled:
+            for key, node in self.test_reads(method_name):
+                if key not in verdicts:
+                    verdicts[key] = self._verdict(key, uncopyable)
+                kind, reason, configuration, codes = verdicts[key]
+                message = (f"branch on configuration attribute '{_describe(key)}' (an exported "
+                           "model keeps only the branch chosen at construction)")
+                if kind is not None:
+                    lifts.setdefault(key, _Lift(key, key[1] if key[0] == "attr" else "", kind,
+                                                codes=codes))
+                    self.fixes.append((node, _TSF204, message))
+                elif configuration:
+                    self.rule.skip(self.name, node, reason, code=_TSF204, message=message)
+                elif not any(s.reason == reason for s in self.rule.skips):
+                    self.rule.skip(self.name, node, reason)
         # Config fields read anywhere in compiled code are copied out of the holder.
         copies: dict[ReadKey, _ConfigCopy] = {}
         taken_attrs = {a.attr for a in self.assignments} | set(self.methods) | {
             key[1] for name in self.methods
             for key in self.reads_in(self.methods[name].body, self_name(self.methods[name])
                                      or "self") if key[0] == "attr"}
-        for method_name in reachable:
+        for method_name in compiled:
             func = self.methods[method_name]
             for key, node in self.reads_in(func.body, self_name(func) or "self").items():
-                if key[0] == "cfg" and key not in copies:
+                if key[0] == "cfg" and key not in copies and key[1] not in uncopyable:
                     attr = _fresh(key[2].lstrip("_") or key[2], taken_attrs, f"{key[1]}_{key[2]}")
                     taken_attrs.add(attr)
                     copies[key] = _ConfigCopy(key, attr, isinstance(node, cst.Subscript))
         for key, lift in lifts.items():
             if key[0] == "cfg":
                 lift.attr = copies[key].attr
-        copy_after: dict[str, int] = {}
-        top_level = ({id(s): index for index, s in enumerate(self.init.body.body)}
-                     if self.init is not None and isinstance(self.init.body, cst.IndentedBlock)
-                     else {})
-        for holder in {k[1] for k in copies}:
-            statements = [a.statement for a in self._init_assignments(holder)]
-            if not all(id(s) in top_level for s in statements):
-                rule.skip(self.name, statements[0], f"self.{holder} is assigned inside a block "
-                          "of __init__; its fields are not copied")
-                for key in [k for k in copies if k[1] == holder]:
-                    del copies[key]
-                    lifts.pop(key, None)
-                continue
-            copy_after[holder] = max(top_level[id(s)] for s in statements)
+        self._report_config_reads(copies, uncopyable)
         if not lifts and not copies:
             return None
-        self._thread(list(lifts.values()), reachable)
-        return _Plan(list(lifts.values()), list(copies.values()), copy_after, reachable)
+        copy_after = {holder: max(self._top_level()[id(a.statement)]
+                                  for a in self._init_assignments(holder))
+                      for holder in {k[1] for k in copies}}
+        self._thread(list(lifts.values()), compiled)
+        return _Plan(list(lifts.values()), list(copies.values()), copy_after, compiled)
+
+    def _verdict(self, key: ReadKey, uncopyable: dict[str, str]
+                 ) -> tuple[str | None, str, bool, dict[str, int] | None]:
+        """(type, reason, configuration, str codes) for one read key, by :meth:`classify` and
+        what else forbids the lift: a holder whose fields cannot be copied, a method run in
+        Python that reads the setting, a str setting under --target onnx."""
+        if key[0] == "cfg" and key[1] in uncopyable:
+            return None, uncopyable[key[1]], True, None
+        kind, reason, configuration = self.classify(key, self.compiled)
+        if kind is None:
+            return kind, reason, configuration, None
+        readers = [name for name in self.python_run
+                   if key in self.reads_in(self.methods[name].body,
+                                           self_name(self.methods[name]) or "self")]
+        if readers:
+            return None, (f"{_describe(key)} is also read in {readers[0]}(), which runs in "
+                          "Python (a @torch.jit.ignore method or one it calls): it would not "
+                          "see the lifted argument"), True, None
+        codes = None
+        if kind == "str" and self.rule.target == "onnx":
+            codes = self.string_codes(key, self.compiled)
+            if codes is None:
+                return None, (f"{_describe(key)} is a str setting used other than compared "
+                              "with string literals (== / !=): an ONNX graph cannot take a "
+                              "str input, and int codes need every compared value"), True, None
+        return kind, "", True, codes
+
+    def _top_level(self) -> dict[int, int]:
+        """ids of ``__init__``'s top-level statements -> their index."""
+        if self.init is None or not isinstance(self.init.body, cst.IndentedBlock):
+            return {}
+        return {id(s): index for index, s in enumerate(self.init.body.body)}
+
+    def _uncopyable_holders(self) -> dict[str, str]:
+        """Config holders whose fields cannot be copied after them in ``__init__`` -> why."""
+        top_level = self._top_level()
+        found: dict[str, str] = {}
+        for holder in sorted(self.config_holders):
+            statements = [a.statement for a in self._init_assignments(holder)]
+            if not statements or not all(id(s) in top_level for s in statements):
+                found[holder] = (f"self.{holder} is assigned inside a block of __init__; its "
+                                 "fields are not copied")
+        return found
+
+    def _report_config_reads(self, copies: dict[ReadKey, _ConfigCopy],
+                             uncopyable: dict[str, str]) -> None:
+        """TSF203: every read of a config object's field in compiled code, fixed when it is
+        copied to a plain attribute, else refused with the reason."""
+        for method_name in self.compiled:
+            func = self.methods[method_name]
+            self_var = self_name(func) or "self"
+            never = self.facts.never_compiled(method_name)
+            nodes = find_all(func.body, cst.Call, cst.Attribute, cst.Subscript)
+            called = {id(c.func) for c in nodes if isinstance(c, cst.Call)}
+            for node in nodes:
+                if isinstance(node, cst.Call) or id(node) in never:
+                    continue
+                holder = self_attr(node.value, self_var)
+                if holder not in self.config_holders:
+                    continue
+                message = f"{_short(node)} reads a field of config object 'self.{holder}'"
+                key = self.read_key(node, self_var)
+                if id(node) in called:
+                    reason = (f"{_short(node)}(...) calls a method of the config object; only "
+                              "fields read as values are copied")
+                elif holder in uncopyable:
+                    reason = uncopyable[holder]
+                elif key is None or key not in copies:
+                    reason = ("the field is not named by a string literal; only fields read "
+                              "by name are copied")
+                else:
+                    self.fixes.append((node, _TSF203, message))
+                    continue
+                self.rule.skip(self.name, node, reason, code=_TSF203, message=message)
 
     def _thread(self, lifts: list[_Lift], reachable: list[str]) -> None:
         """Which compiled methods need each parameter (they read it, or call one that does),
@@ -561,7 +678,6 @@ class _ClassAnalysis:
             needing = {name for name in reachable
                        if lift.key in self.reads_in(self.methods[name].body,
                                                     self_name(self.methods[name]) or "self")}
-            needing.add("forward")
             changed = True
             while changed:
                 changed = False
@@ -583,6 +699,12 @@ class _ClassAnalysis:
                 chosen.add(lift.local)
 
 
+def _short(node: cst.CSTNode) -> str:
+    """One line of source for a message (``tsfix check``'s wording), at most 60 characters."""
+    text = " ".join(code_of(node).split())
+    return text if len(text) <= 60 else text[:57] + "..."
+
+
 def _string_comparison(comparison: cst.Comparison) -> tuple[cst.BaseExpression, str] | None:
     """(the other operand, the string) of ``a == "s"`` / ``"s" != a``; else None."""
     if len(comparison.comparisons) != 1:
@@ -594,17 +716,6 @@ def _string_comparison(comparison: cst.Comparison) -> tuple[cst.BaseExpression, 
                           (target.comparator, comparison.left)):
         if isinstance(literal, cst.SimpleString) and isinstance(literal.evaluated_value, str):
             return read, literal.evaluated_value
-    return None
-
-
-def _tensor_name(imports: dict[str, str]) -> str | None:
-    """How the file can name torch.Tensor (``Tensor``, ``torch.Tensor``), if it can."""
-    for local, full in imports.items():
-        if full == "torch.Tensor":
-            return local
-    for local, full in imports.items():
-        if full == "torch":
-            return f"{local}.Tensor"
     return None
 
 
@@ -742,7 +853,8 @@ class LiftBranch(Rule):
         Code("TSF204", "config-branch", "branch on a configuration attribute",
              "Scripts, but torch.jit.freeze, Final attributes, the ONNX exporter and torch.export "
              "bake the attribute: the exported model keeps only the branch chosen at "
-             "construction. Lifting it into a forward() argument keeps every branch.", level="warning"),
+             "construction. Lifting it into a forward() argument keeps every branch.",
+             level="warning"),
     )
     summary = ("Config-attribute branches in forward() become a typed forward() argument, so one "
                "scripted or exported artifact keeps every path.")
@@ -887,34 +999,35 @@ class Block(nn.Module):
     # "onnx": the form the TorchScript-based ONNX exporter keeps every branch of (LiftBranchOnnx).
     target: ClassVar[str] = "torchscript"
 
-    def prepare(self, module: cst.Module) -> None:
-        self.imports = import_map(module)
-        self.module_classes = module_class_names(module, self.imports)
-        self.field_types = declared_field_types(module)
-        self.tensor_name: str | None = None
-        self.import_torch = False
-        if self.target == "onnx":
-            self.tensor_name = _tensor_name(self.imports)
-            self.import_torch = self.tensor_name is None
-            self.tensor_name = self.tensor_name or "torch.Tensor"
+    @property
+    def tensor_name(self) -> str | None:
+        """--target onnx: how the file names torch.Tensor (``torch`` is imported when the file
+        cannot name it). None for the TorchScript form."""
+        return self.facts.tensor_name if self.target == "onnx" else None
 
     def transform_module_impl(self, tree: cst.Module) -> cst.Module:
+        # The file's facts before the rewrite: can it name torch.Tensor already?
+        facts = module_facts(tree)
+        import_torch = (self.target == "onnx" and facts.torch_alias is None
+                        and facts.imports.get("Tensor") != "torch.Tensor")
         rewritten = super().transform_module_impl(tree)
-        if self.changes and self.import_torch:
+        if self.changes and import_torch:
             rewritten = add_module_import(rewritten, "torch")
         return rewritten
 
     def rewrite_class(self, cls: cst.ClassDef) -> cst.ClassDef:
         name = cls.name.value
-        if name not in self.module_classes:
+        if not self.facts.is_module_class(cls):
             return cls
-        original_node = updated_node = cls
-        analysis = _ClassAnalysis(self, original_node)
+        analysis = _ClassAnalysis(self, cls)
         plan = analysis.plan()
         if plan is None:
-            return updated_node
-        rewritten = self._apply(analysis, plan, updated_node)
-        self.need_typing("Optional")
+            return cls
+        rewritten = self._apply(analysis, plan, cls)
+        for node, code, message in analysis.fixes:
+            self.fixed(node, code, message)
+        if plan.lifts:
+            self.need_typing("Optional")
         parts = [f"lifted {_describe(lift.key)} as {lift.param}: Optional[{lift.type}]"
                  for lift in plan.lifts] if self.tensor_name is None else [
             f"lifted {_describe(lift.key)} as {lift.param}: Optional[Tensor] "
@@ -922,9 +1035,10 @@ class Block(nn.Module):
             for lift in plan.lifts]
         parts += [f"copied {_describe(c.key)} to self.{c.attr}" for c in plan.copies
                   if c.key not in {lift.key for lift in plan.lifts}]
-        self.changes.append(ClassChange(self.name, name, self.span_of(original_node),
-                                        "; ".join(parts),
-                                        {lift.param: lift.attr for lift in plan.lifts}))
+        # Validation calls forward() with each configuration's values of these parameters.
+        lifted = {lift.param: lift.attr for lift in plan.lifts if "forward" in lift.methods}
+        self.changes.append(ClassChange(self.name, name, self.span_of(cls), "; ".join(parts),
+                                        lifted))
         return rewritten
 
     def _apply(self, analysis: _ClassAnalysis, plan: _Plan,
