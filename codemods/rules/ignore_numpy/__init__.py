@@ -124,6 +124,7 @@ from __future__ import annotations
 
 import libcst as cst
 from tsfix.codemods.facts.numpy_usage import may_use_numpy
+from tsfix.codemods.facts.prefilter import AstFile
 from tsfix.codemods.rules.base import Example, Rule
 from tsfix.codemods.rules.ignore_numpy._classes import PYTHON_ONLY_NOTE, ClassRewriter
 from tsfix.codemods.rules.ignore_numpy._emission import DOCSTRING
@@ -331,6 +332,12 @@ class IgnoreNumpy(Rule):
         "    def forward(self, x, np: int):\n"
         "        return x * np\n",
     )
+
+    @classmethod
+    def may_apply(cls, file: AstFile) -> bool:
+        # Every numpy use spells the word (an import of numpy, ``t.numpy()``,
+        # ``torch.from_numpy``), and only compiled methods of module classes are looked at.
+        return may_use_numpy(file.text) and (file.tree is None or bool(file.compiled))
 
     def transform_module(self, tree: cst.Module) -> cst.Module:
         # Most files never mention numpy: skip even the base class's per-file setup.
