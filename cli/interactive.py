@@ -11,9 +11,10 @@ class and their verdict, and the user answers:
     ?  help
 
 Nothing is written for a file until all its hunks are decided; the file is then written once,
-atomically, with the accepted hunks. Accepting only some hunks of a class gives code no
-validation has seen: the file is still checked to parse (otherwise it is left unwritten, with
-a message), and the summary says which files were partly accepted.
+atomically, with the accepted hunks (:func:`~tsfix.codemods.pipeline.sources.write_source`).
+Accepting only some hunks of a class gives code no validation has seen: the file is still
+checked to parse (otherwise it is left unwritten, with a message), and the summary says which
+files were partly accepted.
 """
 
 from __future__ import annotations
@@ -21,11 +22,18 @@ from __future__ import annotations
 import ast
 import difflib
 from collections.abc import Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, field
+from pathlib import Path
 
 import click
 from tsfix.codemods.pipeline.report import ClassResult, FileResult, RunResult
-from tsfix.codemods.pipeline.sources import SourceError, SourceText, read_source, write_atomic
+from tsfix.codemods.pipeline.sources import (
+    SourceError,
+    SourceText,
+    WriteError,
+    read_source,
+    write_source,
+)
 
 CONTEXT_LINES = 3
 HELP = """\
@@ -104,10 +112,19 @@ def header_of(hunk: Hunk, file: FileResult) -> str:
     return "; ".join(parts)
 
 
-def review(result: RunResult, ask: Callable[[str], str]) -> list[str]:
+@dataclass(frozen=True)
+class Review:
+    """What a review did: one line per file saying what happened, and the files written."""
+
+    lines: list[str] = field(default_factory=list)
+    written: frozenset[Path] = frozenset()
+
+
+def review(result: RunResult, ask: Callable[[str], str]) -> Review:
     """Ask about every hunk of every changed file and write what was accepted. ``ask`` shows a
-    prompt and returns the answer. Returns one line per file saying what happened."""
+    prompt and returns the answer."""
     outcome: list[str] = []
+    written: set[Path] = set()
     quit_all = False
     for file in result.files:
         if file.status != "changed" or file.new_text is None:
@@ -137,31 +154,34 @@ def review(result: RunResult, ask: Callable[[str], str]) -> list[str]:
                 rest = answer == "a"
             elif answer == "q":
                 rest, quit_all = False, True
-        outcome.append(_write(file, source.text, hunks, accepted, source))
-    return outcome
+        line, wrote = _write(file, hunks, accepted, source)
+        outcome.append(line)
+        if wrote:
+            written.add(file.path)
+    return Review(outcome, frozenset(written))
 
 
-def _write(file: FileResult, original: str, hunks: list[Hunk], accepted: list[bool],
-           source: SourceText) -> str:
+def _write(file: FileResult, hunks: list[Hunk], accepted: list[bool],
+           source: SourceText) -> tuple[str, bool]:
+    """Write the accepted hunks; returns what happened and whether the file was written."""
     if not any(accepted):
-        return f"kept {file.display} unchanged"
-    text = apply_hunks(original, file.new_text or "", hunks, accepted)
+        return f"kept {file.display} unchanged", False
+    text = apply_hunks(source.text, file.new_text or "", hunks, accepted)
     partly = not all(accepted)
     if partly:
         try:
             ast.parse(text)
         except SyntaxError as exc:
             return (f"error: {file.display}: the accepted hunks alone do not parse (line "
-                    f"{exc.lineno}: {exc.msg}); nothing written")
+                    f"{exc.lineno}: {exc.msg}); nothing written"), False
     try:
-        write_atomic(file.path, source.encode(text))
-    except OSError as exc:
-        return f"error: {file.display}: cannot write: {exc.strerror or exc}"
-    file.written = True
+        write_source(file.path, text, source)
+    except WriteError as exc:
+        return f"error: {file.display}: cannot write: {exc}", False
     if partly:
         return (f"rewrote {file.display} with {sum(accepted)} of {len(hunks)} hunks "
-                "(a partial rewrite is not validated)")
-    return f"rewrote {file.display}"
+                "(a partial rewrite is not validated)"), True
+    return f"rewrote {file.display}", True
 
 
 def _coloured(text: str) -> str:

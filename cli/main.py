@@ -96,7 +96,7 @@ def apply(paths: tuple[Path, ...], rule_names: tuple[str, ...], dry_run: bool, c
     from tsfix.codemods.pipeline.config import ConfigError
     from tsfix.codemods.pipeline.engine import Options, run
     from tsfix.codemods.pipeline.report import EXIT_FAILED
-    from tsfix.codemods.rules.registry import UnknownRuleError
+    from tsfix.codemods.rules.names import UnknownRuleError
 
     rules = [name.strip() for value in rule_names for name in value.split(",") if name.strip()]
     if interactive and (dry_run or check):
@@ -131,10 +131,11 @@ def apply(paths: tuple[Path, ...], rule_names: tuple[str, ...], dry_run: bool, c
                 click.echo(file.diff, nl=False)
     _print_outcome(result, quiet=quiet, verbose=verbose)
     if interactive:
-        for line in review(result, _ask):
+        reviewed = review(result, _ask)
+        for line in reviewed.lines:
             click.secho(line, err=True, fg="red" if line.startswith("error") else None)
         # Exit as a write run would: what was declined is the user's decision, not pending.
-        result.mode = "write"
+        result = result.after_review(reviewed.written)
     code = result.exit_code
     if report_path is not None:
         try:

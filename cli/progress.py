@@ -18,9 +18,13 @@ from tsfix.codemods.pipeline.report import REJECTED, UNVERIFIED, VERIFIED
 REDRAW_INTERVAL_S = 0.1
 LOG_INTERVAL_S = 10.0
 
-_UNITS = {"observe": "files", "rewrite": "files", "validate": "classes", "recheck": "trials"}
+_UNITS = {"observe": "files", "rewrite": "files", "validate": "classes", "trials": "trials",
+          "recheck": "trials", "final": "files"}
+# Rule-drop trials: each rejected class is rewritten without each of its rules ("trials"),
+# then validated so ("recheck"); "final": files rewritten again without what was held back.
 _LABELS = {"observe": "observing", "rewrite": "rewriting", "validate": "validating",
-           "recheck": "rechecking"}
+           "trials": "rewriting without each rule", "recheck": "rechecking",
+           "final": "leaving rejected rewrites out"}
 
 
 def describe(progress: Progress, elapsed: float) -> str:

@@ -214,16 +214,16 @@ class CountingRewrites:
     """Counts rewrite_source calls in this process (runs of few files rewrite here)."""
 
     def __init__(self, monkeypatch: Any) -> None:
-        import tsfix.codemods.pipeline.engine as engine
+        import tsfix.codemods.pipeline.rewrite as rewrite
 
         self.calls = 0
-        real = engine.rewrite_source
+        real = rewrite.rewrite_source
 
         def counting(*args: Any, **kwargs: Any) -> Any:
             self.calls += 1
             return real(*args, **kwargs)
 
-        monkeypatch.setattr(engine, "rewrite_source", counting)
+        monkeypatch.setattr(rewrite, "rewrite_source", counting)
 
 
 def _cached_run(zoo: Path, mode: str = "diff", **options: Any) -> RunResult:

@@ -78,7 +78,7 @@ def test_nothing_is_written_before_a_file_is_decided(models: Path) -> None:
         seen.append((models / "a.py").read_text() == before)
         return "y"
 
-    lines = review(result, ask)
+    lines = review(result, ask).lines
 
     # a.py's 3 hunks are asked about while it is untouched; it is written as soon as they
     # are decided, before b.py's 2 prompts.

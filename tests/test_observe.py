@@ -18,6 +18,7 @@ from tsfix.codemods.pipeline.config import parse_example
 from tsfix.codemods.rules import registry
 from tsfix.codemods.rules.base import ClassChange, Rule
 from tsfix.codemods.validation import worker
+from tsfix.codemods.validation.protocol import ObserveClass
 
 T = torch.zeros(2)
 
@@ -146,9 +147,9 @@ def test_observe_class_records_methods_of_class_and_same_file_bases(tmp_path: Pa
         "calls": [{"inputs": ["randn(2, 4)"]},
                   {"inputs": ["randn(2, 4)"],
                    "kwargs": {"temperature": 1, "mask": "ones(2, 4)", "sizes": [2, 3]}}],
-    }).to_json()
+    }).to_example()
 
-    found = worker.observe_class(module, {"name": "Net", "example": example}).strings()
+    found = worker.observe_class(module, ObserveClass("Net", example)).strings()
 
     net = found["Net"]
     assert net["__init__"] == {"depth": "int", "names": "Optional[List[str]]",
@@ -176,9 +177,9 @@ def test_observe_class_failure_is_a_verdict(tmp_path: Path) -> None:
     path = tmp_path / "raising_model.py"
     path.write_text(OBSERVED_MODEL.replace("self.depth = depth", "raise RuntimeError('boom')"))
     module = worker.load_module("_tsfix_test_raising_model", path)
-    example = parse_example("raising_model.py:Net", {"inputs": ["randn(2, 4)"]}).to_json()
+    example = parse_example("raising_model.py:Net", {"inputs": ["randn(2, 4)"]}).to_example()
     with pytest.raises(worker.Verdict, match=r"constructor raised for init\[0\].*boom"):
-        worker.observe_class(module, {"name": "Net", "example": example})
+        worker.observe_class(module, ObserveClass("Net", example))
 
 
 # ---- the engine's observe round (real workers) -------------------------------------------------

@@ -11,7 +11,7 @@ import time
 import pytest
 from conftest import TWO_CONFIGS, Project, by_display, model_source
 from tsfix.codemods.pipeline.config import parse_example
-from tsfix.codemods.validation.pool import ValidationJob, run_jobs
+from tsfix.codemods.validation.pool import JobClass, ValidationJob, run_jobs
 
 pytestmark = pytest.mark.slow
 
@@ -233,13 +233,12 @@ def test_every_init_with_every_call(project: Project) -> None:
         "init": [{"scale": 1.0}, {"scale": 2.0}],
         "calls": [{"inputs": ["randn(2, 3)"]},
                   {"inputs": ["randn(2, 3)"], "kwargs": {"temperature": 0.5}}],
-    }).to_json()
+    }).to_example()
     path = str(project.write("model.py", TEMPERATURE_MODEL).resolve())
     same = TEMPERATURE_MODEL.replace("return x", "y = x\n        return y")
     # Right for the default temperature only.
     ignores_temperature = TEMPERATURE_MODEL.replace("/ temperature", "/ 1.0")
-    jobs = [ValidationJob(i, path, source, [{"name": "Net", "rule": "test", "lifted": {},
-                                             "example": spec}])
+    jobs = [ValidationJob(i, path, source, (JobClass("Net", spec, ("test",)),))
             for i, source in enumerate([same, ignores_temperature])]
 
     verdicts = run_jobs(jobs, workers=1, timeout=60)
@@ -283,11 +282,10 @@ assert "_numpy_window(x)\n" in WINDOW_IGNORED
 def test_python_only_rewrite_is_verified_when_save_fails(project: Project) -> None:
     """An ignored method scripts and runs, and cannot be saved: with ``python_only`` that save
     failure is expected and recorded; without it, it is a rejection."""
-    spec = parse_example("model.py:Net", {"inputs": ["randn(2, 8)"]}).to_json()
+    spec = parse_example("model.py:Net", {"inputs": ["randn(2, 8)"]}).to_example()
     path = str(project.write("model.py", WINDOW_MODEL).resolve())
     jobs = [ValidationJob(i, path, WINDOW_IGNORED,
-                          [{"name": "Net", "rule": "test", "lifted": {},
-                            "python_only": python_only, "example": spec}])
+                          (JobClass("Net", spec, ("test",), python_only=python_only),))
             for i, python_only in enumerate([True, False])]
 
     verdicts = run_jobs(jobs, workers=1, timeout=60)

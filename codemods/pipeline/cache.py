@@ -29,8 +29,7 @@ from importlib import metadata
 from pathlib import Path
 from typing import Any
 
-from tsfix.codemods.pipeline.report import ClassResult, FileResult
-from tsfix.codemods.rules.base import Skip
+from tsfix.codemods.pipeline.report import ClassResult, FileResult, SkipResult
 
 # Reasons that say the machine, not the code, decided: never cached.
 _TRANSIENT = ("timed out", "internal validation error", "worker", "internal error",
@@ -137,12 +136,14 @@ def entry_of(result: FileResult, text: str | None) -> dict[str, Any]:
             "observed": result.observed, "diff": result.diff, "text": text}
 
 
-def restore(result: FileResult, entry: dict[str, Any]) -> str | None:
-    """Fill ``result`` from a cache entry; returns the rewritten text of a changed file."""
-    result.status, result.error = entry["status"], entry["error"]
-    result.classes = [ClassResult(**{**c, "lines": tuple(c["lines"])}) for c in entry["classes"]]
-    result.skips = [Skip(**s) for s in entry["skips"]]
-    result.notes, result.observed = list(entry["notes"]), entry["observed"]
-    result.diff, result.cached = entry["diff"], True
+def restore(path: Path, display: str, entry: dict[str, Any]) -> tuple[FileResult, str | None]:
+    """The outcome a cache entry holds for the file ``path``, and the rewritten text of a
+    changed file (None otherwise)."""
+    result = FileResult(
+        path, display, entry["status"], entry["error"],
+        [ClassResult(**{**c, "lines": tuple(c["lines"])}) for c in entry["classes"]],
+        [SkipResult(**s) for s in entry["skips"]], entry["diff"],
+        notes=list(entry["notes"]), observed=entry["observed"], cached=True,
+        new_text=entry["text"] if entry["status"] == "changed" else None)
     text: str | None = entry["text"]
-    return text
+    return result, text

@@ -61,6 +61,9 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from tsfix.codemods.validation.protocol import Example
+from tsfix.codemods.validation.protocol import ExampleCall as CallArguments
+
 if sys.version_info >= (3, 11):
     import tomllib
 else:  # pragma: no cover
@@ -126,6 +129,12 @@ class ExampleSpec:
         return {"key": self.key, "init": self.init, "inputs": self.inputs,
                 "kwargs": self.kwargs, "factory": self.factory, "auto": self.auto,
                 "calls": [{"inputs": c.inputs, "kwargs": c.kwargs} for c in self.call_list()]}
+
+    def to_example(self) -> Example:
+        """What a validation job carries (:mod:`tsfix.codemods.validation.protocol`)."""
+        return Example(self.key, tuple(self.init),
+                       tuple(CallArguments(tuple(c.inputs), c.kwargs) for c in self.call_list()),
+                       self.factory, self.auto)
 
 
 @dataclass

@@ -4,22 +4,34 @@
     result = run([Path("models")], Options(rules=["lift-branch"], mode="diff"))
     print(result.summary_line(), result.exit_code)
 
-Per file: read (keeping encoding and line endings), skip ``@generated`` files and files that
-cannot define an nn.Module, rewrite (:func:`~tsfix.codemods.pipeline.rewrite.rewrite_source`), then
-validate every rewritten class in worker processes. A file that cannot be read, decoded or
-parsed, or whose example spec is wrong, is reported and left untouched; the run goes on with
-the other files. One :class:`~tsfix.codemods.validation.pool.WorkerPool` serves every round of a run
-(torch is imported once per worker); ``verify=False`` never starts it.
+The run is a sequence of phases, each a function that takes the records of the phases before
+it and returns new ones (frozen dataclasses; nothing a phase returns is changed later):
 
-Observed types. When validation is on and a selected rule sets ``needs_observations``, every
-file that has at least one example table is first run eagerly in the workers (the original
-file, each configuration of each class with examples, ``sys.setprofile`` recording argument and
-return types of the class's methods and of its same-file bases). The result is passed to the
-rules as ``observed``, also in every re-run below. An observation that fails (import error,
-constructor or forward raising, timeout, worker crash) only means no observed types for that
-class: the rules fall back to static inference, and the file's ``notes`` say why. A file whose
-observation timed out is not validated (``unverified``): validation runs the same original
-examples first and would only wait for the same hang again.
+1. discover and **cache** (:mod:`~tsfix.codemods.pipeline.cache`): a file whose outcome is
+   cached is answered from it; when every file is, neither LibCST, black nor the rules are
+   imported (the rewrite machinery loads on the first file that needs rewriting);
+2. **observe** (validation on, a selected rule ``needs_observations``): the original files'
+   examples run eagerly in the workers, the types seen are passed to the rules;
+3. **rewrite** (:func:`~tsfix.codemods.pipeline.rewrite.rewrite_source`): read (keeping
+   encoding and line endings), skip ``@generated`` files and files that cannot define an
+   nn.Module, parse, run the rules, format the touched lines. A file that cannot be read,
+   decoded or parsed is reported and left untouched; the run goes on;
+4. **validate** every rewritten class in the worker pool
+   (:class:`~tsfix.codemods.validation.pool.WorkerPool`, typed jobs and verdicts from
+   :mod:`~tsfix.codemods.validation.protocol`);
+5. **rule-drop trials** (below), rewritten and validated in parallel like the first round;
+6. **final texts**: the rewrite without what was held back; then every file is written through
+   :func:`~tsfix.codemods.pipeline.sources.write_source`, the one function that writes.
+
+Rewrites run in this process for small rounds, else in spawn processes started once and kept
+for the run's later rounds. One WorkerPool serves every validation round (torch is imported
+once per worker); ``verify=False`` never starts it.
+
+Observed types. An observation that fails (import error, constructor or forward raising,
+timeout, worker crash) only means no observed types for that class: the rules fall back to
+static inference, and the file's ``notes`` say why. A file whose observation timed out is not
+validated (``unverified``): validation runs the same original examples first and would only
+wait for the same hang again.
 
 Validation runs once per class on the combined result of every rule (one job entry per class,
 the ``lifted`` parameters of all its changes merged); each rule's ClassResult for the class gets
@@ -29,14 +41,14 @@ without it; only the rest is written.
 Rules together. When a rejected class was changed by more than one rule -- or a class that
 scripts neither before nor after the combined rewrite, since one rule may fix what blocked it
 while another breaks it again -- the run finds the rule whose rewrite broke it, in one extra
-validation round:
+round of trials:
 
 1. for every such class C and every rule R that changed it, re-run the rules on the original
    text with R skipping C (and every rule skipping the file's other rejected classes), and
    validate C in that text; when the file has other rejected classes, C with every rule (only
    those others skipped) is one more trial, since C may have been rejected for their sake (a
    rewritten file that does not import rejects every class in it); all these trials of all
-   files run in one parallel round;
+   files are rewritten in parallel, then validated in one parallel round;
 2. keep the largest set that verifies: every rule if that trial verifies, else, among the
    single drops that verify, drop the rule that comes last in registry order;
 3. the kept rules' ClassResults for C take the verdict, reason and records of that trial; the
@@ -56,15 +68,16 @@ import json
 import multiprocessing
 import os
 import signal
+import sys
 import time
-from collections.abc import Callable, Iterable, Iterator, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from concurrent.futures import ProcessPoolExecutor, as_completed
 from concurrent.futures.process import BrokenProcessPool
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
+from functools import cached_property
 from pathlib import Path
-from typing import Any, Literal
+from typing import TYPE_CHECKING, Literal, TypeVar
 
-from tsfix.codemods.facts.syntax import may_define_module
 from tsfix.codemods.pipeline.cache import Cache, cacheable, entry_of, restore
 from tsfix.codemods.pipeline.config import (
     TARGETS,
@@ -82,25 +95,33 @@ from tsfix.codemods.pipeline.report import (
     ClassResult,
     FileResult,
     RunResult,
+    SkipResult,
 )
-from tsfix.codemods.pipeline.rewrite import Rewrite, RewriteError, rewrite_source, unified_diff
 from tsfix.codemods.pipeline.sources import (
     SourceError,
     SourceText,
+    WriteError,
     discover,
     is_generated,
     read_source,
-    write_atomic,
+    write_source,
 )
-from tsfix.codemods.rules.base import ClassChange, Observations, Rule
-from tsfix.codemods.rules.registry import select_rules
+from tsfix.codemods.rules.names import check_rule_names, rule_summaries
 from tsfix.codemods.validation.pool import (
     NOT_SCRIPTABLE_EITHER,
     ClassVerdict,
+    JobClass,
+    ObserveClass,
+    ObserveJob,
     ValidationJob,
     WorkerPool,
-    observe_job,
 )
+from tsfix.codemods.validation.protocol import TypeTable
+
+if TYPE_CHECKING:
+    from tsfix.codemods.rules.base import ClassChange, Rule
+
+Phase = Literal["observe", "rewrite", "validate", "trials", "recheck", "final"]
 
 
 @dataclass
@@ -124,17 +145,127 @@ class Options:
     target: Literal["torchscript", "onnx"] | None = None
 
 
-@dataclass
+@dataclass(frozen=True)
 class Progress:
     """How far a run is: ``done`` of ``total`` items of the current phase (files while
-    observing and rewriting, classes while validating), with the counts so far."""
+    observing, rewriting and writing final texts; classes while validating; trials while
+    rewriting and validating each class without one rule), with the counts so far."""
 
-    phase: Literal["observe", "rewrite", "validate", "recheck"]
+    phase: Phase
     done: int
     total: int
     rewrites: int = 0                       # class rewrites found so far
     verdicts: dict[str, int] = field(default_factory=dict)
 
+
+# ---- the records phases hand on ----------------------------------------------------------------
+
+@dataclass(frozen=True)
+class _Observed:
+    """What the observe round found for one file."""
+
+    types: TypeTable = field(default_factory=dict)
+    notes: tuple[str, ...] = ()             # why a class has no observations
+    # Observing the original's examples timed out: validation would hang the same way.
+    timed_out: str | None = None
+
+
+@dataclass(frozen=True)
+class _ToRewrite:
+    """A file for the first rewrite round: read it, pre-filter, rewrite."""
+
+    index: int                              # in the run's list of files
+    path: Path
+    display: str
+    observed: TypeTable
+
+
+@dataclass(frozen=True)
+class _Rewritten:
+    """The first round's answer for one file."""
+
+    index: int
+    status: Literal["unchanged", "changed", "skipped", "failed"]
+    error: str | None = None
+    source: SourceText | None = None        # changed files only
+    text: str = ""                          # changed files: the rewrite with every rule
+    classes: tuple[ClassResult, ...] = ()   # one per rule and class it changed, unverified
+    skips: tuple[SkipResult, ...] = ()
+    rewrite_s: float = 0.0
+
+
+# A rule name -> classes it must leave alone; hashable, so equal skip sets share a rewrite.
+SkipSet = tuple[tuple[str, frozenset[str]], ...]
+
+
+@dataclass(frozen=True)
+class _ToRewriteAgain:
+    """A text already read, rewritten again with rules skipping classes (trials, final)."""
+
+    key: int
+    text: str
+    display: str
+    observed: TypeTable
+    skip: SkipSet
+
+
+@dataclass(frozen=True)
+class _RewrittenAgain:
+    key: int
+    text: str = ""
+    classes: tuple[ClassResult, ...] = ()
+    error: str | None = None                # the rules raised
+
+
+@dataclass(frozen=True)
+class _Pending:
+    """A file the rules changed, on its way through validation."""
+
+    index: int
+    path: Path
+    display: str
+    source: SourceText
+    text: str
+    classes: tuple[ClassResult, ...]
+    observed: _Observed
+
+    def again(self, key: int, skip: SkipSet) -> _ToRewriteAgain:
+        return _ToRewriteAgain(key, self.source.text, self.display, self.observed.types, skip)
+
+
+@dataclass(frozen=True)
+class _Checked:
+    """The validate phase's answer for one file: a verdict per class, or the file fails (a
+    broken example table)."""
+
+    verdicts: Mapping[str, ClassVerdict] = field(default_factory=dict)
+    error: str | None = None
+
+
+@dataclass(frozen=True)
+class _Drop:
+    """A trial that verified: ``class_name`` without ``dropped``'s rewrite ("": with every
+    rule, the file's other rejected classes left out)."""
+
+    class_name: str
+    dropped: str
+    verdict: ClassVerdict
+    kept: tuple[ClassResult, ...]           # the trial's ClassResults for the class
+    skip: SkipSet
+    text: str
+
+
+@dataclass(frozen=True)
+class _Final:
+    """What the run makes of a changed file: its FileResult fields and the text to write."""
+
+    status: str
+    classes: tuple[ClassResult, ...] = ()
+    error: str | None = None
+    text: str | None = None                 # status "changed": the new text
+
+
+# ---- settings and progress ---------------------------------------------------------------------
 
 @dataclass(frozen=True)
 class _RewriteSettings:
@@ -144,56 +275,72 @@ class _RewriteSettings:
     line_length: int
     unsafe_fixes: bool
 
-    def rewrite(self, item: _Loaded,
-                skip: dict[str, frozenset[str]] | None = None) -> Rewrite:
-        return rewrite_source(item.source.text, item.result.display, self.rules,
-                              line_length=self.line_length, skip_classes=skip,
-                              unsafe_fixes=self.unsafe_fixes, observed=item.observed)
+    def rewrite(self, text: str, display: str, observed: TypeTable,
+                skip: SkipSet = ()) -> tuple[str, tuple[ClassResult, ...], tuple[SkipResult, ...]]:
+        """The new text, a ClassResult per change and the skips. LibCST, black and the rules
+        are imported here, on the first file that needs them."""
+        from tsfix.codemods.pipeline import rewrite as rewriting
+
+        done = rewriting.rewrite_source(text, display, self.rules, line_length=self.line_length,
+                                        skip_classes=dict(skip) or None,
+                                        unsafe_fixes=self.unsafe_fixes, observed=observed or None)
+        return (done.text, tuple(_class_result(c) for c in done.changes),
+                tuple(SkipResult.of(s) for s in done.skips))
 
 
 @dataclass
 class _Session:
-    """What every step of one run needs."""
+    """What every phase of one run needs."""
 
-    rules: list[type[Rule]]
+    rule_names: list[str]
     config: Config
     options: Options
     require_verified: bool
     unsafe_fixes: bool
+    target: str = "torchscript"
     # Running totals for the progress display: "rewrites" and one entry per verdict.
     counts: dict[str, int] = field(default_factory=dict)
-    target: str = "torchscript"
+    processes: int = 0                      # other processes that rewrote files
+
+    @cached_property
+    def rules(self) -> tuple[type[Rule], ...]:
+        """The rule classes (importing them imports LibCST: only when a file is rewritten)."""
+        from tsfix.codemods.rules.registry import select_rules
+
+        return tuple(select_rules(self.rule_names, self.target))
+
+    @cached_property
+    def order(self) -> dict[str, int]:
+        return {name: i for i, name in enumerate(self.rule_names)}
 
     @property
     def workers(self) -> int:
         return self.options.jobs or os.cpu_count() or 1
 
-    def reporter(self, phase: Literal["observe", "rewrite", "validate", "recheck"],
-                 total: int) -> _Reporter:
+    def reporter(self, phase: Phase, total: int) -> _Reporter:
         return _Reporter(self.options.progress, phase, total, self.counts)
 
-    @property
+    @cached_property
     def settings(self) -> _RewriteSettings:
-        return _RewriteSettings(tuple(self.rules), self.config.line_length, self.unsafe_fixes)
+        return _RewriteSettings(self.rules, self.config.line_length, self.unsafe_fixes)
 
     @property
     def timeout(self) -> float:
         return self.options.timeout or self.config.timeout
 
     @property
-    def sys_path(self) -> list[str]:
-        return [str(self.config.root)] if self.config.root else []
+    def sys_path(self) -> tuple[str, ...]:
+        return (str(self.config.root),) if self.config.root else ()
 
-    def rewrite(self, item: _Loaded,
-                skip: dict[str, frozenset[str]] | None = None) -> Rewrite:
-        return self.settings.rewrite(item, skip)
+    def rank(self, rule: str) -> int:
+        """A rule's place in registry (``--rule all``) order."""
+        return self.order.get(rule, len(self.order))
 
 
 class _Reporter:
     """Counts one phase's completed items and tells ``Options.progress`` (if any)."""
 
-    def __init__(self, callback: Callable[[Progress], None] | None, phase: Literal[
-                 "observe", "rewrite", "validate", "recheck"], total: int,
+    def __init__(self, callback: Callable[[Progress], None] | None, phase: Phase, total: int,
                  counts: dict[str, int]) -> None:
         self.callback, self.phase, self.total, self.counts = callback, phase, total, counts
         self.done = 0
@@ -214,99 +361,90 @@ class _Reporter:
                                    {k: v for k, v in self.counts.items() if k != "rewrites"}))
 
 
-@dataclass
-class _Observed:
-    """What the observe round found for one file."""
-
-    types: Observations | None = None
-    # Observing the original's examples timed out: validation would hang the same way.
-    timed_out: str | None = None
-
-
-@dataclass
-class _Loaded:
-    result: FileResult
-    source: SourceText
-    observed: Observations | None = None
-    # Observing the original's examples timed out: validation would hang the same way.
-    observe_timed_out: str | None = None
-
-
-@dataclass
-class _Pending:
-    loaded: _Loaded
-    rewrite: Rewrite
-    # class -> the one rule whose rewrite of it was dropped (rules together)
-    dropped: dict[str, str] = field(default_factory=dict)
-
-    @property
-    def result(self) -> FileResult:
-        return self.loaded.result
-
-    @property
-    def source(self) -> SourceText:
-        return self.loaded.source
-
+# ---- the run -----------------------------------------------------------------------------------
 
 def run(targets: Sequence[str | os.PathLike[str]], options: Options) -> RunResult:
     """Rewrite the files and folders ``targets``. Raises ConfigError or UnknownRuleError for a
     bad configuration or rule name."""
     paths = [Path(target) for target in targets]
     config = load_config(options.config or find_pyproject(paths))
-    rule_names = options.rules or config.rules or ["all"]
     target = _target(options, config)
-    rules = select_rules(rule_names, target)
     session = _Session(
-        rules, config, options,
+        _rule_names(options.rules or config.rules or ["all"], target), config, options,
         require_verified=(config.require_verified if options.require_verified is None
                           else options.require_verified),
         unsafe_fixes=(config.unsafe_fixes if options.unsafe_fixes is None
                       else options.unsafe_fixes), target=target)
-    files: list[FileResult] = []
-    for found in discover(paths, config.root, config.exclude):
-        if isinstance(found, SourceError):
-            files.append(FileResult(found.path, str(found.path), status="failed",
-                                    error=str(found)))
-        else:
-            files.append(FileResult(found, _display(found)))
+    found: list[Path | SourceError] = list(discover(paths, config.root, config.exclude))
+    displays = [str(f.path) if isinstance(f, SourceError) else _display(f) for f in found]
 
     cache = None
     if options.cache:
-        cache = Cache.for_run(options.cache_dir, rules=[r.name for r in rules],
+        cache = Cache.for_run(options.cache_dir, rules=session.rule_names,
                               unsafe_fixes=session.unsafe_fixes,
                               line_length=config.line_length, verify=options.verify,
                               require_verified=session.require_verified,
                               auto_examples=config.auto_examples, target=target)
-    keys, cached_texts = _from_cache(files, cache, config)
+    keys, cached = _from_cache(found, displays, cache, config)
+    todo = [(i, f) for i, f in enumerate(found) if isinstance(f, Path) and i not in cached]
 
-    # Validation workers start only when a round has jobs; with verify=False none runs.
-    with WorkerPool(session.workers) as pool:
-        observed: dict[Path, _Observed] = {}
-        if options.verify and any(rule.needs_observations for rule in rules):
-            observed = _observe(files, session, pool)
-        pending, processes = _rewrite_all(files, session, observed)
-        if options.verify:
-            _validate(pending, session, pool)
-            _drop_rules(pending, session, pool)
+    observed: dict[int, _Observed] = {}
+    rewritten: dict[int, _Rewritten] = {}
+    finals: dict[int, _Final] = {}
+    if todo:
+        # Validation workers start only when a round has jobs; with verify=False none runs.
+        with WorkerPool(session.workers) as pool, _Rewriters(session) as rewriters:
+            if options.verify and any(rule.needs_observations for rule in session.rules):
+                observed = _observe(todo, session, pool)
+            rewritten = _rewrite_all(todo, displays, observed, session, rewriters)
+            by_index = dict(todo)
+            pending = [_Pending(r.index, by_index[r.index], displays[r.index], r.source, r.text,
+                                r.classes, observed.get(r.index, _Observed()))
+                       for r in rewritten.values() if r.status == "changed" and r.source]
+            if options.verify:
+                checked = _validate(pending, session, pool)
+                drops = _drop_rules(pending, checked, session, pool, rewriters)
+            else:
+                checked = {item.index: _Checked({c.class_name: ClassVerdict(
+                    c.class_name, UNVERIFIED, "not validated (--no-verify)")
+                    for c in item.classes}) for item in pending}
+                drops = {}
+            finals = _final_texts(pending, checked, drops, session, rewriters)
+
+    # Nothing is written before every phase is over; then each file in one atomic rename.
+    files: list[FileResult] = []
+    for i, source in enumerate(found):
+        if i in cached:
+            result, text = cached[i]
+        elif isinstance(source, SourceError):
+            result, text = FileResult(source.path, displays[i], "failed", str(source)), None
         else:
-            for rewritten in pending:
-                for c in rewritten.result.classes:
-                    c.reason = "not validated (--no-verify)"
-
-    final_texts: dict[int, str] = {}
-    for rewritten in pending:
-        final = _finish(rewritten, session)
-        if final is not None:
-            final_texts[id(rewritten.result)] = final
-    for i, text in cached_texts.items():
-        _write_cached(files[i], text, options.mode)
+            result, text = _file_result(source, displays[i], rewritten.get(i),
+                                        observed.get(i, _Observed()), finals.get(i))
+        if text is not None and result.status == "changed" and options.mode == "write":
+            result = _written(result, text,
+                              rewritten[i].source if i in rewritten else None)
+        files.append(result)
     if cache is not None:
         for i, key in keys.items():
-            if not files[i].cached and cacheable(files[i]):
-                cache.put(key, entry_of(files[i], final_texts.get(id(files[i]))))
-    return RunResult(files, [r.name for r in rules], options.mode, options.verify,
-                     session.require_verified, session.unsafe_fixes, processes,
-                     cache.hits if cache is not None else 0)
+            if i not in cached and cacheable(files[i]):
+                final = finals.get(i)
+                cache.put(key, entry_of(files[i], final.text if final is not None else None))
+    return RunResult(files, session.rule_names, options.mode, options.verify,
+                     session.require_verified, session.unsafe_fixes,
+                     session.processes, cache.hits if cache is not None else 0)
+
+
+def _rule_names(names: list[str], target: str) -> list[str]:
+    """The selected rules' names in ``--rule all`` order; raises UnknownRuleError. Read from
+    the rule modules without importing them (LibCST), unless the registry is loaded already
+    (then its table is the truth: tests substitute rules there)."""
+    registry = sys.modules.get("tsfix.codemods.rules.registry")
+    if registry is not None:
+        return [rule.name for rule in registry.select_rules(names, target)]
+    known = list(rule_summaries())
+    check_rule_names(names, known)
+    return [name for name in known if "all" in names or name in names]
 
 
 def _target(options: Options, config: Config) -> str:
@@ -325,46 +463,29 @@ def _target(options: Options, config: Config) -> str:
     return target
 
 
-def _from_cache(files: list[FileResult], cache: Cache | None, config: Config
-                ) -> tuple[dict[int, str], dict[int, str]]:
-    """Restore the files whose outcome is cached. Returns every file's cache key and the
-    rewritten text of the restored changed files, both by index in ``files``."""
+def _from_cache(found: list[Path | SourceError], displays: list[str], cache: Cache | None,
+                config: Config) -> tuple[dict[int, str], dict[int, tuple[FileResult, str | None]]]:
+    """Every readable file's cache key, and the outcomes (with the rewritten text of a changed
+    file) restored from the cache, both by index in ``found``."""
     keys: dict[int, str] = {}
-    texts: dict[int, str] = {}
+    cached: dict[int, tuple[FileResult, str | None]] = {}
     if cache is None:
-        return keys, texts
-    for i, result in enumerate(files):
-        if result.status == "failed":
+        return keys, cached
+    for i, path in enumerate(found):
+        if isinstance(path, SourceError):
             continue
         try:
-            content = result.path.read_bytes()
+            content = path.read_bytes()
         except OSError:
             continue        # reported when the file is read for rewriting
         examples = json.dumps({name: spec.to_json() if isinstance(spec, ExampleSpec)
                                else str(spec)
-                               for name, spec in sorted(config.examples_in(result.path).items())})
+                               for name, spec in sorted(config.examples_in(path).items())})
         keys[i] = cache.key(content, examples)
         entry = cache.get(keys[i])
         if entry is not None:
-            text = restore(result, entry)
-            if text is not None:
-                texts[i] = text
-    return keys, texts
-
-
-def _write_cached(result: FileResult, text: str, mode: str) -> None:
-    """A changed file restored from the cache (an earlier dry run or check): write it."""
-    if result.status == "changed":
-        result.new_text = text
-    if mode != "write" or result.status != "changed":
-        return
-    try:
-        source = read_source(result.path)
-        write_atomic(result.path, source.encode(text))
-        result.written = True
-    except (SourceError, OSError) as exc:
-        result.status = "failed"
-        result.error = f"{result.display}: cannot write: {exc}"
+            cached[i] = restore(path, displays[i], entry)
+    return keys, cached
 
 
 def _display(path: Path) -> str:
@@ -374,47 +495,60 @@ def _display(path: Path) -> str:
         return str(path)
 
 
-def _load(result: FileResult) -> _Loaded | None:
+def _file_result(path: Path, display: str, rewritten: _Rewritten | None, observed: _Observed,
+                 final: _Final | None) -> tuple[FileResult, str | None]:
+    """A file's result once every phase is over, and its new text when it changed."""
+    notes, types = list(observed.notes), observed.types
+    if rewritten is None:       # not reached: the run stopped before (cannot happen)
+        return FileResult(path, display, "unchanged", notes=notes, observed=types), None
+    base = FileResult(path, display, rewritten.status, rewritten.error,
+                      skips=list(rewritten.skips), notes=notes, observed=types,
+                      rewrite_s=rewritten.rewrite_s)
+    if final is None:
+        return base, None
+    text = final.text if final.status == "changed" else None
+    diff = ""
+    if text is not None:
+        from tsfix.codemods.pipeline.rewrite import unified_diff
+
+        assert rewritten.source is not None
+        diff = unified_diff(rewritten.source.text, text, display)
+    return replace(base, status=final.status, error=final.error, classes=list(final.classes),
+                   diff=diff, new_text=text), text
+
+
+def _written(result: FileResult, text: str, source: SourceText | None) -> FileResult:
+    """``result`` after writing ``text`` to its file (``source``: the file as read)."""
     try:
-        source = read_source(result.path)
-    except SourceError as exc:
-        result.status, result.error = "failed", str(exc)
-        return None
-    if is_generated(source.text) or not may_define_module(source.text):
-        result.status = "skipped"
-        return None
-    return _Loaded(result, source)
+        write_source(result.path, text, source)
+    except WriteError as exc:
+        return replace(result, status="failed", error=f"{result.display}: cannot write: {exc}")
+    return replace(result, written=True)
 
 
 # ---- observed types ----------------------------------------------------------------------------
 
-def _observe(files: list[FileResult], session: _Session, pool: WorkerPool
-             ) -> dict[Path, _Observed]:
+def _observe(todo: list[tuple[int, Path]], session: _Session, pool: WorkerPool
+             ) -> dict[int, _Observed]:
     """Run the original files' examples eagerly, recording argument types for the rules."""
-    jobs: list[ValidationJob] = []
-    by_job: dict[int, FileResult] = {}
-    for result in files:
-        if result.status == "failed" or result.cached:
-            continue
-        specs = session.config.examples_in(result.path)
-        classes = [{"name": name, "example": spec.to_json()}
-                   for name, spec in sorted(specs.items()) if isinstance(spec, ExampleSpec)]
+    jobs: list[ObserveJob] = []
+    by_job: dict[int, int] = {}
+    for index, path in todo:
+        specs = session.config.examples_in(path)
+        classes = tuple(ObserveClass(name, spec.to_example())
+                        for name, spec in sorted(specs.items()) if isinstance(spec, ExampleSpec))
         if not classes:
             continue
-        job = observe_job(len(jobs), str(result.path.resolve()), classes, session.sys_path)
+        job = ObserveJob(len(jobs), str(path.resolve()), classes, session.sys_path)
         jobs.append(job)
-        by_job[job.id] = result
-    observed: dict[Path, _Observed] = {}
+        by_job[job.id] = index
     report = session.reporter("observe", len(jobs))
     found_types = pool.observe(jobs, timeout=session.timeout, on_result=lambda _: report())
-    for job_id, found in found_types.items():
-        result = by_job[job_id]
-        observed[result.path] = _Observed(found.types, found.timed_out)
-        result.observed = found.types
-        for name, reason in sorted(found.failures.items()):
-            result.notes.append(f"no observed types for {name} (static inference only): "
-                                f"{reason}")
-    return observed
+    return {by_job[job_id]: _Observed(
+        found.types,
+        tuple(f"no observed types for {name} (static inference only): {reason}"
+              for name, reason in sorted(found.failures.items())),
+        found.timed_out) for job_id, found in found_types.items()}
 
 
 # ---- rewrite -----------------------------------------------------------------------------------
@@ -426,44 +560,81 @@ PARALLEL_MIN_FILES = 24
 # to keep every process busy to the end and the progress display moving.
 FILES_PER_TASK = 8
 
+T = TypeVar("T")
+R = TypeVar("R")
 
-def _rewrite_all(files: list[FileResult], session: _Session,
-                 observed: dict[Path, _Observed]) -> tuple[list[_Pending], int]:
-    """Read and rewrite every file, in ``session.workers`` processes when there are many.
-    Returns the changed files and the number of other processes that did the work.
 
-    A worker returns its own copy of each FileResult, which replaces the one in ``files``;
-    only changed files keep their text in memory."""
-    work = [(i, result, observed.get(result.path, _Observed()))
-            for i, result in enumerate(files) if result.status != "failed" and not result.cached]
-    settings = session.settings
-    report = session.reporter("rewrite", len(work))
-    if session.workers <= 1 or len(work) < PARALLEL_MIN_FILES:
-        done: Iterator[list[tuple[int, _Outcome]]] = (
-            [(i, _load_and_rewrite(result, seen, settings))] for i, result, seen in work)
-        return _collect(files, done, report)
-    tasks = [work[start:start + FILES_PER_TASK] for start in range(0, len(work), FILES_PER_TASK)]
-    # spawn, not fork: the validation pool may already have threads and pipes open.
-    context = multiprocessing.get_context("spawn")
-    try:
-        with ProcessPoolExecutor(max_workers=min(session.workers, len(tasks)),
-                                 mp_context=context, initializer=_ignore_interrupts) as executor:
-            futures = [executor.submit(_rewrite_task, task, settings) for task in tasks]
-            try:
-                return _collect(files, (future.result() for future in as_completed(futures)),
-                                report)
-            except BaseException:
-                executor.shutdown(wait=False, cancel_futures=True)
-                raise
-    except BrokenProcessPool:
-        # A rewrite process died: killed, out of memory, or never started because the calling
-        # script has no `if __name__ == "__main__":` guard (spawn re-runs it). The work is
-        # redone here, in this process, from the untouched originals.
-        for i, result, _ in work:
-            files[i] = result
-        report = session.reporter("rewrite", len(work))
-        return _collect(files, ([(i, _load_and_rewrite(result, seen, settings))]
-                                for i, result, seen in work), report)
+class _Rewriters:
+    """Where rewrites run: in this process, or in spawn processes started the first time a
+    round is large enough (``PARALLEL_MIN_FILES``) and then kept for the run's later rounds
+    (trials, final texts). A process that dies (killed, out of memory, or never started
+    because the calling script has no ``if __name__ == "__main__":`` guard, which spawn
+    re-runs) sends the round's unfinished work, and every later round, to this process."""
+
+    def __init__(self, session: _Session) -> None:
+        self.session = session
+        self._executor: ProcessPoolExecutor | None = None
+        self._broken = False
+        self.pids: set[int] = set()
+
+    def __enter__(self) -> _Rewriters:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        if self._executor is not None:
+            self._executor.shutdown(wait=True, cancel_futures=True)
+        self.session.processes = len(self.pids - {os.getpid()})
+
+    def map(self, work: Callable[[T, _RewriteSettings], R], items: Sequence[T],
+            done: Callable[[R], None]) -> list[R]:
+        """``work(item, settings)`` for every item, in any order; ``done`` is called in this
+        process as each result arrives."""
+        settings = self.session.settings
+        if self._executor is None and (self._broken or self.session.workers <= 1
+                                       or len(items) < PARALLEL_MIN_FILES):
+            return self._here(work, items, settings, done)
+        if self._executor is None:
+            # spawn, not fork: the validation pool may already have threads and pipes open.
+            self._executor = ProcessPoolExecutor(
+                max_workers=self.session.workers, mp_context=multiprocessing.get_context("spawn"),
+                initializer=_ignore_interrupts)
+        results: dict[int, R] = {}
+        tasks = [list(range(start, min(start + FILES_PER_TASK, len(items))))
+                 for start in range(0, len(items), FILES_PER_TASK)]
+        futures = {self._executor.submit(_work_batch, work, [items[i] for i in task],
+                                         settings): task for task in tasks}
+        try:
+            for future in as_completed(futures):
+                pid, answers = future.result()
+                self.pids.add(pid)
+                for i, answer in zip(futures[future], answers, strict=True):
+                    results[i] = answer
+                    done(answer)
+        except BrokenProcessPool:
+            self._executor.shutdown(wait=False, cancel_futures=True)
+            self._executor, self._broken = None, True
+            missing = [items[i] for i in range(len(items)) if i not in results]
+            return [*results.values(), *self._here(work, missing, settings, done)]
+        except BaseException:
+            self._executor.shutdown(wait=False, cancel_futures=True)
+            self._executor = None
+            raise
+        return list(results.values())
+
+    def _here(self, work: Callable[[T, _RewriteSettings], R], items: Sequence[T],
+              settings: _RewriteSettings, done: Callable[[R], None]) -> list[R]:
+        self.pids.add(os.getpid())
+        results = []
+        for item in items:
+            results.append(work(item, settings))
+            done(results[-1])
+        return results
+
+
+def _work_batch(work: Callable[[T, _RewriteSettings], R], items: list[T],
+                settings: _RewriteSettings) -> tuple[int, list[R]]:
+    """One rewrite process's share: a few items, and the process that did them."""
+    return os.getpid(), [work(item, settings) for item in items]
 
 
 def _ignore_interrupts() -> None:
@@ -472,60 +643,50 @@ def _ignore_interrupts() -> None:
     signal.signal(signal.SIGINT, signal.SIG_IGN)
 
 
-@dataclass
-class _Outcome:
-    result: FileResult
-    pending: _Pending | None
-    pid: int = field(default_factory=os.getpid)
+def _rewrite_all(todo: list[tuple[int, Path]], displays: list[str],
+                 observed: dict[int, _Observed], session: _Session,
+                 rewriters: _Rewriters) -> dict[int, _Rewritten]:
+    """Read and rewrite every file (in processes when there are many)."""
+    items = [_ToRewrite(i, path, displays[i], observed.get(i, _Observed()).types)
+             for i, path in todo]
+    report = session.reporter("rewrite", len(items))
+    answers: list[_Rewritten] = rewriters.map(
+        _rewrite_file, items, lambda r: report(rewrites=len(r.classes)))
+    return {r.index: r for r in sorted(answers, key=lambda r: r.index)}
 
 
-def _rewrite_task(task: list[tuple[int, FileResult, _Observed]], settings: _RewriteSettings
-                  ) -> list[tuple[int, _Outcome]]:
-    """One rewrite process's share: a few files, read, rewritten and returned."""
-    return [(i, _load_and_rewrite(result, seen, settings)) for i, result, seen in task]
-
-
-def _collect(files: list[FileResult], done: Iterable[list[tuple[int, _Outcome]]],
-             report: _Reporter) -> tuple[list[_Pending], int]:
-    pending: dict[int, _Pending] = {}
-    pids: set[int] = set()
-    for batch in done:
-        for i, outcome in batch:
-            files[i] = outcome.result
-            pids.add(outcome.pid)
-            if outcome.pending is not None:
-                pending[i] = outcome.pending
-        report(len(batch), rewrites=sum(len(outcome.result.classes) for _, outcome in batch))
-    return [pending[i] for i in sorted(pending)], len(pids - {os.getpid()})
-
-
-def _load_and_rewrite(result: FileResult, observed: _Observed,
-                      settings: _RewriteSettings) -> _Outcome:
+def _rewrite_file(item: _ToRewrite, settings: _RewriteSettings) -> _Rewritten:
     started = time.perf_counter()
-    item = _load(result)
-    if item is None:
-        return _Outcome(result, None)
-    item.observed, item.observe_timed_out = observed.types, observed.timed_out
-    pending = _rewrite_file(item, settings)
-    result.rewrite_s = round(time.perf_counter() - started, 4)
-    return _Outcome(result, pending)
-
-
-def _rewrite_file(item: _Loaded, settings: _RewriteSettings) -> _Pending | None:
-    result = item.result
     try:
-        rewrite = settings.rewrite(item)
+        source = read_source(item.path)
+    except SourceError as exc:
+        return _Rewritten(item.index, "failed", str(exc))
+    from tsfix.codemods.facts.syntax import may_define_module
+    from tsfix.codemods.pipeline.rewrite import RewriteError
+
+    if is_generated(source.text) or not may_define_module(source.text):
+        return _Rewritten(item.index, "skipped")
+    try:
+        text, classes, skips = settings.rewrite(source.text, item.display, item.observed)
     except RewriteError as exc:
-        result.status, result.error = "failed", str(exc)
-        return None
+        return _Rewritten(item.index, "failed", str(exc),
+                          rewrite_s=round(time.perf_counter() - started, 4))
     except Exception as exc:
-        result.status, result.error = "failed", _internal_error(result, exc)
-        return None
-    result.skips = rewrite.skips
-    if not rewrite.changed:
-        return None
-    result.classes = [_class_result(c) for c in rewrite.changes]
-    return _Pending(item, rewrite)
+        return _Rewritten(item.index, "failed", _internal_error(item.display, exc),
+                          rewrite_s=round(time.perf_counter() - started, 4))
+    elapsed = round(time.perf_counter() - started, 4)
+    if not classes:
+        return _Rewritten(item.index, "unchanged", skips=skips, rewrite_s=elapsed)
+    return _Rewritten(item.index, "changed", source=source, text=text, classes=classes,
+                      skips=skips, rewrite_s=elapsed)
+
+
+def _rewrite_again(item: _ToRewriteAgain, settings: _RewriteSettings) -> _RewrittenAgain:
+    try:
+        text, classes, _ = settings.rewrite(item.text, item.display, item.observed, item.skip)
+    except Exception as exc:
+        return _RewrittenAgain(item.key, error=_internal_error(item.display, exc))
+    return _RewrittenAgain(item.key, text, classes)
 
 
 def _class_result(change: ClassChange) -> ClassResult:
@@ -534,12 +695,12 @@ def _class_result(change: ClassChange) -> ClassResult:
                        python_only=change.python_only)
 
 
-def _internal_error(result: FileResult, exc: Exception) -> str:
-    return (f"{result.display}: internal error ({type(exc).__name__}: {exc}); "
+def _internal_error(display: str, exc: Exception) -> str:
+    return (f"{display}: internal error ({type(exc).__name__}: {exc}); "
             "nothing was changed. Please report this with the file.")
 
 
-def _by_class(classes: list[ClassResult]) -> dict[str, list[ClassResult]]:
+def _by_class(classes: Iterable[ClassResult]) -> dict[str, list[ClassResult]]:
     """ClassResults grouped by class, in order of first appearance (one group per class)."""
     groups: dict[str, list[ClassResult]] = {}
     for c in classes:
@@ -547,60 +708,67 @@ def _by_class(classes: list[ClassResult]) -> dict[str, list[ClassResult]]:
     return groups
 
 
-def _job_class(name: str, results: list[ClassResult], spec: ExampleSpec) -> dict[str, Any]:
+def _job_class(name: str, results: Iterable[ClassResult], spec: ExampleSpec) -> JobClass:
     """One validation entry for a class, whatever number of rules changed it."""
+    results = list(results)
     lifted: dict[str, str] = {}
     for c in results:
         lifted.update(c.lifted)
-    rules = list(dict.fromkeys(c.rule for c in results))
-    return {"name": name, "rule": ",".join(rules), "lifted": lifted,
-            "python_only": any(c.python_only for c in results), "example": spec.to_json()}
+    return JobClass(name, spec.to_example(), tuple(dict.fromkeys(c.rule for c in results)),
+                    lifted, any(c.python_only for c in results))
+
+
+def _skip_set(skip: Mapping[str, frozenset[str]]) -> SkipSet:
+    return tuple(sorted((rule, classes) for rule, classes in skip.items() if classes))
 
 
 # ---- validation --------------------------------------------------------------------------------
 
-def _validate(pending: list[_Pending], session: _Session, pool: WorkerPool) -> None:
+def _validate(pending: list[_Pending], session: _Session, pool: WorkerPool
+              ) -> dict[int, _Checked]:
     config = session.config
+    checked: dict[int, _Checked] = {}
     jobs: list[ValidationJob] = []
-    by_job: dict[int, _Pending] = {}
+    by_job: dict[int, int] = {}
     for item in pending:
-        result = item.result
-        classes = []
-        for name, group in _by_class(result.classes).items():
-            spec = _example_for(session, result.path, name)
+        verdicts: dict[str, ClassVerdict] = {}
+        classes: list[JobClass] = []
+        error = None
+        for name, group in _by_class(item.classes).items():
+            spec = _example_for(session, item.path, name)
             if isinstance(spec, ExampleError):
-                result.status, result.error = "failed", str(spec)
+                error = str(spec)
                 break
             if spec is None:
-                where = _example_key(result.path, config)
-                for c in group:
-                    c.reason = (f'no example inputs: add [tool.tsfix.examples."{where}:'
-                                f'{name}"] to {config.source or "pyproject.toml"}')
+                where = _example_key(item.path, config)
+                verdicts[name] = ClassVerdict(
+                    name, UNVERIFIED, f'no example inputs: add [tool.tsfix.examples."{where}:'
+                                      f'{name}"] to {config.source or "pyproject.toml"}')
                 continue
             classes.append(_job_class(name, group, spec))
-        if result.status == "failed" or not classes:
+        if error is not None:
+            checked[item.index] = _Checked(error=error)
             continue
-        if item.loaded.observe_timed_out:
+        if classes and item.observed.timed_out:
             # Validation runs the same original examples first; do not wait for it twice.
-            names = {c["name"] for c in classes}
-            for c in result.classes:
-                if c.class_name in names:
-                    c.reason = (f"{item.loaded.observe_timed_out} while observing the "
-                                "original's examples; not validated")
-            continue
-        job = ValidationJob(len(jobs), str(result.path.resolve()), item.rewrite.text, classes,
-                            session.sys_path, target=session.target)
-        jobs.append(job)
-        by_job[job.id] = item
+            for c in classes:
+                verdicts[c.name] = ClassVerdict(
+                    c.name, UNVERIFIED, f"{item.observed.timed_out} while observing the "
+                                        "original's examples; not validated")
+        elif classes:
+            job = ValidationJob(len(jobs), str(item.path.resolve()), item.text, tuple(classes),
+                                session.sys_path, target=session.target)
+            jobs.append(job)
+            by_job[job.id] = item.index
+        checked[item.index] = _Checked(verdicts)
     report = session.reporter("validate", sum(len(job.classes) for job in jobs))
-    verdicts = pool.validate(jobs, timeout=session.timeout, on_result=lambda _, found: report(
+    found = pool.validate(jobs, timeout=session.timeout, on_result=lambda _, found: report(
         len(found), verdicts=[v.verdict for v in found]))
-    for job_id, class_verdicts in verdicts.items():
-        by_name = {v.name: v for v in class_verdicts}
-        for c in by_job[job_id].result.classes:
-            v = by_name.get(c.class_name)
-            if v is not None:
-                c.verdict, c.reason, c.duration_s = v.verdict, v.reason, v.duration_s
+    for job_id, class_verdicts in found.items():
+        index = by_job[job_id]
+        checked[index] = _Checked({**checked[index].verdicts,
+                                   **{v.name: v for v in class_verdicts}})
+    return checked
 
 
 def _example_for(session: _Session, path: Path, name: str) -> ExampleSpec | ExampleError | None:
@@ -618,27 +786,38 @@ def _example_key(path: Path, config: Config) -> str:
     return _display(path)
 
 
+def _with_verdicts(classes: Iterable[ClassResult], checked: _Checked) -> list[ClassResult]:
+    """The ClassResults with their class's verdict."""
+    out = []
+    for c in classes:
+        v = checked.verdicts.get(c.class_name)
+        out.append(c if v is None else
+                   replace(c, verdict=v.verdict, reason=v.reason, duration_s=v.duration_s))
+    return out
+
+
 # ---- rules together: which rule's rewrite broke a class ----------------------------------------
 
-@dataclass
+@dataclass(frozen=True)
 class _Trial:
-    item: _Pending
+    pending: _Pending
     class_name: str
     dropped: str            # the rule left out for this class ("": none)
-    rewrite: Rewrite
+    spec: ExampleSpec
+    skip: SkipSet
 
 
-def _drop_rules(pending: list[_Pending], session: _Session, pool: WorkerPool) -> None:
-    """For each rejected class changed by several rules, validate it once without each rule
-    (one parallel round); drop the last rule in registry order whose removal verifies."""
-    order = {rule.name: i for i, rule in enumerate(session.rules)}
-    jobs: list[ValidationJob] = []
-    trials: dict[int, _Trial] = {}
+def _drop_rules(pending: list[_Pending], checked: dict[int, _Checked], session: _Session,
+                pool: WorkerPool, rewriters: _Rewriters
+                ) -> dict[int, dict[str, _Drop]]:
+    """For each rejected class changed by several rules, rewrite and validate it once without
+    each rule (one parallel round of each); drop the last rule in registry order whose
+    removal verifies. Returns file index -> class -> the trial kept."""
+    trials: list[_Trial] = []
     for item in pending:
-        result = item.result
-        if result.status == "failed":
+        if checked[item.index].error is not None:
             continue
-        groups = _by_class(result.classes)
+        groups = _by_class(_with_verdicts(item.classes, checked[item.index]))
         rejected = {name for name, group in groups.items()
                     if any(c.verdict == REJECTED for c in group)}
         # A class that scripted neither before nor after the combined rewrite may script with
@@ -647,108 +826,131 @@ def _drop_rules(pending: list[_Pending], session: _Session, pool: WorkerPool) ->
                          if any(c.verdict == UNVERIFIED
                                 and c.reason.startswith(NOT_SCRIPTABLE_EITHER) for c in group)}
         for name in sorted(rejected | not_scripting, key=list(groups).index):
-            contributing = sorted({c.rule for c in groups[name]},
-                                  key=lambda r: order.get(r, len(order)))
-            spec = _example_for(session, result.path, name)
+            contributing = sorted({c.rule for c in groups[name]}, key=session.rank)
+            spec = _example_for(session, item.path, name)
             if len(contributing) < 2 or not isinstance(spec, ExampleSpec):
                 continue
             others = frozenset(rejected - {name})
             # With other rejected classes in the file, C may have failed for their sake (the
             # rewritten file does not import): then C with every rule is a trial too.
             for rule_name in ([""] if others else []) + contributing:
-                skip = {rule.name: others for rule in session.rules}
+                skip = {rule: others for rule in session.rule_names}
                 if rule_name:
                     skip[rule_name] = others | {name}
-                try:
-                    rewrite = session.rewrite(item.loaded, skip)
-                except Exception:
-                    continue
-                kept = [_class_result(c) for c in rewrite.changes if c.class_name == name]
-                if not kept:
-                    continue  # without this rule nothing changes the class: not a fix
-                job = ValidationJob(len(jobs), str(result.path.resolve()), rewrite.text,
-                                    [_job_class(name, kept, spec)], session.sys_path,
-                                    target=session.target)
-                jobs.append(job)
-                trials[job.id] = _Trial(item, name, rule_name, rewrite)
+                trials.append(_Trial(item, name, rule_name, spec, _skip_set(skip)))
+    if not trials:
+        return {}
+
+    report = session.reporter("trials", len(trials))
+    rewritten = {r.key: r for r in rewriters.map(
+        _rewrite_again, [t.pending.again(k, t.skip) for k, t in enumerate(trials)],
+        lambda _: report())}
+    jobs: list[ValidationJob] = []
+    by_job: dict[int, tuple[_Trial, _RewrittenAgain]] = {}
+    for k, trial in enumerate(trials):
+        answer = rewritten[k]
+        changed = [c for c in answer.classes if c.class_name == trial.class_name]
+        if answer.error is not None or not changed:
+            continue  # without this rule nothing changes the class: not a fix
+        job = ValidationJob(len(jobs), str(trial.pending.path.resolve()), answer.text,
+                            (_job_class(trial.class_name, changed, trial.spec),),
+                            session.sys_path, target=session.target)
+        jobs.append(job)
+        by_job[job.id] = (trial, answer)
     if not jobs:
-        return
+        return {}
     report = session.reporter("recheck", len(jobs))
     verdicts = pool.validate(jobs, timeout=session.timeout, on_result=lambda *_: report())
 
-    # (file, class) -> verified trials, best (dropping the last rule in registry order) first
-    verified: dict[tuple[int, str], list[tuple[_Trial, ClassVerdict]]] = {}
+    # (file, class) -> verified trials
+    verified: dict[tuple[int, str], list[_Drop]] = {}
     for job_id, class_verdicts in verdicts.items():
-        trial = trials[job_id]
+        trial, answer = by_job[job_id]
         for v in class_verdicts:
             if v.name == trial.class_name and v.verdict == VERIFIED:
-                verified.setdefault((id(trial.item), trial.class_name), []).append((trial, v))
-    for found in verified.values():
+                kept = tuple(c for c in answer.classes if c.class_name == trial.class_name)
+                verified.setdefault((trial.pending.index, trial.class_name), []).append(
+                    _Drop(trial.class_name, trial.dropped, v, kept, trial.skip, answer.text))
+    drops: dict[int, dict[str, _Drop]] = {}
+    for (index, name), found in verified.items():
         # The largest kept set: every rule ("" dropped nothing), else all but the last rule.
-        trial, verdict = max(found, key=lambda tv: order.get(tv[0].dropped, len(order)))
-        _apply_drop(trial, verdict, order)
+        drops.setdefault(index, {})[name] = max(found, key=lambda d: session.rank(d.dropped))
+    return drops
 
 
-def _apply_drop(trial: _Trial, verdict: ClassVerdict, order: dict[str, int]) -> None:
-    item, name = trial.item, trial.class_name
-    result = item.result
-    groups = _by_class(result.classes)
-    dropped = [c for c in groups[name] if trial.dropped and c.rule == trial.dropped]
-    if trial.dropped:
-        item.dropped[name] = trial.dropped
-    for c in dropped:
-        c.verdict = REJECTED
-        c.reason = (f"dropped: {name} validates without this rule's rewrite; with it: "
-                    f"{c.reason}")
-    kept = [_class_result(c) for c in trial.rewrite.changes if c.class_name == name]
-    for c in kept:
-        c.verdict, c.reason, c.duration_s = verdict.verdict, verdict.reason, verdict.duration_s
-    groups[name] = sorted(kept + dropped, key=lambda c: order.get(c.rule, len(order)))
-    result.classes = [c for group in groups.values() for c in group]
+def _with_drop(classes: list[ClassResult], drop: _Drop, session: _Session) -> list[ClassResult]:
+    """The file's ClassResults once ``drop`` is kept: its class's results are the trial's,
+    with the trial's verdict, and the dropped rule's, rejected."""
+    name = drop.class_name
+    groups = _by_class(classes)
+    dropped = [replace(c, verdict=REJECTED,
+                       reason=(f"dropped: {name} validates without this rule's rewrite; "
+                               f"with it: {c.reason}"))
+               for c in groups[name] if drop.dropped and c.rule == drop.dropped]
+    kept = [replace(c, verdict=drop.verdict.verdict, reason=drop.verdict.reason,
+                    duration_s=drop.verdict.duration_s) for c in drop.kept]
+    groups[name] = sorted(kept + dropped, key=lambda c: session.rank(c.rule))
+    return [c for group in groups.values() for c in group]
 
 
-# ---- show or write -----------------------------------------------------------------------------
+# ---- final texts -------------------------------------------------------------------------------
 
-def _finish(item: _Pending, session: _Session) -> str | None:
-    """Write (or only diff) the final text; returns it when it differs from the original."""
-    result = item.result
-    if result.status == "failed":
-        result.classes = []  # nothing is written for a file with a broken example spec
-        return None
-    require_verified = session.require_verified
-    if require_verified:
-        for c in result.classes:
-            if c.verdict == UNVERIFIED:
-                c.verdict = REJECTED
-                c.reason = f"unverified and --require-verified: {c.reason}"
-    # A class is held back whole unless its only rejected change is the dropped rule's.
-    held_back = {c.class_name for c in result.classes
-                 if c.verdict == REJECTED and item.dropped.get(c.class_name) != c.rule}
-    text = item.rewrite.text
-    if held_back or item.dropped:
-        skip = {rule.name: frozenset(held_back) for rule in session.rules}
-        for name, rule_name in item.dropped.items():
+def _final_texts(pending: list[_Pending], checked: dict[int, _Checked],
+                 drops: dict[int, dict[str, _Drop]], session: _Session,
+                 rewriters: _Rewriters) -> dict[int, _Final]:
+    """Each changed file's final classes and text: the rewrite with every rule skipping the
+    classes held back whole, and each dropped rule skipping its class."""
+    finals: dict[int, _Final] = {}
+    again: list[tuple[_Pending, list[ClassResult], SkipSet]] = []
+    for item in pending:
+        check = checked[item.index]
+        if check.error is not None:
+            # Nothing is written for a file with a broken example table.
+            finals[item.index] = _Final("failed", error=check.error)
+            continue
+        classes = _with_verdicts(item.classes, check)
+        dropped: dict[str, str] = {}
+        for name, drop in drops.get(item.index, {}).items():
+            classes = _with_drop(classes, drop, session)
+            if drop.dropped:
+                dropped[name] = drop.dropped
+        if session.require_verified:
+            classes = [replace(c, verdict=REJECTED,
+                               reason=f"unverified and --require-verified: {c.reason}")
+                       if c.verdict == UNVERIFIED else c for c in classes]
+        # A class is held back whole unless its only rejected change is the dropped rule's.
+        held_back = frozenset(c.class_name for c in classes
+                              if c.verdict == REJECTED and dropped.get(c.class_name) != c.rule)
+        if not held_back and not dropped:
+            finals[item.index] = _decided(item, classes, item.text)
+            continue
+        skip = {rule: held_back for rule in session.rule_names}
+        for name, rule_name in dropped.items():
             skip[rule_name] = skip.get(rule_name, frozenset()) | {name}
-        try:
-            text = session.rewrite(item.loaded, skip).text
-        except Exception as exc:
-            result.status, result.error = "failed", _internal_error(result, exc)
-            result.classes = []
-            return None
+        skip_set = _skip_set(skip)
+        # A trial rewrote this file with these very skip sets: its text is the answer.
+        known = next((d.text for d in drops.get(item.index, {}).values()
+                      if d.skip == skip_set), None)
+        if known is not None:
+            finals[item.index] = _decided(item, classes, known)
+        else:
+            again.append((item, classes, skip_set))
+    if again:
+        report = session.reporter("final", len(again))
+        answers = {r.key: r for r in rewriters.map(
+            _rewrite_again, [item.again(k, skip) for k, (item, _, skip) in enumerate(again)],
+            lambda _: report())}
+        for k, (item, classes, _) in enumerate(again):
+            answer = answers[k]
+            finals[item.index] = (_Final("failed", error=answer.error) if answer.error
+                                  else _decided(item, classes, answer.text))
+    return finals
+
+
+def _decided(item: _Pending, classes: list[ClassResult], text: str) -> _Final:
     if text == item.source.text:
-        result.status = "rejected" if result.classes else "unchanged"
-        return None
-    result.status = "changed"
-    result.diff = unified_diff(item.source.text, text, result.display)
-    result.new_text = text
-    if session.options.mode == "write":
-        try:
-            write_atomic(result.path, item.source.encode(text))
-            result.written = True
-        except OSError as exc:
-            result.status = "failed"
-            result.error = f"{result.display}: cannot write: {exc.strerror or exc}"
-    return text
+        return _Final("rejected" if classes else "unchanged", tuple(classes))
+    return _Final("changed", tuple(classes), text=text)
 
 
-__all__ = ["REJECTED", "UNVERIFIED", "VERIFIED", "Options", "RunResult", "run"]
+__all__ = ["REJECTED", "UNVERIFIED", "VERIFIED", "Options", "Progress", "RunResult", "run"]

@@ -5,13 +5,21 @@ from __future__ import annotations
 import json
 import re
 from collections import Counter
-from dataclasses import asdict, dataclass, field
+from collections.abc import Collection
+from dataclasses import asdict, dataclass, field, fields, replace
 from pathlib import Path
 from typing import Any
 
-from tsfix.codemods.rules.base import Skip
+from tsfix.codemods.validation.protocol import (
+    REJECTED,
+    UNVERIFIED,
+    VERIFIED,
+    VerdictName,
+    verdict_name,
+)
 
-VERIFIED, REJECTED, UNVERIFIED = "verified", "rejected", "unverified"
+__all__ = ["REJECTED", "UNVERIFIED", "VERIFIED", "ClassResult", "FileResult", "RunResult",
+           "SkipResult"]
 
 # Exit codes, black/ruff style (documented in the README and `tsfix apply --help`).
 EXIT_OK = 0               # nothing to do, or everything applied
@@ -20,14 +28,17 @@ EXIT_USAGE = 2            # bad command line or configuration
 EXIT_FAILED = 3           # a rewrite was rejected by validation, or a file failed
 
 
-@dataclass
+@dataclass(frozen=True)
 class ClassResult:
+    """One rule's rewrite of one class and the class's verdict. Phases of a run never change
+    one: a later verdict is a new record (``dataclasses.replace``)."""
+
     rule: str
     class_name: str
     lines: tuple[int, int]
     summary: str
     lifted: dict[str, str]
-    verdict: str = UNVERIFIED
+    verdict: VerdictName = UNVERIFIED
     reason: str = ""
     duration_s: float = 0.0
     # What a reviewer must know beyond the summary (from the rule's ClassChange.notes).
@@ -40,14 +51,36 @@ class ClassResult:
         return self.verdict != REJECTED
 
 
-@dataclass
+@dataclass(frozen=True)
+class SkipResult:
+    """A candidate a rule left alone, and why (``-v``; the report's ``skips``): the fields of
+    the rule's :class:`~tsfix.codemods.rules.base.Skip`, in a record that needs no LibCST, so
+    that a report or a cached outcome is read without loading the rules."""
+
+    rule: str
+    class_name: str
+    line: int
+    reason: str
+    code: str | None = None
+    column: int = 0
+    message: str = ""
+
+    @classmethod
+    def of(cls, skip: Any) -> SkipResult:
+        """The record of a rule's ``Skip`` (or any object with these fields)."""
+        return cls(**{f.name: getattr(skip, f.name) for f in fields(cls)})
+
+
+@dataclass(frozen=True)
 class FileResult:
+    """What a run did to one file. Built once, when the run's phases are over."""
+
     path: Path
     display: str
     status: str = "unchanged"      # unchanged | changed | rejected | failed | skipped
     error: str | None = None
     classes: list[ClassResult] = field(default_factory=list)
-    skips: list[Skip] = field(default_factory=list)
+    skips: list[SkipResult] = field(default_factory=list)
     diff: str = ""
     written: bool = False
     # File-level remarks, e.g. why a class has no observed types.
@@ -60,7 +93,7 @@ class FileResult:
     new_text: str | None = field(default=None, repr=False, compare=False)
 
 
-@dataclass
+@dataclass(frozen=True)
 class RunResult:
     files: list[FileResult]
     rules: list[str]
@@ -74,6 +107,12 @@ class RunResult:
 
     def classes(self) -> list[ClassResult]:
         return [c for f in self.files for c in f.classes]
+
+    def after_review(self, written: Collection[Path]) -> RunResult:
+        """This dry run once an interactive review wrote the files ``written``: it exits as a
+        write run would (what was declined is the user's decision, not pending)."""
+        files = [replace(f, written=True) if f.path in written else f for f in self.files]
+        return replace(self, files=files, mode="write")
 
     @property
     def exit_code(self) -> int:
@@ -148,11 +187,12 @@ class RunResult:
         for f in data["files"]:
             classes = [ClassResult(c["rule"], c["class_name"],
                                    (c["lines"][0], c["lines"][1]), c["summary"],
-                                   dict(c.get("lifted", {})), c["verdict"],
+                                   dict(c.get("lifted", {})), verdict_name(c["verdict"]),
                                    c.get("reason", ""), c.get("duration_s", 0.0),
                                    list(c.get("notes", [])), c.get("python_only", False))
                        for c in f["classes"]]
-            skips = [Skip(s["rule"], s["class_name"], s["line"], s["reason"])
+            skips = [SkipResult(s["rule"], s["class_name"], s["line"], s["reason"],
+                                s.get("code"), s.get("column", 0), s.get("message", ""))
                      for s in f.get("skips", [])]
             files.append(FileResult(Path(f["path"]), f["path"], f["status"], f.get("error"),
                                     classes, skips, written=f.get("written", False),

@@ -3,6 +3,9 @@
 A file is decoded with its PEP 263 encoding (UTF-8 by default, BOM kept) and, when it uses
 ``\\r\\n`` line endings throughout, processed with ``\\n`` and converted back on output, so that
 everything outside the rewritten lines is byte-identical.
+
+:func:`write_source` is the one place tsfix writes a source file: ``tsfix apply``, a write
+restored from the cache and the interactive review all go through it.
 """
 
 from __future__ import annotations
@@ -104,6 +107,24 @@ def _excluded(path: Path, root: Path | None, patterns: list[str]) -> bool:
         path.as_posix()
     return any(fnmatch.fnmatch(relative, pattern) or fnmatch.fnmatch(path.name, pattern)
                for pattern in patterns)
+
+
+class WriteError(Exception):
+    """A file could not be written; the message says why (without the file's name)."""
+
+
+def write_source(path: Path, text: str, like: SourceText | None = None) -> None:
+    """Replace the source file ``path`` with ``text``, in the encoding and line endings of
+    ``like`` (the file as it was read), else of the file as it is now. Atomic: the file is
+    either as it was or ``text``. Raises :class:`WriteError`."""
+    try:
+        source = like if like is not None else read_source(path)
+        write_atomic(path, source.encode(text))
+    except SourceError as exc:
+        raise WriteError(str(exc)) from exc
+    except (OSError, UnicodeEncodeError) as exc:
+        why = exc.strerror if isinstance(exc, OSError) and exc.strerror else str(exc)
+        raise WriteError(why) from exc
 
 
 def write_atomic(path: Path, data: bytes) -> None:

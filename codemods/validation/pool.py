@@ -21,53 +21,46 @@ import subprocess
 import sys
 import tempfile
 import threading
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass, field
-from typing import IO, Any
+from typing import IO, TypeVar
+
+from tsfix.codemods.validation.protocol import (
+    NOT_SCRIPTABLE_EITHER,
+    UNVERIFIED,
+    ClassVerdict,
+    Job,
+    JobClass,
+    JobFailure,
+    ObservationResult,
+    ObserveClass,
+    ObserveJob,
+    Result,
+    TypeTable,
+    ValidationJob,
+    ValidationResult,
+    encode,
+    result_from_json,
+)
+
+__all__ = ["NOT_SCRIPTABLE_EITHER", "ClassVerdict", "JobClass", "ObserveClass", "ObserveJob",
+           "ObservedTypes", "ValidationJob", "WorkerPool", "run_jobs"]
 
 WORKER_MODULE = "tsfix.codemods.validation.worker"
 STARTUP_TIMEOUT = 300.0   # importing torch on a loaded machine
-# How an ``unverified`` reason starts when the rewritten class does not script and neither did
-# the original: the engine still looks for a rule to drop when several rules changed the class.
-NOT_SCRIPTABLE_EITHER = "eager parity holds, but the class does not script before or after"
+
+# A job's raw outcome: the worker's result, or a string saying why there is none (timeout,
+# worker death).
+Outcome = Result | str
+J = TypeVar("J", bound=Job)
 
 
-@dataclass
-class ValidationJob:
-    id: int
-    path: str
-    source: str                            # the rewritten file ("" for observe)
-    classes: list[dict[str, Any]]          # name, rule, lifted, example (observe: name, example)
-    sys_path: list[str] = field(default_factory=list)
-    op: str = "validate"                   # validate | observe
-    target: str = "torchscript"            # onnx: also export, check and run in onnxruntime
-
-    def to_json(self) -> str:
-        return json.dumps({"id": self.id, "op": self.op, "path": self.path,
-                           "source": self.source, "classes": self.classes,
-                           "sys_path": self.sys_path, "target": self.target})
-
-
-def observe_job(id: int, path: str, classes: list[dict[str, Any]],
-                sys_path: list[str]) -> ValidationJob:
-    """A job that runs the original file's examples and records argument types."""
-    return ValidationJob(id, path, "", classes, sys_path, op="observe")
-
-
-@dataclass
-class ClassVerdict:
-    name: str
-    verdict: str        # verified | rejected | unverified
-    reason: str
-    duration_s: float = 0.0
-
-
-@dataclass
+@dataclass(frozen=True)
 class ObservedTypes:
     """What an observe job found: class -> method -> parameter or "return" -> type string, and
     for each class without observations, why."""
 
-    types: dict[str, dict[str, dict[str, str]]] = field(default_factory=dict)
+    types: TypeTable = field(default_factory=dict)
     failures: dict[str, str] = field(default_factory=dict)
     # The job outlived its timeout: running the original's examples hangs (validation, which
     # runs them too, would only hang again).
@@ -92,25 +85,28 @@ class _Worker:
             self.lines.put(line)
         self.lines.put(None)
 
-    def run(self, job: ValidationJob, timeout: float) -> dict[str, Any] | str:
+    def run(self, job: Job, timeout: float) -> Outcome:
         """The worker's result, or a string saying why there is none."""
         assert self.process.stdin is not None
         if not self.ready:
             # Importing torch is not the model's time: the job's clock starts after it.
             started = self._next_line(STARTUP_TIMEOUT, "the validation worker did not start "
                                       f"within {STARTUP_TIMEOUT:g}s")
-            if not isinstance(started, dict):
-                return started
+            if started is not None:
+                return started if isinstance(started, str) else \
+                    "the validation worker answered before it was ready"
             self.ready = True
         try:
-            self.process.stdin.write(job.to_json() + "\n")
+            self.process.stdin.write(encode(job) + "\n")
             self.process.stdin.flush()
         except OSError:
             return self._death()
-        return self._next_line(timeout, f"validation timed out after {timeout:g}s "
-                                        "(a hang in the model?)")
+        answer = self._next_line(timeout, f"validation timed out after {timeout:g}s "
+                                          "(a hang in the model?)")
+        return answer if answer is not None else "the validation worker said it was ready twice"
 
-    def _next_line(self, timeout: float, on_timeout: str) -> dict[str, Any] | str:
+    def _next_line(self, timeout: float, on_timeout: str) -> Outcome | None:
+        """The next result (None: the ready line), or why there is none."""
         try:
             line = self.lines.get(timeout=timeout)
         except queue.Empty:
@@ -118,8 +114,8 @@ class _Worker:
             return on_timeout
         if line is None:
             return self._death()
-        result: dict[str, Any] = json.loads(line)
-        return result
+        data = json.loads(line)
+        return None if data.get("ready") else result_from_json(data)
 
     def _death(self) -> str:
         code = self.process.wait()
@@ -162,11 +158,10 @@ class WorkerPool:
                     worker.process.stdin.close()
             worker.stop()
 
-    def run(self, jobs: Iterable[ValidationJob], *, timeout: float,
-            on_result: Callable[[ValidationJob, dict[str, Any] | str], None] | None = None
-            ) -> dict[int, dict[str, Any] | str]:
+    def run(self, jobs: Iterable[J], *, timeout: float,
+            on_result: Callable[[J, Outcome], None] | None = None) -> dict[int, Outcome]:
         """Every job's raw outcome: the worker's result, or a string saying why there is none."""
-        pending: queue.Queue[ValidationJob] = queue.Queue()
+        pending: queue.Queue[J] = queue.Queue()
         for job in jobs:
             pending.put(job)
         total = pending.qsize()
@@ -174,7 +169,7 @@ class WorkerPool:
             return {}
         running = min(self.workers, total)
         threads_each = max(1, (os.cpu_count() or 1) // running)
-        results: dict[int, dict[str, Any] | str] = {}
+        results: dict[int, Outcome] = {}
 
         def drive() -> None:
             with self._lock:
@@ -207,26 +202,30 @@ class WorkerPool:
             thread.join()
         return results
 
-    def validate(self, jobs: list[ValidationJob], *, timeout: float,
+    def validate(self, jobs: Sequence[ValidationJob], *, timeout: float,
                  on_result: Callable[[ValidationJob, list[ClassVerdict]], None] | None = None
                  ) -> dict[int, list[ClassVerdict]]:
         """Validate every job; returns job id -> verdicts."""
-        def report(job: ValidationJob, outcome: dict[str, Any] | str) -> None:
+        def report(job: ValidationJob, outcome: Outcome) -> None:
             if on_result is not None:
-                on_result(job, _verdicts(job, outcome))
+                on_result(job, verdicts_of(job, outcome))
 
         by_id = {job.id: job for job in jobs}
         outcomes = self.run(jobs, timeout=timeout, on_result=report if on_result else None)
-        return {job_id: _verdicts(by_id[job_id], outcome)
+        return {job_id: verdicts_of(by_id[job_id], outcome)
                 for job_id, outcome in outcomes.items()}
 
-    def observe(self, jobs: list[ValidationJob], *, timeout: float,
-                on_result: Callable[[ValidationJob], None] | None = None
+    def observe(self, jobs: Sequence[ObserveJob], *, timeout: float,
+                on_result: Callable[[ObserveJob], None] | None = None
                 ) -> dict[int, ObservedTypes]:
         """Run observe jobs; returns job id -> the types seen (or why none were)."""
         by_id = {job.id: job for job in jobs}
-        done = (lambda job, _: on_result(job)) if on_result is not None else None
-        return {job_id: _observed(by_id[job_id], outcome)
+
+        def done(job: ObserveJob, _: Outcome) -> None:
+            if on_result is not None:
+                on_result(job)
+
+        return {job_id: observed_of(by_id[job_id], outcome)
                 for job_id, outcome in self.run(jobs, timeout=timeout, on_result=done).items()}
 
 
@@ -238,26 +237,33 @@ def run_jobs(jobs: Iterable[ValidationJob], *, workers: int, timeout: float,
         return pool.validate(list(jobs), timeout=timeout, on_result=on_result)
 
 
-def _verdicts(job: ValidationJob, outcome: dict[str, Any] | str) -> list[ClassVerdict]:
+def verdicts_of(job: ValidationJob, outcome: Outcome) -> list[ClassVerdict]:
+    """One verdict per class of ``job``: the worker's, or ``unverified`` with why there is
+    none (timeout, worker death, an internal error)."""
     if isinstance(outcome, str):
-        return [ClassVerdict(c["name"], "unverified", outcome) for c in job.classes]
-    if "error" in outcome:
-        reason = f"internal validation error: {_last_line(outcome['error'])}"
-        return [ClassVerdict(c["name"], "unverified", reason) for c in job.classes]
-    return [ClassVerdict(c["name"], c["verdict"], c["reason"], c.get("duration_s", 0.0))
-            for c in outcome["classes"]]
+        return [ClassVerdict(c.name, UNVERIFIED, outcome) for c in job.classes]
+    if isinstance(outcome, JobFailure):
+        reason = f"internal validation error: {_last_line(outcome.error)}"
+        return [ClassVerdict(c.name, UNVERIFIED, reason) for c in job.classes]
+    if not isinstance(outcome, ValidationResult):
+        reason = f"internal validation error: unexpected answer {type(outcome).__name__}"
+        return [ClassVerdict(c.name, UNVERIFIED, reason) for c in job.classes]
+    return list(outcome.classes)
 
 
-def _observed(job: ValidationJob, outcome: dict[str, Any] | str) -> ObservedTypes:
+def observed_of(job: ObserveJob, outcome: Outcome) -> ObservedTypes:
     if isinstance(outcome, str):
         reason = outcome.replace("validation worker", "worker").replace(
             "validation timed out", "timed out")
-        return ObservedTypes(failures={c["name"]: reason for c in job.classes},
+        return ObservedTypes(failures={c.name: reason for c in job.classes},
                              timed_out=reason if reason.startswith("timed out") else None)
-    if "error" in outcome:
-        reason = f"internal observation error: {_last_line(outcome['error'])}"
-        return ObservedTypes(failures={c["name"]: reason for c in job.classes})
-    return ObservedTypes(outcome.get("observed", {}), outcome.get("failures", {}))
+    if isinstance(outcome, JobFailure):
+        reason = f"internal observation error: {_last_line(outcome.error)}"
+        return ObservedTypes(failures={c.name: reason for c in job.classes})
+    if not isinstance(outcome, ObservationResult):
+        reason = f"internal observation error: unexpected answer {type(outcome).__name__}"
+        return ObservedTypes(failures={c.name: reason for c in job.classes})
+    return ObservedTypes(outcome.observed, dict(outcome.failures))
 
 
 def _last_line(text: object) -> str:

@@ -59,12 +59,32 @@ import time
 import traceback
 import types
 import warnings
-from collections.abc import Iterator
+from collections.abc import Iterator, Mapping
 from pathlib import Path
 from typing import Any
 
 import torch
-from tsfix.codemods.validation.pool import NOT_SCRIPTABLE_EITHER
+from tsfix.codemods.validation.protocol import (
+    NOT_SCRIPTABLE_EITHER,
+    READY,
+    REJECTED,
+    UNVERIFIED,
+    VERIFIED,
+    ClassVerdict,
+    Example,
+    Job,
+    JobClass,
+    JobFailure,
+    ObservationResult,
+    ObserveClass,
+    ObserveJob,
+    Result,
+    ValidationJob,
+    ValidationResult,
+    VerdictName,
+    encode,
+    job_from_json,
+)
 
 RTOL, ATOL = 1e-4, 1e-5
 # Why an artifact that calls a @torch.jit.ignore method cannot be saved (measured, torch 2.13).
@@ -78,18 +98,18 @@ warnings.filterwarnings("ignore", message=r"`torch\.jit\.", category=Deprecation
 class Verdict(Exception):
     """Ends one class's validation with a verdict other than verified."""
 
-    def __init__(self, verdict: str, reason: str) -> None:
+    def __init__(self, verdict: VerdictName, reason: str) -> None:
         super().__init__(reason)
         self.verdict = verdict
         self.reason = reason
 
 
 def rejected(reason: str) -> Verdict:
-    return Verdict("rejected", reason)
+    return Verdict(REJECTED, reason)
 
 
 def unverified(reason: str) -> Verdict:
-    return Verdict("unverified", reason)
+    return Verdict(UNVERIFIED, reason)
 
 
 def short_error(exc: BaseException, rename: dict[str, str] | None = None) -> str:
@@ -167,36 +187,37 @@ class Instance:
         return text
 
 
-def instances(example: dict[str, Any], cls: type | None = None) -> list[Instance]:
+def instances(example: Example | Mapping[str, Any], cls: type | None = None) -> list[Instance]:
     """Every ``init`` table, each with every call; a factory item is one instance, one call;
-    an automatic example is the class built with its defaults, called on a guessed input."""
-    if example.get("auto") and cls is not None:
-        return [automatic_instance(cls, example["key"])]
-    if example.get("factory"):
-        module_name, _, function_name = example["factory"].partition(":")
+    an automatic example is the class built with its defaults, called on a guessed input.
+    (``tsfix explain``'s child process passes the example's JSON form.)"""
+    if not isinstance(example, Example):
+        example = Example.from_json(example)
+    if example.auto and cls is not None:
+        return [automatic_instance(cls, example.key)]
+    if example.factory:
+        module_name, _, function_name = example.factory.partition(":")
         try:
             function = getattr(importlib.import_module(module_name), function_name)
             produced = list(function())
         except BaseException as exc:
-            raise unverified(f"example factory {example['factory']} failed: "
+            raise unverified(f"example factory {example.factory} failed: "
                              f"{short_error(exc)}") from exc
         found = []
         for i, item in enumerate(produced):
             if (not isinstance(item, tuple | list) or len(item) != 3
                     or not isinstance(item[0], dict) or not isinstance(item[2], dict)):
-                raise unverified(f"example factory {example['factory']} item {i}: expected "
+                raise unverified(f"example factory {example.factory} item {i}: expected "
                                  "(init_kwargs: dict, args: tuple, kwargs: dict)")
             found.append(Instance(i, dict(item[0]), [(tuple(item[1]), dict(item[2]))], False))
         if not found:
-            raise unverified(f"example factory {example['factory']} returned no examples")
+            raise unverified(f"example factory {example.factory} returned no examples")
         return found
     generator = torch.Generator().manual_seed(SEED)
-    call_specs = example.get("calls") or [{"inputs": example.get("inputs", []),
-                                           "kwargs": example.get("kwargs", {})}]
-    calls = [(tuple(materialize(c.get("inputs", []), generator)),
-              materialize(c.get("kwargs", {}), generator)) for c in call_specs]
-    return [Instance(k, materialize(init, generator), calls, len(calls) > 1)
-            for k, init in enumerate(example["init"])]
+    calls = [(tuple(materialize(list(c.inputs), generator)),
+              materialize(dict(c.kwargs), generator)) for c in example.calls]
+    return [Instance(k, materialize(dict(init), generator), calls, len(calls) > 1)
+            for k, init in enumerate(example.init)]
 
 
 # ---- comparison --------------------------------------------------------------------------------
@@ -366,29 +387,33 @@ def plain_settings(module: torch.nn.Module, skip: set[str]) -> dict[str, Any]:
 # ---- one class ---------------------------------------------------------------------------------
 
 def validate_class(original: types.ModuleType, rewritten: types.ModuleType,
-                   job_class: dict[str, Any], rename: dict[str, str]) -> dict[str, Any]:
+                   job_class: JobClass, rename: dict[str, str], target: str = "torchscript",
+                   codes: dict[str, dict[str, int]] | None = None) -> ClassVerdict:
+    """One class's verdict. ``codes`` (the onnx target): attribute -> {string: int code} of
+    the str settings lift-branch turned into int codes."""
     started = time.perf_counter()
-    name = job_class["name"]
+    verdict: VerdictName
     try:
-        notes = check_class(original, rewritten, job_class, rename)
-        verdict, reason = "verified", notes
+        notes = check_class(original, rewritten, job_class, rename, target, codes or {})
+        verdict, reason = VERIFIED, notes
     except Verdict as outcome:
         verdict, reason = outcome.verdict, outcome.reason
     except BaseException as exc:
-        verdict, reason = "unverified", f"validation error: {short_error(exc, rename)}"
-    return {"name": name, "verdict": verdict, "reason": reason,
-            "duration_s": round(time.perf_counter() - started, 3)}
+        verdict, reason = UNVERIFIED, f"validation error: {short_error(exc, rename)}"
+    return ClassVerdict(job_class.name, verdict, reason,
+                        round(time.perf_counter() - started, 3))
 
 
 def check_class(original: types.ModuleType, rewritten: types.ModuleType,
-                job_class: dict[str, Any], rename: dict[str, str]) -> str:
-    name = job_class["name"]
-    lifted: dict[str, str] = job_class["lifted"]
+                job_class: JobClass, rename: dict[str, str], target: str = "torchscript",
+                codes: dict[str, dict[str, int]] | None = None) -> str:
+    name = job_class.name
+    lifted = dict(job_class.lifted)
     original_cls = getattr(original, name, None)
     rewritten_cls = getattr(rewritten, name, None)
     if original_cls is None or rewritten_cls is None:
         raise unverified(f"class {name} is not defined at module level")
-    configs = instances(job_class["example"], original_cls)
+    configs = instances(job_class.example, original_cls)
     n_calls = sum(len(inst.calls) for inst in configs)
 
     # 1-2: build both, eager parity, for every instance and every call.
@@ -415,7 +440,7 @@ def check_class(original: types.ModuleType, rewritten: types.ModuleType,
                 if inst.guessed:
                     raise unverified(f"{COULD_NOT_INFER}: the guessed input ({inst.guessed}) "
                                      f"fails in the original: {short_error(exc)}; "
-                                     f"{add_table(job_class['example']['key'])}") from exc
+                                     f"{add_table(job_class.example.key)}") from exc
                 raise unverified(f"the original forward raised for {label}: "
                                  f"{short_error(exc)}") from exc
             if difference(want, call(orig, args, kwargs)) is not None:
@@ -477,8 +502,6 @@ def check_class(original: types.ModuleType, rewritten: types.ModuleType,
             continue
         served.append(k)
 
-    target = job_class.get("target", "torchscript")
-
     def lifted_values(k: int) -> dict[str, Any]:
         """Configuration ``k``'s settings as the lifted arguments take them."""
         values = {param: getattr(rewrites[k], attr) for param, attr in lifted.items()}
@@ -486,8 +509,7 @@ def check_class(original: types.ModuleType, rewritten: types.ModuleType,
             return values
         from tsfix.codemods.validation.onnx_export import setting_tensor
 
-        codes = job_class.get("codes", {})
-        return {param: setting_tensor(value, codes.get(lifted[param]))
+        return {param: setting_tensor(value, (codes or {}).get(lifted[param]))
                 for param, value in values.items()}
 
     def check_artifact(module: Any, step: str) -> None:
@@ -514,20 +536,20 @@ def check_class(original: types.ModuleType, rewritten: types.ModuleType,
         buffer.seek(0)
         loaded = torch.jit.load(buffer)  # type: ignore[no-untyped-call]
     except BaseException as exc:
-        if not job_class.get("python_only"):
+        if not job_class.python_only:
             raise rejected(f"save/load: {short_error(exc, rename)}") from exc
         save_step = f"save fails as expected ({PYTHON_ONLY_SAVE})"
     else:
         check_artifact(loaded, "save/load")
         save_step = "save/load"
-        if job_class.get("python_only"):
+        if job_class.python_only:
             # The ignored method is not reached from forward: nothing Python-only remains.
             save_step = "save/load (no ignored method is called)"
 
     served_calls = sum(len(configs[k].calls) for k in served)
     onnx_step = ""
     if target == "onnx":
-        if job_class.get("python_only") and save_step.startswith("save fails"):
+        if job_class.python_only and save_step.startswith("save fails"):
             raise rejected(f"onnx: cannot export: {PYTHON_ONLY_SAVE}, and the exporter "
                            "needs the whole forward in TorchScript")
         artifacts = [(artifact, lifted_values(k)) if k in served else (scripted[k], {})
@@ -647,7 +669,7 @@ class Imports:
     """Loads one job's files: the original as its own package module (so package-relative
     imports work), and the rewritten source beside it under another name."""
 
-    def __init__(self, job: dict[str, Any], path: Path, package: str, workdir: Path) -> None:
+    def __init__(self, job: Job, path: Path, package: str, workdir: Path) -> None:
         self.job = job
         self.path = path
         self.package = package
@@ -668,7 +690,8 @@ class Imports:
         name = (f"{self.package}._tsfix_rewritten_{self.stem}" if self.package
                 else f"_tsfix_rewritten_{self.stem}")
         rewritten_path = self.workdir / f"{self.stem}.py"
-        rewritten_path.write_text(self.job["source"], encoding="utf-8")
+        source = self.job.source if isinstance(self.job, ValidationJob) else ""
+        rewritten_path.write_text(source, encoding="utf-8")
         rename = {str(rewritten_path): f"the rewritten {self.path.name}"}
         try:
             return load_module(name, rewritten_path), rename
@@ -683,11 +706,14 @@ class Imports:
 
 
 @contextlib.contextmanager
-def import_context(job: dict[str, Any]) -> Iterator[Imports]:
-    """sys.path and sys.modules set up for the job's file, and restored afterwards."""
-    path = Path(job["path"]).resolve()
+def import_context(job: Job | Mapping[str, Any]) -> Iterator[Imports]:
+    """sys.path and sys.modules set up for the job's file, and restored afterwards.
+    (``tsfix explain``'s child process passes a mapping with ``path`` and ``sys_path``.)"""
+    if not isinstance(job, ValidationJob | ObserveJob):
+        job = ObserveJob(-1, str(job["path"]), (), tuple(job.get("sys_path") or ()))
+    path = Path(job.path).resolve()
     package, root = package_of(path)
-    added = [str(root), *job.get("sys_path", [])]
+    added = [str(root), *job.sys_path]
     for entry in reversed(added):
         sys.path.insert(0, entry)
     workdir = Path(tempfile.mkdtemp(prefix="tsfix-validate-"))
@@ -722,26 +748,25 @@ def _installed(module: types.ModuleType | None) -> bool:
     return isinstance(file, str) and str(Path(file).resolve()).startswith(_INSTALLATION)
 
 
-def run_job(job: dict[str, Any]) -> dict[str, Any]:
-    if job.get("op") == "observe":
+def run_job(job: Job) -> ValidationResult | ObservationResult:
+    if isinstance(job, ObserveJob):
         return run_observe_job(job)
     results = []
     with import_context(job) as load:
         try:
             original, rewritten, rename = load()
         except Verdict as outcome:
-            return {"id": job["id"], "classes": [
-                {"name": c["name"], "verdict": outcome.verdict, "reason": outcome.reason,
-                 "duration_s": 0.0} for c in job["classes"]]}
-        target = job.get("target", "torchscript")
-        for job_class in job["classes"]:
-            if target == "onnx":
+            return ValidationResult(job.id, tuple(
+                ClassVerdict(c.name, outcome.verdict, outcome.reason) for c in job.classes))
+        for job_class in job.classes:
+            codes = None
+            if job.target == "onnx":
                 from tsfix.codemods.validation.onnx_export import string_codes
 
-                job_class = {**job_class, "target": target,
-                             "codes": string_codes(job["source"], job_class["name"])}
-            results.append(validate_class(original, rewritten, job_class, rename))
-    return {"id": job["id"], "classes": results}
+                codes = string_codes(job.source, job_class.name)
+            results.append(validate_class(original, rewritten, job_class, rename, job.target,
+                                          codes))
+    return ValidationResult(job.id, tuple(results))
 
 
 # ---- observed types ----------------------------------------------------------------------------
@@ -975,14 +1000,14 @@ def methods_to_observe(cls: type, module: types.ModuleType
     return found
 
 
-def observe_class(module: types.ModuleType, job_class: dict[str, Any]) -> TypeRecorder:
+def observe_class(module: types.ModuleType, job_class: ObserveClass) -> TypeRecorder:
     """Build every configuration of one class and run its examples, recording types."""
-    name = job_class["name"]
+    name = job_class.name
     cls = getattr(module, name, None)
     if not isinstance(cls, type):
         raise unverified(f"class {name} is not defined at module level")
     recorder = TypeRecorder(methods_to_observe(cls, module))
-    for inst in instances(job_class["example"]):
+    for inst in instances(job_class.example):
         try:
             with recorder.active():
                 instance = build(cls, inst.init)
@@ -999,7 +1024,7 @@ def observe_class(module: types.ModuleType, job_class: dict[str, Any]) -> TypeRe
     return recorder
 
 
-def run_observe_job(job: dict[str, Any]) -> dict[str, Any]:
+def run_observe_job(job: ObserveJob) -> ObservationResult:
     """Types seen in eager runs of the original file's examples: ``observed`` (class ->
     method -> parameter or "return" -> type) and ``failures`` (class -> why it has none)."""
     merged = TypeRecorder({})
@@ -1008,16 +1033,16 @@ def run_observe_job(job: dict[str, Any]) -> dict[str, Any]:
         try:
             original = load.original()
         except Verdict as outcome:
-            return {"id": job["id"], "observed": {},
-                    "failures": {c["name"]: outcome.reason for c in job["classes"]}}
-        for job_class in job["classes"]:
+            return ObservationResult(job.id, {},
+                                     {c.name: outcome.reason for c in job.classes})
+        for job_class in job.classes:
             try:
                 observe_class(original, job_class).merge_into(merged)
             except Verdict as outcome:
-                failures[job_class["name"]] = outcome.reason
+                failures[job_class.name] = outcome.reason
             except BaseException as exc:
-                failures[job_class["name"]] = f"observation error: {short_error(exc)}"
-    return {"id": job["id"], "observed": merged.strings(), "failures": failures}
+                failures[job_class.name] = f"observation error: {short_error(exc)}"
+    return ObservationResult(job.id, merged.strings(), failures)
 
 
 def main() -> None:
@@ -1026,17 +1051,18 @@ def main() -> None:
     os.dup2(2, 1)
     sys.stdout = sys.stderr
     torch.set_num_threads(int(os.environ.get("TSFIX_WORKER_THREADS", "1")))
-    results.write(json.dumps({"ready": True}) + "\n")
+    results.write(encode(READY) + "\n")
     results.flush()
     for line in sys.stdin:
         if not line.strip():
             continue
-        job = json.loads(line)
+        data = json.loads(line)
+        result: Result
         try:
-            result = run_job(job)
+            result = run_job(job_from_json(data))
         except BaseException:
-            result = {"id": job.get("id"), "error": traceback.format_exc(limit=5)}
-        results.write(json.dumps(result) + "\n")
+            result = JobFailure(data.get("id"), traceback.format_exc(limit=5))
+        results.write(encode(result) + "\n")
         results.flush()
 
 
