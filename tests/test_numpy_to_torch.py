@@ -1,6 +1,8 @@
 """numpy-to-torch: what it translates (and that the values and dtypes match numpy's), what it
-refuses with the reason, chains of names translated together, imports, and the fixture pairs
-(without and with validation)."""
+refuses with the reason, chains of names translated together, which methods it visits (compiled
+ones: forward, what it calls, @torch.jit.export; never @torch.jit.ignore helpers or branches that
+never compile), its TSF205 findings (each numpy use fixed or refused), and imports. Outputs are
+compared whole."""
 
 from __future__ import annotations
 
@@ -10,22 +12,19 @@ from pathlib import Path
 
 import libcst as cst
 import pytest
-from conftest import (
-    FIXTURES_ROOT,
-    apply_with_report,
-    copy_fixture,
-    fixture_pairs,
-    load_module,
-)
+from conftest import FIXTURES_ROOT, apply_with_report, copy_fixture, fixture_pairs, load_module
 from libcst.codemod import CodemodContext
 from tsfix.codemods.facts.prefilter import AstFile
-from tsfix.codemods.pipeline.engine import Options, run
 from tsfix.codemods.pipeline.rewrite import Rewrite, rewrite_source
 from tsfix.codemods.rules.numpy_to_torch import NumpyToTorch
+from tsfix.codemods.rules.numpy_to_torch._calls import NumpyCall
+from tsfix.codemods.rules.numpy_to_torch._table import HANDLERS
+from tsfix.codemods.rules.numpy_to_torch._table import REFUSED as REFUSED_NAMES
 
 FIXTURES = FIXTURES_ROOT / "numpy-to-torch"
 
 HEADER = "import numpy as np\nimport torch\nfrom torch import nn\n\n\n"
+MATH = "import math\n\n"
 
 
 def rewrite(code: str) -> Rewrite:
@@ -48,14 +47,22 @@ def model(*lines: str, params: str = "x", init: str = "") -> str:
             f"    def forward(self, {params}):\n" + body)
 
 
-def forward_of(result: Rewrite) -> list[str]:
-    text = result.text
-    body = text[text.index("    def forward"):].splitlines()[1:]
-    return [line.strip() for line in body if line.strip()]
+def translated(*lines: str, params: str = "x") -> str:
+    """The whole expected output: ``model(*lines)``, with ``import math`` when it uses math."""
+    code = model(*lines, params=params)
+    return MATH + code if any("math." in line for line in lines) else code
 
 
 def reasons(result: Rewrite) -> list[str]:
     return [s.reason for s in result.skips]
+
+
+def findings(result: Rewrite) -> list[tuple[str, int, str, str]]:
+    """(fixed|refused, line, check message, reason) of each TSF205 finding."""
+    found = [("fixed", f.line, f.message, "") for f in result.fixes if f.code == "TSF205"]
+    found += [("refused", s.line, s.message, s.reason) for s in result.skips
+              if s.code == "TSF205"]
+    return sorted(found, key=lambda f: (f[1], f[2]))
 
 
 # ---- translations ----------------------------------------------------------------------------
@@ -129,8 +136,26 @@ TRANSLATIONS = [
 @pytest.mark.parametrize(("before", "after"), TRANSLATIONS, ids=[t[0] for t in TRANSLATIONS])
 def test_translation(before: str, after: str) -> None:
     result = rewrite(model(before))
-    assert forward_of(result) == [after], reasons(result)
-    assert result.changes and result.changes[0].rule == "numpy-to-torch"
+    assert result.text == translated(after), reasons(result)
+    assert [c.rule for c in result.changes] == ["numpy-to-torch"]
+    # every numpy use of the line is reported fixed, none refused
+    assert result.fixes and {f.code for f in result.fixes} == {"TSF205"}
+    assert not [s for s in result.skips if s.code]
+
+
+def test_each_numpy_use_is_reported_fixed_with_the_checks_message() -> None:
+    result = rewrite(model("a = torch.from_numpy(np.clip(np.exp(x.float().numpy()), 0.0, 1.0))",
+                           "return a * np.pi"))
+    line = 12
+    assert findings(result) == [
+        ("fixed", line, "numpy (numpy.clip) in forward()", ""),
+        ("fixed", line, "numpy (numpy.exp) in forward()", ""),
+        ("fixed", line, "numpy (torch.from_numpy) in forward()", ""),
+        ("fixed", line, "numpy (x.float().numpy) in forward()", ""),
+        ("fixed", line + 1, "numpy (numpy.pi) in forward()", ""),
+    ]
+    assert result.text == translated(
+        "a = torch.clamp(torch.exp(x.float()), 0.0, 1.0)", "return a * math.pi")
 
 
 REFUSED = [
@@ -162,8 +187,20 @@ def test_refused_with_reason(line: str, reason: str) -> None:
     code = model(line, "return x", params="x, n=None")
     result = rewrite(code)
     assert result.text == textwrap.dedent(code)
-    assert not result.changes
-    assert any(reason in r for r in reasons(result)), reasons(result)
+    assert not result.changes and not result.fixes
+    # each numpy use of the line is a TSF205 refusal that carries the reason
+    refused = [f for f in findings(result) if f[1] == 12]
+    assert refused and all(kind == "refused" and reason in why for kind, _, _, why in refused), \
+        findings(result)
+
+
+def test_a_numpy_annotation_is_refused_and_the_value_still_translated() -> None:
+    result = rewrite(model("a: np.float64 = np.sqrt(2.0)", "return x * a"))
+    assert result.text == translated("a: np.float64 = math.sqrt(2.0)", "return x * a")
+    assert findings(result) == [
+        ("refused", 12, "numpy (numpy.float64) in forward()",
+         "forward(): numpy in a type annotation is not translated"),
+        ("fixed", 12, "numpy (numpy.sqrt) in forward()", "")]
 
 
 # ---- chains of names -------------------------------------------------------------------------
@@ -175,14 +212,14 @@ def test_a_chain_is_translated_together() -> None:
         "n = int(lens.max())",
         "mask = torch.from_numpy(mask).to(x.device)",
         "return x[:, :n] * mask[:, :n, None]", params="x, lengths"))
-    assert forward_of(result) == [
+    assert result.text == translated(
         "lens = lengths.cpu()",
         "mask = torch.arange(x.size(1))[None, :] < lens[:, None]",
         "n = int(lens.max())",
         "mask = mask.to(x.device)",
-        "return x[:, :n] * mask[:, :n, None]"]
-    assert "translated np.arange, .numpy(), torch.from_numpy (3 sites)" in \
-        result.changes[0].summary
+        "return x[:, :n] * mask[:, :n, None]", params="x, lengths")
+    assert result.changes[0].summary == \
+        "translated np.arange, .numpy(), torch.from_numpy (3 sites)"
     assert any("2**24" in note for note in result.changes[0].notes)
 
 
@@ -192,28 +229,32 @@ def test_an_array_read_by_untranslated_numpy_keeps_the_whole_chain() -> None:
                  "c = np.percentile(b, 50)",
                  "return x * float(c)")
     result = rewrite(code)
-    assert not result.changes
+    assert result.text == code and not result.changes
     assert any("`b` would become a Tensor, but line" in r for r in reasons(result))
+    assert [kind for kind, *_ in findings(result)] == ["refused"] * 3
 
 
 def test_a_zero_dim_reduction_is_not_used_as_an_int() -> None:
     code = model("n = np.sum(x.long().numpy() > 0)", "return x[:, :n]")
     result = rewrite(code)
-    assert not result.changes
+    assert result.text == code and not result.changes
     assert any("would become a Tensor" in r for r in reasons(result))
 
 
-def test_an_array_returned_or_stored_is_not_translated() -> None:
-    for line in ("return np.exp(x.float().numpy())", "self.cache = np.zeros(3)"):
-        result = rewrite(model(line))
-        assert not result.changes
-        assert any("numpy array" in r for r in reasons(result)), (line, reasons(result))
+@pytest.mark.parametrize("line", ["return np.exp(x.float().numpy())",
+                                  "self.cache = np.zeros(3)"])
+def test_an_array_returned_or_stored_is_not_translated(line: str) -> None:
+    code = model(line)
+    result = rewrite(code)
+    assert result.text == code and not result.changes
+    assert any("numpy array" in r for r in reasons(result)), reasons(result)
 
 
 def test_astype_that_may_alias_is_not_written_into() -> None:
-    result = rewrite(model("a = x.float().numpy().astype(np.float32)", "a[0] = 1.0",
-                           "return torch.from_numpy(a)"))
-    assert not result.changes
+    code = model("a = x.float().numpy().astype(np.float32)", "a[0] = 1.0",
+                 "return torch.from_numpy(a)")
+    result = rewrite(code)
+    assert result.text == code and not result.changes
     assert any("share memory" in r for r in reasons(result))
 
 
@@ -223,7 +264,7 @@ def test_eager_only_branch_that_reads_the_array_blocks_it() -> None:
                  "    print(a.dtype)",
                  "return x + torch.from_numpy(a)")
     result = rewrite(code)
-    assert not result.changes
+    assert result.text == code and not result.changes
     assert any("only runs in eager mode" in r for r in reasons(result))
 
 
@@ -235,18 +276,55 @@ def test_numpy_in_branches_and_loops() -> None:
         "if x.size(0) > 1:",
         "    acc = acc * 2",
         "return x + torch.from_numpy(acc).float()"))
-    assert forward_of(result) == [
+    assert result.text == translated(
         "acc = torch.zeros(x.size(1), dtype=torch.float64)",
         "for i in range(x.size(0)):",
-        "acc = acc + torch.ones(x.size(1), dtype=torch.float64)",
+        "    acc = acc + torch.ones(x.size(1), dtype=torch.float64)",
         "if x.size(0) > 1:",
-        "acc = acc * 2",
-        "return x + acc.float()"]
+        "    acc = acc * 2",
+        "return x + acc.float()")
 
 
-def test_ignored_methods_and_scripting_branches_are_left_alone() -> None:
-    for code in NumpyToTorch.VALID[:2]:
-        assert not rewrite(code).changes
+# ---- which methods: compiled ones only ---------------------------------------------------------
+
+def test_an_ignored_helper_is_left_untouched_and_not_reported() -> None:
+    code = (HEADER + "class M(nn.Module):\n"
+            "    def forward(self, x):\n"
+            "        return self.stats(x) * np.sqrt(2.0)\n\n"
+            "    @torch.jit.ignore\n"
+            "    def stats(self, x):\n"
+            "        return torch.from_numpy(np.exp(x.numpy()) * np.pi)\n")
+    result = rewrite(code)
+    assert result.text == MATH + code.replace("* np.sqrt(2.0)", "* math.sqrt(2.0)")
+    assert findings(result) == [("fixed", 8, "numpy (numpy.sqrt) in forward()", "")]
+    assert not result.skips
+
+
+def test_code_that_never_compiles_is_left_untouched_and_not_reported() -> None:
+    for code in NumpyToTorch.VALID[1:2]:
+        result = rewrite(code)
+        assert result.text == code and not result.changes
+        assert not result.fixes and not [s for s in result.skips if s.code]
+    # after `if torch.jit.is_scripting(): return ...` nothing compiles either
+    code = (HEADER + "class M(nn.Module):\n"
+            "    def forward(self, x):\n"
+            "        if torch.jit.is_scripting():\n"
+            "            return x\n"
+            "        return x * np.exp(x.detach().numpy())\n")
+    result = rewrite(code)
+    assert result.text == code and not result.fixes and not result.skips
+
+
+def test_an_exported_method_is_translated() -> None:
+    code = (HEADER + "class M(nn.Module):\n"
+            "    def forward(self, x):\n"
+            "        return x\n\n"
+            "    @torch.jit.export\n"
+            "    def scaled(self, x):\n"
+            "        return x / np.sqrt(x.size(-1))\n")
+    result = rewrite(code)
+    assert result.text == MATH + code.replace("np.sqrt", "math.sqrt")
+    assert findings(result) == [("fixed", 12, "numpy (numpy.sqrt) in scaled()", "")]
 
 
 def test_helper_methods_reached_from_forward_are_translated() -> None:
@@ -258,8 +336,25 @@ def test_helper_methods_reached_from_forward_are_translated() -> None:
             "    def unused(self, x):\n"
             "        return x / np.sqrt(x.size(-1))\n")
     result = rewrite(code)
-    assert "        return x / math.sqrt(x.size(-1))\n\n    def unused" in result.text
-    assert result.text.endswith("        return x / np.sqrt(x.size(-1))\n")
+    assert result.text == MATH + code.replace("np.sqrt", "math.sqrt", 1)
+
+
+def test_numpy_in_a_nested_function_is_refused_with_its_reason() -> None:
+    code = model("def f(t):", "    return np.exp(t)", "return f(x)")
+    result = rewrite(code)
+    assert result.text == code
+    assert findings(result) == [("refused", 13, "numpy (numpy.exp) in forward()",
+                                 "forward(): numpy inside a nested function or class")]
+
+
+def test_blockers_fixture_reports_numpy_once_for_its_class() -> None:
+    path = FIXTURES_ROOT / "check" / "blockers.py"
+    text = path.read_text()
+    result = rewrite_source(text, str(path), [NumpyToTorch], output=False)
+    marked = [number for number, line in enumerate(text.splitlines(), 1) if "# TSF205" in line]
+    assert [(f.class_name, f.line, f.message) for f in result.fixes] == [
+        ("NumpyCall", marked[0], "numpy (numpy.sqrt) in forward()")]
+    assert not [s for s in result.skips if s.code]
 
 
 # ---- imports, shadowing, no numpy ------------------------------------------------------------
@@ -270,8 +365,10 @@ def test_import_torch_is_added_when_only_nn_is_imported() -> None:
             "    def forward(self, x):\n"
             "        return x + np.zeros(3).sum()\n")
     result = rewrite(code)
-    assert result.text.startswith("import numpy as np\nimport torch\nfrom torch import nn\n")
-    assert "return x + torch.zeros(3, dtype=torch.float64).sum()" in result.text
+    assert result.text == ("import numpy as np\nimport torch\nfrom torch import nn\n\n\n"
+                           "class M(nn.Module):\n"
+                           "    def forward(self, x):\n"
+                           "        return x + torch.zeros(3, dtype=torch.float64).sum()\n")
 
 
 def test_existing_math_import_and_alias_are_reused() -> None:
@@ -280,13 +377,14 @@ def test_existing_math_import_and_alias_are_reused() -> None:
             "    def forward(self, x):\n"
             "        return x * np.sqrt(2.0) + th.from_numpy(np.ones(2))\n")
     result = rewrite(code)
-    assert "return x * m.sqrt(2.0) + th.ones(2, dtype=th.float64)" in result.text
-    assert result.text.count("import") == 4
+    assert result.text == code.replace("np.sqrt(2.0) + th.from_numpy(np.ones(2))",
+                                       "m.sqrt(2.0) + th.ones(2, dtype=th.float64)")
 
 
 def test_a_local_np_is_not_numpy() -> None:
     code = model("np = self.d_model", "return x * np")
-    assert not rewrite(code).changes
+    result = rewrite(code)
+    assert result.text == code and not result.fixes and not result.skips
 
 
 def test_files_without_numpy_cost_nothing(monkeypatch: pytest.MonkeyPatch) -> None:
@@ -305,6 +403,27 @@ def test_files_without_numpy_cost_nothing(monkeypatch: pytest.MonkeyPatch) -> No
     tree = cst.parse_module(code)
     assert rule.transform_module(tree) is tree
     assert not rule.changes and not rule.fixes and not rule.skips
+
+
+def test_a_numpy_import_inside_the_method_is_seen() -> None:
+    code = ("import torch\nfrom torch import nn\n\n\n"
+            "class M(nn.Module):\n"
+            "    def forward(self, x):\n"
+            "        import numpy as onp\n"
+            "        return x * onp.sqrt(2.0)\n")
+    assert NumpyToTorch.may_apply(AstFile(code))
+    result = rewrite(code)
+    assert result.text == MATH + code.replace("onp.sqrt", "math.sqrt")
+
+
+# ---- the call table --------------------------------------------------------------------------
+
+def test_every_table_entry_names_a_handler_and_none_is_also_refused() -> None:
+    for name, (handler, arguments) in HANDLERS.items():
+        method = getattr(NumpyCall, f"_{handler}", None)
+        assert callable(method), (name, handler)
+        assert method.__code__.co_argcount == 1 + len(arguments), (name, handler)
+    assert not set(HANDLERS) & set(REFUSED_NAMES)
 
 
 # ---- values and dtypes equal numpy's ---------------------------------------------------------
@@ -342,7 +461,8 @@ def test_translated_values_and_dtypes_equal_numpys(expression: str, tmp_path: Pa
     code = code.replace("torch.from_numpy(np.asarray(a))", "torch.from_numpy(a)")
     result = rewrite(code)
     assert result.changes, reasons(result)
-    assert "np." not in "".join(forward_of(result)), forward_of(result)
+    forward = result.text[result.text.index("    def forward"):]
+    assert "np." not in forward, forward
     x = torch.randn(2, 5)
     key = abs(hash(expression))
     original = _load(tmp_path / f"n2t_original_{key}.py", textwrap.dedent(code)).M()(x)
@@ -355,36 +475,33 @@ def test_translated_values_and_dtypes_equal_numpys(expression: str, tmp_path: Pa
     assert torch.allclose(scripted, original, rtol=1e-12, atol=1e-12, equal_nan=True)
 
 
-# ---- fixtures ---------------------------------------------------------------------------------
+# ---- the fixture pairs: what is translated, what is left and why ----------------------------
 
-def test_fixture_pairs_without_validation(tmp_path: Path) -> None:
-    folder = copy_fixture(tmp_path, "numpy-to-torch")
-    pairs = fixture_pairs(folder)
-    assert len(pairs) >= 6
-    result = run([folder], Options(rules=["numpy-to-torch"], verify=False))
-    for before, after in pairs:
-        assert before.read_text() == after.read_text(), before.name
-    assert not any(f.status == "changed" and f.path.name.endswith(".out.py")
-                   for f in result.files)
-    rewritten = {c.class_name for f in result.files for c in f.classes}
+def test_fixture_classes_translated_and_left() -> None:
+    rewritten: set[str] = set()
+    refused: dict[str, set[str]] = {}
+    for before, _ in fixture_pairs(FIXTURES):
+        result = rewrite_source(before.read_text(), str(before), [NumpyToTorch], output=False)
+        rewritten |= {c.class_name for c in result.changes}
+        for skip in result.skips:
+            if skip.code == "TSF205":
+                refused.setdefault(skip.class_name, set()).add(skip.reason)
     assert rewritten == {"SinusoidalPositionalEncoding", "ALiBiBias", "MaskedMeanPool",
                          "PackedEncoder", "IntentClassifier", "GeluTanh",
-                         "CausalSelfAttention", "FramedLogEnergy"}
-    skipped = {s.class_name for f in result.files for s in f.skips}
-    assert {"RobustScaler", "Bucketizer"} <= skipped
-    again = run([folder], Options(rules=["numpy-to-torch"], verify=False))
-    assert [f for f in again.files if f.status == "changed"] == []
+                         "CausalSelfAttention", "FramedLogEnergy", "FeatureScaler"}
+    assert set(refused) == {"RobustScaler", "Bucketizer"}
+    assert any("np.percentile" in r for r in refused["RobustScaler"])
+    assert any("np.searchsorted" in r for r in refused["Bucketizer"])
 
 
 @pytest.mark.slow
-def test_fixture_pairs_are_verified_with_save_and_load(tmp_path: Path) -> None:
-    folder = copy_fixture(tmp_path, "numpy-to-torch")
+def test_fixture_rewrites_save_and_load(tmp_path: Path) -> None:
+    """Unlike ignore-numpy's, a translated class is a whole TorchScript artifact."""
+    folder = copy_fixture(tmp_path, "numpy-to-torch", inputs_only=True)
     done = apply_with_report(folder, "numpy-to-torch")
     assert done.returncode == 0, done.stderr
     classes = done.classes
-    assert len(classes) == 8
-    assert {c["verdict"] for c in classes} == {"verified"}, classes
+    assert len(classes) == 9
     for c in classes:
+        assert c["verdict"] == "verified", c
         assert "save/load" in c["reason"] and "save fails" not in c["reason"], c
-    for before, after in fixture_pairs(folder):
-        assert before.read_text() == after.read_text(), before.name
