@@ -47,9 +47,30 @@ class AstFile:
             self.tree = None
 
     @cached_property
+    def imports(self) -> dict[str, str]:
+        """Local name -> dotted name it was imported as, from every import of the file."""
+        found: dict[str, str] = {}
+        for node in ast.walk(self.tree) if self.tree is not None else ():
+            if isinstance(node, ast.Import):
+                for alias in node.names:
+                    found[alias.asname or alias.name.split(".")[0]] = (
+                        alias.name if alias.asname else alias.name.split(".")[0])
+            elif isinstance(node, ast.ImportFrom) and node.module and not node.level:
+                for alias in node.names:
+                    found[alias.asname or alias.name] = f"{node.module}.{alias.name}"
+        return found
+
+    def resolved(self, node: ast.expr) -> str:
+        """The dotted name of ``node`` with its head resolved through the imports."""
+        head, _, rest = _dotted(node).partition(".")
+        full = self.imports.get(head, head)
+        return f"{full}.{rest}" if rest else full
+
+    @cached_property
     def module_classes(self) -> list[ast.ClassDef]:
-        """Top-level classes that may be ``nn.Module``-like: a base from ``torch``/``nn``, a
-        base that is such a class of this file, or any base and a ``forward`` method."""
+        """Top-level classes that may be ``nn.Module``-like: a base from ``torch`` (through the
+        imports, aliases included), a base that is such a class of this file, a base named
+        like a module, or any base and a ``forward`` or ``@torch.jit.export`` method."""
         if self.tree is None:
             return []
         classes = [node for node in self.tree.body if isinstance(node, ast.ClassDef)]
@@ -60,12 +81,15 @@ class AstFile:
             for cls in classes:
                 if cls.name in found or not cls.bases:
                     continue
-                names = [_dotted(base) for base in cls.bases]
+                names = [self.resolved(base) for base in cls.bases]
                 has_forward = any(isinstance(item, ast.FunctionDef | ast.AsyncFunctionDef)
-                                  and item.name == "forward" for item in cls.body)
+                                  and (item.name == "forward" or any(
+                                      _dotted(d).endswith("jit.export")
+                                      for d in item.decorator_list))
+                                  for item in cls.body)
                 if has_forward or any(name in found or "nn" in name.split(".")
-                                      or name.startswith("torch.") or name.endswith("Module")
-                                      for name in names):
+                                      or name.split(".")[0] == "torch"
+                                      or name.endswith("Module") for name in names):
                     found[cls.name] = cls
                     changed = True
         return list(found.values())
