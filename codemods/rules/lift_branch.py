@@ -1,8 +1,9 @@
 """``lift-branch``: config-attribute branches in ``forward()`` become a typed argument.
 
 What it does
-    Finds tests in ``forward()`` (and in the methods ``forward()`` calls) that read a configuration
-    attribute -- ``if self.use_x:``, ``elif self.mode == "avg":``, ``while i < self.depth``,
+    Finds tests in the methods TorchScript compiles (``forward()``, ``@torch.jit.export``
+    methods, and the methods they call; never a ``@torch.jit.ignore``/``unused`` method or code
+    under ``if not torch.jit.is_scripting():``) that read a configuration attribute -- ``if self.use_x:``, ``elif self.mode == "avg":``, ``while i < self.depth``,
     ``a if self.flag else b``, ``self.a and not self.b`` -- and turns each such attribute into a
     ``forward()`` parameter ``use_x: Optional[bool] = None`` that defaults to the attribute::
 
@@ -16,6 +17,9 @@ What it does
     read it get the same parameter, passed on by their callers (``self._fuse(a, use_x=use_x)``).
     Fields of config objects (``self.cfg.use_x``, ``self.cfg["use_x"]``) that the compiled methods
     read are first copied to plain attributes in ``__init__`` (``self.use_x = self.cfg.use_x``).
+    An ``@torch.jit.export`` method that reads a setting gets the same parameter in its own
+    signature (it is an entry point like ``forward()``); ``forward()`` gets it only when it
+    reads the setting or calls a method that does.
 
 Why it breaks export
     ``torch.jit.freeze``, ``Final`` attributes, the TorchScript-based ONNX exporter and
@@ -55,7 +59,13 @@ Fix safety
     Never lifted: ``self.training``; submodules, parameters and buffers; attributes assigned outside
     ``__init__``; tensors and values that may be None; values computed in ``__init__`` whose type
     cannot be known; and structural flags, i.e. attributes whose value decides in ``__init__``
-    which submodules exist (both branches must compile, and the other branch's modules are absent).
+    which submodules exist (both branches must compile, and the other branch's modules are absent);
+    and settings that a ``@torch.jit.ignore`` method called from compiled code also reads (it runs
+    in Python and would read the attribute, not the argument).
+    Every site is reported: each read of a setting in a test (``TSF204``) and each read of a
+    config object's field (``TSF203``) is either fixed or refused with the reason, which
+    ``tsfix check`` shows instead of promising a fix. Reads that are not configuration
+    (``self.training``, submodules, tensors, values of unknown type) are noted with ``-v`` only.
     The parameter type comes from the attribute's annotation, default or literal value, else from
     how the test uses it (``== "avg"`` is str, a bare test is bool); a wrong guess fails re-script,
     and validation rejects the rewrite rather than writing it.
