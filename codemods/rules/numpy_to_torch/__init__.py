@@ -1,11 +1,11 @@
 """``numpy-to-torch``: numpy expressions with an exact torch or math equivalent.
 
 What it does
-    In ``forward()`` and the methods it reaches (what ``torch.jit.script`` compiles; methods
-    decorated ``@torch.jit.ignore``/``@torch.jit.unused`` and the branch of
-    ``if torch.jit.is_scripting():`` that never compiles are left alone), numpy code is
-    translated, statement by statement, into the torch or ``math`` code that computes the same
-    values with the same dtypes:
+    In what ``torch.jit.script`` compiles (``forward()``, ``@torch.jit.export`` methods and
+    the methods they reach; methods decorated ``@torch.jit.ignore``/``@torch.jit.unused`` and
+    the code of ``if torch.jit.is_scripting():`` tests that never compiles are left alone),
+    numpy code is translated, statement by statement, into the torch or ``math`` code that
+    computes the same values with the same dtypes:
 
     * arrays: ``np.exp/log/log1p/expm1/sqrt/sin/cos/tan/tanh/arc*/...`` -> ``torch.*``;
       ``np.abs/square/sign/negative``, ``np.floor/ceil/trunc/round`` (float arrays),
@@ -99,12 +99,13 @@ Fix safety
       if one of them cannot be translated (or only runs in eager mode, or returns the array,
       stores it on ``self``, passes it to another function or iterates it), none is, so no
       untranslated numpy code ever receives a Tensor. A statement reading a numpy name the
-      rule left alone is left too. Refused statements are reported (``-v``) with the reason,
-      for ``ignore-numpy`` to handle: ``np.median`` (torch's returns the lower middle
-      value), ``np.percentile``/``quantile``, ``np.searchsorted``, ``np.unique``,
-      ``np.sort``/``argsort`` (tie order), ``np.random`` (other generator), ``np.fft``,
-      ``np.linalg``, ``a.tolist()`` (TorchScript needs the element type spelled out),
-      ``.T``, numpy functions applied to a torch Tensor, and every name not in the list above.
+      rule left alone is left too. Each numpy use left is reported (``-v``; ``tsfix check``:
+      TSF205) with the reason, for ``ignore-numpy`` to handle: ``np.median`` (torch's
+      returns the lower middle value), ``np.percentile``/``quantile``, ``np.searchsorted``,
+      ``np.unique``, ``np.sort``/``argsort`` (tie order), ``np.random`` (other generator),
+      ``np.fft``, ``np.linalg``, ``a.tolist()`` (TorchScript needs the element type spelled
+      out), ``.T``, numpy in a type annotation, numpy functions applied to a torch Tensor,
+      and every name not in the list above.
     * ``a.astype(d)`` -> ``a.to(d)`` does not copy when the dtype already matches, so a later
       in-place write into such an array is refused; ``np.array(a)`` -> ``a.clone()``.
     * float results may differ from numpy's in the last bits (libm vs torch kernels,
@@ -302,4 +303,7 @@ class NumpyToTorch(Rule):
     def rewrite_class(self, cls: cst.ClassDef) -> cst.ClassDef:
         if not self.facts.is_module_class(cls):
             return cls
-        return ClassTranslator(self, cls).rewrite()
+        translator = ClassTranslator(self, cls)
+        rewritten = translator.rewrite()
+        self.module_imports |= translator.module_imports
+        return rewritten

@@ -5,13 +5,13 @@ from __future__ import annotations
 
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import replace
-from typing import TYPE_CHECKING
 
 import libcst as cst
 from tsfix.codemods.facts.syntax import code_of
 from tsfix.codemods.rules.numpy_to_torch._promotion import (
     FLOATING,
     UNSIGNED,
+    Promotion,
     category,
     float_result,
 )
@@ -40,14 +40,11 @@ from tsfix.codemods.rules.numpy_to_torch._values import (
     atom,
 )
 
-if TYPE_CHECKING:
-    from tsfix.codemods.rules.numpy_to_torch._expressions import Expressions
-
 
 class _Call:
     """Shared by numpy functions and ndarray methods: argument binding and value checks."""
 
-    def __init__(self, t: Expressions, node: cst.Call, label: str) -> None:
+    def __init__(self, t: Promotion, node: cst.Call, label: str) -> None:
         self.t = t
         self.node = node
         self.label = label
@@ -213,7 +210,7 @@ class _Call:
 
 
 class NumpyCall(_Call):
-    def __init__(self, t: Expressions, node: cst.Call, qualified: str) -> None:
+    def __init__(self, t: Promotion, node: cst.Call, qualified: str) -> None:
         short = qualified.removeprefix("numpy.") if qualified != "numpy" else ""
         super().__init__(t, node, f"np.{short}")
         self.short = short
@@ -607,7 +604,7 @@ class NumpyCall(_Call):
 
 
 class ArrayMethod(_Call):
-    def __init__(self, t: Expressions, node: cst.Call, receiver: Expr) -> None:
+    def __init__(self, t: Promotion, node: cst.Call, receiver: Expr) -> None:
         assert isinstance(node.func, cst.Attribute)
         self.attr = node.func.attr.value
         super().__init__(t, node, f"`.{self.attr}()` of a numpy array")

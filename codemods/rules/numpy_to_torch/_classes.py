@@ -4,53 +4,26 @@ is reported (each numpy use fixed or refused, TSF205), and the rewritten class."
 from __future__ import annotations
 
 from collections.abc import Sequence
-from dataclasses import dataclass
-from typing import TYPE_CHECKING
 
 import libcst as cst
 from tsfix.codemods.facts.classes import ClassFacts
-from tsfix.codemods.facts.module import ModuleFacts
 from tsfix.codemods.facts.numpy_usage import NumpyUse, function_numpy_bindings, numpy_uses
 from tsfix.codemods.facts.syntax import code_of, find_all
-from tsfix.codemods.rules.base import ClassChange
-from tsfix.codemods.rules.numpy_to_torch._state import Outcome, Unit
+from tsfix.codemods.rules.base import ClassChange, Rule
+from tsfix.codemods.rules.numpy_to_torch._state import ClassContext, Outcome, Spelling, Unit
 from tsfix.codemods.rules.numpy_to_torch._walk import MethodTranslator
-
-if TYPE_CHECKING:
-    from tsfix.codemods.rules.numpy_to_torch import NumpyToTorch
-
-
-@dataclass(frozen=True)
-class Spelling:
-    """How the rewritten file spells the torch and math modules."""
-
-    torch: str
-    math: str
-    needs_torch_import: bool
-    needs_math_import: bool
-    name_clash: bool        # an import to add would clash with a top-level name
-
-    @staticmethod
-    def of(facts: ModuleFacts) -> Spelling:
-        torch = facts.torch_alias
-        maths = [local for local, full in facts.imports.items() if full == "math"]
-        taken = facts.top_level_names
-        return Spelling(torch or "torch", maths[0] if maths else "math", torch is None,
-                        not maths, (torch is None and "torch" in taken)
-                        or (not maths and "math" in taken))
 
 
 class ClassTranslator:
-    def __init__(self, rule: NumpyToTorch, cls: cst.ClassDef) -> None:
+    def __init__(self, rule: Rule, cls: cst.ClassDef) -> None:
         self.rule = rule
         self.cls = cls
         self.name = cls.name.value
         self.facts = rule.class_facts(cls)
         self.module = rule.facts
         self.imports = self.module.imports
-        self.spelling = Spelling.of(self.module)
-        self.attributes: dict[str, str] = {}
-        self.layers: set[str] = set()
+        # Modules the translation spells and the file must import (``math``, ``torch``).
+        self.module_imports: set[str] = set()
 
     def rewrite(self) -> cst.ClassDef:
         if not isinstance(self.cls.body, cst.IndentedBlock):
@@ -66,9 +39,12 @@ class ClassTranslator:
                 candidates.append((method, func, bindings))
         if not candidates:
             return self.cls
-        self.attributes, self.layers = init_attributes(self.facts)
+        attributes, layers = init_attributes(self.facts)
+        spelling = Spelling.of(self.module)
+        context = ClassContext(self.rule, self.name, self.facts, self.imports, spelling,
+                               attributes, layers)
         for method, func, bindings in candidates:
-            translator = MethodTranslator(self, func, bindings)
+            translator = MethodTranslator(context, func, bindings)
             translator.run()
             for key, outcome in translator.outcomes.items():
                 unit = translator.units[key]
@@ -80,10 +56,10 @@ class ClassTranslator:
                     self._report(method, unit, outcome, translator.uses[key])
         if not replacements:
             return self.cls
-        if self.spelling.needs_math_import and "+math" in names:
-            self.rule.module_imports.add("math")
-        if self.spelling.needs_torch_import and "+torch" in names:
-            self.rule.module_imports.add("torch")
+        if spelling.needs_math_import and "+math" in names:
+            self.module_imports.add("math")
+        if spelling.needs_torch_import and "+torch" in names:
+            self.module_imports.add("torch")
         shown = sorted({n for n in names if not n.startswith("+")},
                        key=lambda n: (not n.startswith("np."), n))
         summary = (f"translated {', '.join(shown)} ({len(replacements)} "

@@ -4,16 +4,48 @@ already states, and how the file spells torch and math."""
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING
 
 import libcst as cst
+from tsfix.codemods.facts.classes import ClassFacts
+from tsfix.codemods.facts.module import ModuleFacts
 from tsfix.codemods.facts.numpy_usage import NumpyUse
 from tsfix.codemods.facts.syntax import code_of, find_all, parameters_of, self_name
 from tsfix.codemods.facts.value_types import TENSOR, Typer, collect_locals
-from tsfix.codemods.rules.numpy_to_torch._values import Refuse, Val
+from tsfix.codemods.rules.base import Rule
+from tsfix.codemods.rules.numpy_to_torch._values import Expr, Refuse, Val
 
-if TYPE_CHECKING:
-    from tsfix.codemods.rules.numpy_to_torch._classes import ClassTranslator
+
+@dataclass(frozen=True)
+class Spelling:
+    """How the rewritten file spells the torch and math modules."""
+
+    torch: str
+    math: str
+    needs_torch_import: bool
+    needs_math_import: bool
+    name_clash: bool        # an import to add would clash with a top-level name
+
+    @staticmethod
+    def of(facts: ModuleFacts) -> Spelling:
+        torch = facts.torch_alias
+        maths = [local for local, full in facts.imports.items() if full == "math"]
+        taken = facts.top_level_names
+        return Spelling(torch or "torch", maths[0] if maths else "math", torch is None,
+                        not maths, (torch is None and "torch" in taken)
+                        or (not maths and "math" in taken))
+
+
+@dataclass(frozen=True)
+class ClassContext:
+    """What the translation of each method needs from its class and file."""
+
+    rule: Rule
+    name: str                          # of the class
+    facts: ClassFacts
+    imports: dict[str, str]
+    spelling: Spelling
+    attributes: dict[str, str]         # self.<attr> -> its type, from __init__
+    layers: set[str]                   # submodules whose call returns a Tensor
 
 
 @dataclass
@@ -40,7 +72,7 @@ class Translation:
     ``Expressions`` < ``MethodTranslator``): what the method says about types, the units and
     their outcomes, and the unit being translated."""
 
-    def __init__(self, owner: ClassTranslator, func: cst.FunctionDef,
+    def __init__(self, owner: ClassContext, func: cst.FunctionDef,
                  bindings: dict[str, str]) -> None:
         self.owner = owner
         self.rule = owner.rule
@@ -98,6 +130,10 @@ class Translation:
 
     def _compiled(self, node: cst.CSTNode) -> bool:
         return id(node) not in self.never
+
+    def expr(self, node: cst.BaseExpression) -> Expr:
+        """``node`` translated (the ``Expressions`` layer)."""
+        raise NotImplementedError
 
     def wrap(self, node: cst.BaseExpression, inner: str) -> str:
         return ("".join(code_of(p) for p in node.lpar) + inner
