@@ -389,6 +389,27 @@ def test_state_training_and_submodules_are_not_settings() -> None:
         (None, 13, "self.proj is a submodule")]
 
 
+def test_an_attribute_declared_as_a_module_is_not_a_setting() -> None:
+    result = rewrite("""
+        from typing import Optional
+        import torch.nn as nn
+        class M(nn.Module):
+            skip: Optional[nn.Module]
+            def __init__(self):
+                super().__init__()
+                self.proj: Optional[nn.Module] = None
+                self.skip = None
+            def forward(self, x):
+                if self.proj is not None or self.skip is not None:
+                    x = x + 1
+                return x
+        """)
+    assert not result.changed
+    assert refusals(result) == [
+        (None, 11, "self.proj is declared Optional[nn.Module], not configuration"),
+        (None, 11, "self.skip is declared Optional[nn.Module], not configuration")]
+
+
 def test_every_read_of_a_refused_setting_is_a_site() -> None:
     result = rewrite("""
         import torch.nn as nn

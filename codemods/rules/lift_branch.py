@@ -3,7 +3,8 @@
 What it does
     Finds tests in the methods TorchScript compiles (``forward()``, ``@torch.jit.export``
     methods, and the methods they call; never a ``@torch.jit.ignore``/``unused`` method or code
-    under ``if not torch.jit.is_scripting():``) that read a configuration attribute -- ``if self.use_x:``, ``elif self.mode == "avg":``, ``while i < self.depth``,
+    under ``if not torch.jit.is_scripting():``) that read a configuration attribute --
+    ``if self.use_x:``, ``elif self.mode == "avg":``, ``while i < self.depth``,
     ``a if self.flag else b``, ``self.a and not self.b`` -- and turns each such attribute into a
     ``forward()`` parameter ``use_x: Optional[bool] = None`` that defaults to the attribute::
 
@@ -108,6 +109,9 @@ ReadKey = tuple[str, ...]
 _CONFIG_NAME = re.compile(r"^_?(cfg|conf|config|configs|opt|opts|options|args|hparams|hp|params)$|"
                           r"(_cfg|_config|_conf)$", re.IGNORECASE)
 
+
+# An annotation naming one of these holds an object, not a setting.
+_OBJECT_TYPE = re.compile(r"\b(Module|ModuleList|ModuleDict|Sequential|Tensor|Parameter)\b")
 
 _TSF203 = "TSF203"
 _TSF204 = "TSF204"
@@ -283,6 +287,26 @@ class _ClassAnalysis:
                 return field_types[declared]
         return {}
 
+    def _declared_as_object(self, attr: str) -> str | None:
+        """The annotation of ``attr`` (in ``__init__`` or at class level) when it names a
+        module or tensor type (``self.proj: Optional[nn.Module] = None``)."""
+        annotations: list[cst.BaseExpression] = []
+        if self.init is not None:
+            self_var = self_name(self.init) or "self"
+            annotations += [node.annotation.annotation
+                            for node in find_all(self.init.body, cst.AnnAssign)
+                            if self_attr(node.target, self_var) == attr]
+        if isinstance(self.cls.body, cst.IndentedBlock):
+            annotations += [small.annotation.annotation for line in self.cls.body.body
+                            if isinstance(line, cst.SimpleStatementLine) for small in line.body
+                            if isinstance(small, cst.AnnAssign)
+                            and m.matches(small.target, m.Name(attr))]
+        for annotation in annotations:
+            text = code_of(annotation)
+            if _OBJECT_TYPE.search(text):
+                return text
+        return None
+
     def _python_run(self) -> list[str]:
         """Methods that run in Python when compiled code calls them: the ``@torch.jit.ignore``
         (or ``unused``) methods a compiled method calls, and every method they call."""
@@ -412,6 +436,9 @@ class _ClassAnalysis:
             return None, f"self.{attr} is not assigned in {self.name}.__init__", False
         if attr in self.facts.function_attrs:
             return None, f"self.{attr} holds a function, not configuration", False
+        declared = self._declared_as_object(attr)
+        if declared is not None:
+            return None, f"self.{attr} is declared {declared}, not configuration", False
         kinds = [self._value_kind(a.value) for a in assignments]
         for kind, detail in kinds:
             if kind in ("tensor", "module"):
