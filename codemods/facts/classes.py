@@ -391,7 +391,8 @@ class ClassFacts:
 
     def typer(self, method: str, observed: Mapping[str, str] | None = None) -> Typer:
         """A :class:`Typer` for ``method``'s body: its parameters, the attributes and layers
-        ``__init__`` stores, and its locals."""
+        ``__init__`` stores, and its locals. Each caller gets its own copy (its ``env`` may be
+        extended); the locals are collected once."""
         key = (method, tuple(sorted((observed or {}).items())))
         typer = self._typers.get(key)
         if typer is None:
@@ -400,7 +401,7 @@ class ClassFacts:
                           self.attributes, self.layers)
             collect_locals(func.body, typer)
             self._typers[key] = typer
-        return typer
+        return Typer(typer.env, typer.imports, typer.self_var, typer.attributes, typer.layers)
 
     def used_as_tensor(self, name: str, func: cst.FunctionDef) -> bool:
         """Whether ``func``'s body treats the name as a Tensor: a tensor method or attribute,
