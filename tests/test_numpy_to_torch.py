@@ -339,6 +339,14 @@ def test_helper_methods_reached_from_forward_are_translated() -> None:
     assert result.text == MATH + code.replace("np.sqrt", "math.sqrt", 1)
 
 
+def test_a_one_line_method_body_is_translated() -> None:
+    code = HEADER + "class M(nn.Module):\n    def forward(self, x): return x * np.pi\n"
+    result = rewrite(code)
+    assert result.text == (MATH + HEADER + "class M(nn.Module):\n    def forward(self, x):\n"
+                           "        return x * math.pi\n")
+    assert findings(result) == [("fixed", 7, "numpy (numpy.pi) in forward()", "")]
+
+
 def test_numpy_in_a_nested_function_is_refused_with_its_reason() -> None:
     code = model("def f(t):", "    return np.exp(t)", "return f(x)")
     result = rewrite(code)
