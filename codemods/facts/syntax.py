@@ -299,31 +299,6 @@ def registered_names(init: cst.FunctionDef) -> set[str]:
     return names
 
 
-def called_methods(func: cst.FunctionDef) -> set[str]:
-    """Methods called as ``self.m(...)`` in ``func``."""
-    self_var = self_name(func)
-    if self_var is None:
-        return set()
-    found: set[str] = set()
-    for call in find_all(func.body, cst.Call):
-        callee = self_attr(call.func, self_var)
-        if callee is not None:
-            found.add(callee)
-    return found
-
-
-def reachable_methods(methods: dict[str, cst.FunctionDef], start: str = "forward") -> list[str]:
-    """``start`` and every method of the class it calls, transitively: what script compiles."""
-    if start not in methods:
-        return []
-    order = [start]
-    for name in order:
-        for callee in sorted(called_methods(methods[name])):
-            if callee in methods and callee not in order and callee != "__init__":
-                order.append(callee)
-    return order
-
-
 def literal_type(expr: cst.BaseExpression | None) -> str | None:
     """bool/int/float/str for a literal (``-1`` and ``"a" "b"`` included), else None."""
     if isinstance(expr, cst.Name) and expr.value in ("True", "False"):
@@ -415,11 +390,9 @@ def docstring_count(body: cst.BaseSuite) -> int:
     return 0
 
 
-# ---- what TorchScript compiles -----------------------------------------------------------------
+# ---- names and decorators ---------------------------------------------------------------------
 
 _EMPTY_MODULE = cst.Module([])
-_IGNORED = ("jit.ignore", "jit.unused")
-_NOT_COMPILED_METHOD = (*_IGNORED, "staticmethod", "classmethod", "property")
 
 
 def code_of(node: cst.CSTNode) -> str:
@@ -436,11 +409,6 @@ def decorator_names(func: cst.FunctionDef) -> list[str]:
             target = target.func
         names.append(get_full_name_for_node(target) or "")
     return names
-
-
-def is_ignored(func: cst.FunctionDef) -> bool:
-    """Decorated with ``@torch.jit.ignore`` or ``@torch.jit.unused``: not compiled."""
-    return any(name.endswith(_IGNORED) for name in decorator_names(func))
 
 
 def torch_alias(imports: Mapping[str, str]) -> str | None:
@@ -461,54 +429,3 @@ def top_level_names(module: cst.Module) -> set[str]:
                 statement, cst.SimpleStatementLine) else []:
             names.update(n.value for n in find_all(target.target, cst.Name))
     return names
-
-
-def scripting_test(test: cst.BaseExpression, imports: Mapping[str, str]) -> str | None:
-    """"scripting" for ``torch.jit.is_scripting()`` (its else branch never compiles),
-    "eager" for ``not torch.jit.is_scripting()`` (its body never compiles)."""
-    negated = False
-    if isinstance(test, cst.UnaryOperation) and isinstance(test.operator, cst.Not):
-        test, negated = test.expression, True
-    if isinstance(test, cst.Call) and not test.args and qualified_name(
-            test.func, dict(imports)) == "torch.jit.is_scripting":
-        return "eager" if negated else "scripting"
-    return None
-
-
-def never_compiled(func: cst.FunctionDef, imports: Mapping[str, str]) -> set[int]:
-    """ids of the nodes TorchScript never compiles: the non-scripting branches of
-    ``is_scripting()`` tests."""
-    skipped: set[int] = set()
-    for node in find_all(func.body, cst.If):
-        kind = scripting_test(node.test, imports)
-        branch = node.body if kind == "eager" else node.orelse if kind == "scripting" else None
-        if branch is not None:
-            skipped.update(id(n) for n in find_all(branch, cst.CSTNode))  # type: ignore[type-abstract]
-    return skipped
-
-
-def _not_compiled_method(func: cst.FunctionDef) -> bool:
-    """Ignored, unused, static, class methods and properties: never compiled as methods."""
-    return any(name.endswith(_NOT_COMPILED_METHOD) for name in decorator_names(func))
-
-
-def compiled_methods(cls: cst.ClassDef, imports: Mapping[str, str],
-                     not_calls: set[int] | None = None) -> list[str]:
-    """``forward`` and the methods of ``cls`` it calls, transitively, leaving out calls in
-    never-compiled branches, calls whose id is in ``not_calls`` and ignored methods."""
-    methods = methods_of(cls)
-    if "forward" not in methods or _not_compiled_method(methods["forward"]):
-        return []
-    order = ["forward"]
-    for name in order:
-        func = methods[name]
-        self_var = self_name(func)
-        if self_var is None:
-            continue
-        skipped = never_compiled(func, imports) | (not_calls or set())
-        for call in find_all(func.body, cst.Call):
-            callee = self_attr(call.func, self_var)
-            if (callee in methods and callee not in order and callee != "__init__"
-                    and id(call) not in skipped and not _not_compiled_method(methods[callee])):
-                order.append(callee)
-    return order
