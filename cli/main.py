@@ -12,7 +12,6 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Literal
 
 import click
-from tsfix.codemods import __version__
 from tsfix.codemods.rules.names import rule_summaries
 
 if TYPE_CHECKING:
@@ -35,8 +34,20 @@ Exit codes:
 """
 
 
+def _print_version(context: click.Context, _: click.Parameter, value: bool) -> None:
+    # The version is read from the installed metadata only when asked for (importing
+    # importlib.metadata costs more than the rest of a run answered from the cache).
+    if not value or context.resilient_parsing:
+        return
+    from tsfix.codemods import __version__
+
+    click.echo(f"tsfix, version {__version__}")
+    context.exit()
+
+
 @click.group(context_settings={"help_option_names": ["-h", "--help"]})
-@click.version_option(__version__, prog_name="tsfix")
+@click.option("--version", is_flag=True, expose_value=False, is_eager=True,
+              callback=_print_version, help="Show the version and exit.")
 def main() -> None:
     """Rewrite PyTorch model code so that torch.jit.script and export keep its behaviour.
 
@@ -91,7 +102,6 @@ def apply(paths: tuple[Path, ...], rule_names: tuple[str, ...], dry_run: bool, c
           config_path: Path | None, jobs: int, no_cache: bool, timeout: float | None,
           target: Literal["torchscript", "onnx"] | None, quiet: bool, verbose: bool) -> None:
     """Rewrite the model files under PATHS, validating every rewritten class."""
-    from tsfix.cli.interactive import review
     from tsfix.cli.progress import ProgressDisplay
     from tsfix.codemods.pipeline.config import ConfigError
     from tsfix.codemods.pipeline.engine import Options, run
@@ -131,6 +141,8 @@ def apply(paths: tuple[Path, ...], rule_names: tuple[str, ...], dry_run: bool, c
                 click.echo(file.diff, nl=False)
     _print_outcome(result, quiet=quiet, verbose=verbose)
     if interactive:
+        from tsfix.cli.interactive import review
+
         reviewed = review(result, _ask)
         for line in reviewed.lines:
             click.secho(line, err=True, fg="red" if line.startswith("error") else None)

@@ -14,8 +14,7 @@ from click.testing import CliRunner
 from conftest import TWO_CONFIGS, Project, model_source
 from tsfix.cli.main import main as cli_main
 from tsfix.codemods.pipeline.engine import PARALLEL_MIN_FILES, Options, run
-from tsfix.codemods.pipeline.report import ClassResult, FileResult, RunResult
-from tsfix.codemods.rules.base import Skip
+from tsfix.codemods.pipeline.report import ClassResult, FileResult, RunResult, SkipResult
 from tsfix.codemods.validation.pool import WorkerPool
 
 
@@ -122,7 +121,7 @@ def _run_result() -> RunResult:
             cls("annotate", "D", "unverified", "no example inputs", 0.0)]),
         FileResult(Path("d.py"), "d.py", "failed", error="d.py:1:1: cannot parse"),
         FileResult(Path("e.py"), "e.py", "unchanged",
-                   skips=[Skip("annotate", "E", 4, "cannot type x")]),
+                   skips=[SkipResult("annotate", "E", 4, "cannot type x")]),
     ]
     return RunResult(files, ["lift-branch", "annotate"], "diff", True, False)
 
@@ -330,6 +329,45 @@ def test_cache_misses_when_tsfix_itself_changes(tmp_path: Path, monkeypatch: Any
     # An edited rule (a developer install, same version number) must not reuse entries.
     monkeypatch.setattr(cache_module, "code_fingerprint", lambda: "edited")
     assert _cached_run(zoo).cache_hits == 0
+
+
+CACHED_RUN_PROBE = """\
+import json, sys
+from tsfix.cli.main import main
+try:
+    main(sys.argv[1:])
+except SystemExit as exc:
+    code = exc.code
+print(json.dumps({"exit": code, "loaded": sorted(
+    m for m in ("libcst", "black", "torch", "tsfix.codemods.pipeline.rewrite",
+                "tsfix.codemods.rules.registry") if m in sys.modules)}))
+"""
+
+
+def test_fully_cached_run_imports_neither_libcst_nor_black(tmp_path: Path) -> None:
+    """A second run over an unchanged tree is answered from the cache without loading the
+    rewrite machinery, also when it writes the rewrites an earlier dry run cached."""
+    zoo = _zoo(tmp_path, 3)
+
+    def tsfix(*arguments: str) -> dict[str, Any]:
+        probe = subprocess.run([sys.executable, "-c", CACHED_RUN_PROBE, "apply", "--rule",
+                                "all", "--no-verify", "-j", "1", *arguments, str(zoo)],
+                               capture_output=True, text=True, cwd=tmp_path, timeout=300)
+        assert probe.returncode == 0, probe.stderr
+        found: dict[str, Any] = json.loads(probe.stdout.strip().splitlines()[-1])
+        return found
+
+    first = tsfix("--dry-run")
+    assert "libcst" in first["loaded"] and first["exit"] == 3   # broken.py does not parse
+    report = tmp_path / "report.json"
+    again = tsfix("--dry-run", "--report", str(report))
+    assert again == {"exit": 3, "loaded": []}
+    assert json.loads(report.read_text())["cache_hits"] == 6
+    written = tsfix("--report", str(report))
+    assert written == {"exit": 3, "loaded": []}
+    assert [f["path"] for f in json.loads(report.read_text())["files"] if f["written"]] == [
+        f"zoo/family{i}/model_0{i}.py" for i in range(3)]
+    assert "use_0: Optional[bool] = None" in (zoo / "family0" / "model_00.py").read_text()
 
 
 # ---- Ctrl-C --------------------------------------------------------------------------------------

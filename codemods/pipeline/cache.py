@@ -1,8 +1,9 @@
 """A black-style cache of per-file outcomes, so a second run over an unchanged zoo skips
 parsing, observation and validation.
 
-An entry is keyed by the file's bytes and everything else its outcome depends on: the tsfix
-version and a hash of its own source (so edited rules never reuse old entries), the selected
+An entry is keyed by the file's bytes and everything else its outcome depends on: a hash of
+tsfix's own source, which stands for its version (so edited rules never reuse old entries; and
+reading the installed metadata would cost more than the rest of a cached run), the selected
 rules in order, unsafe fixes, line length, automatic examples, the target (torchscript or onnx),
 whether validation ran and under which torch version, ``--require-verified``, and the example
 specs configured for the file. It holds the file's status, its class verdicts, skips, notes
@@ -21,11 +22,11 @@ from __future__ import annotations
 
 import contextlib
 import hashlib
+import importlib.util
 import json
 import os
-import tempfile
+import re
 from dataclasses import asdict
-from importlib import metadata
 from pathlib import Path
 from typing import Any
 
@@ -58,7 +59,18 @@ def code_fingerprint() -> str:
 
 
 def torch_version() -> str:
-    """The installed torch's version, read from its metadata (torch is not imported)."""
+    """The installed torch's version, read from its ``version.py`` (torch is not imported,
+    nor is the slower ``importlib.metadata`` unless that file says nothing)."""
+    spec = importlib.util.find_spec("torch")
+    if spec is None or not spec.origin:
+        return "none"
+    with contextlib.suppress(OSError):
+        text = (Path(spec.origin).parent / "version.py").read_text(encoding="utf-8")
+        found = re.search(r"^__version__\s*=\s*['\"]([^'\"]+)['\"]", text, re.MULTILINE)
+        if found:
+            return found.group(1)
+    from importlib import metadata
+
     try:
         return metadata.version("torch")
     except metadata.PackageNotFoundError:
@@ -75,9 +87,7 @@ class Cache:
     def for_run(cls, directory: Path | None, *, rules: list[str], unsafe_fixes: bool,
                 line_length: int, verify: bool, require_verified: bool,
                 auto_examples: bool = True, target: str = "torchscript") -> Cache:
-        from tsfix.codemods import __version__
-
-        salt = json.dumps({"tsfix": __version__, "code": code_fingerprint(), "rules": rules,
+        salt = json.dumps({"code": code_fingerprint(), "rules": rules,
                            "unsafe_fixes": unsafe_fixes,
                            "line_length": line_length, "verify": verify,
                            "torch": torch_version() if verify else None,
@@ -110,6 +120,8 @@ class Cache:
         # A cache that cannot be written only costs speed: never fail a run for it.
         with contextlib.suppress(OSError):
             path.parent.mkdir(parents=True, exist_ok=True)
+            import tempfile
+
             handle, temporary = tempfile.mkstemp(dir=path.parent, suffix=".tmp")
             try:
                 with os.fdopen(handle, "w", encoding="utf-8") as out:

@@ -59,10 +59,10 @@ import re
 import sys
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-from tsfix.codemods.validation.protocol import Example
-from tsfix.codemods.validation.protocol import ExampleCall as CallArguments
+if TYPE_CHECKING:
+    from tsfix.codemods.validation.protocol import Example
 
 if sys.version_info >= (3, 11):
     import tomllib
@@ -132,6 +132,9 @@ class ExampleSpec:
 
     def to_example(self) -> Example:
         """What a validation job carries (:mod:`tsfix.codemods.validation.protocol`)."""
+        from tsfix.codemods.validation.protocol import Example
+        from tsfix.codemods.validation.protocol import ExampleCall as CallArguments
+
         return Example(self.key, tuple(self.init),
                        tuple(CallArguments(tuple(c.inputs), c.kwargs) for c in self.call_list()),
                        self.factory, self.auto)
@@ -155,14 +158,16 @@ class Config:
     # (resolved file path, class name) -> spec, or the error that makes the spec unusable
     examples: dict[tuple[Path, str], ExampleSpec | ExampleError] = field(default_factory=dict)
 
-    def example_for(self, path: Path, class_name: str) -> ExampleSpec | ExampleError | None:
-        return self.examples.get((path.resolve(), class_name))
+    def example_for(self, path: Path, class_name: str, *, resolved: bool = False
+                    ) -> ExampleSpec | ExampleError | None:
+        """``resolved``: ``path`` is resolved already (resolving costs a stat per folder)."""
+        return self.examples.get((path if resolved else path.resolve(), class_name))
 
-    def examples_in(self, path: Path) -> dict[str, ExampleSpec | ExampleError]:
+    def examples_in(self, path: Path, *, resolved: bool = False
+                    ) -> dict[str, ExampleSpec | ExampleError]:
         """Class name -> spec (or its error) for every example table naming ``path``."""
-        resolved = path.resolve()
-        return {name: spec for (target, name), spec in self.examples.items()
-                if target == resolved}
+        target = path if resolved else path.resolve()
+        return {name: spec for (file, name), spec in self.examples.items() if file == target}
 
 
 def find_pyproject(paths: list[Path]) -> Path | None:

@@ -65,14 +65,11 @@ from __future__ import annotations
 
 import importlib.util
 import json
-import multiprocessing
 import os
 import signal
 import sys
 import time
 from collections.abc import Callable, Iterable, Mapping, Sequence
-from concurrent.futures import ProcessPoolExecutor, as_completed
-from concurrent.futures.process import BrokenProcessPool
 from dataclasses import dataclass, field, replace
 from functools import cached_property
 from pathlib import Path
@@ -107,19 +104,21 @@ from tsfix.codemods.pipeline.sources import (
     write_source,
 )
 from tsfix.codemods.rules.names import check_rule_names, rule_summaries
-from tsfix.codemods.validation.pool import (
+from tsfix.codemods.validation.protocol import (
     NOT_SCRIPTABLE_EITHER,
     ClassVerdict,
     JobClass,
     ObserveClass,
     ObserveJob,
+    TypeTable,
     ValidationJob,
-    WorkerPool,
 )
-from tsfix.codemods.validation.protocol import TypeTable
 
 if TYPE_CHECKING:
+    from concurrent.futures import ProcessPoolExecutor
+
     from tsfix.codemods.rules.base import ClassChange, Rule
+    from tsfix.codemods.validation.pool import WorkerPool
 
 Phase = Literal["observe", "rewrite", "validate", "trials", "recheck", "final"]
 
@@ -159,6 +158,16 @@ class Progress:
 
 
 # ---- the records phases hand on ----------------------------------------------------------------
+
+@dataclass(frozen=True)
+class _File:
+    """A file found for the run, and the names it goes by."""
+
+    index: int                              # in the run's list of files
+    path: Path                              # as discovered
+    resolved: Path
+    display: str                            # in messages and the report
+
 
 @dataclass(frozen=True)
 class _Observed:
@@ -221,16 +230,19 @@ class _RewrittenAgain:
 class _Pending:
     """A file the rules changed, on its way through validation."""
 
-    index: int
-    path: Path
-    display: str
+    file: _File
     source: SourceText
     text: str
     classes: tuple[ClassResult, ...]
     observed: _Observed
 
+    @property
+    def index(self) -> int:
+        return self.file.index
+
     def again(self, key: int, skip: SkipSet) -> _ToRewriteAgain:
-        return _ToRewriteAgain(key, self.source.text, self.display, self.observed.types, skip)
+        return _ToRewriteAgain(key, self.source.text, self.file.display, self.observed.types,
+                               skip)
 
 
 @dataclass(frozen=True)
@@ -376,7 +388,11 @@ def run(targets: Sequence[str | os.PathLike[str]], options: Options) -> RunResul
         unsafe_fixes=(config.unsafe_fixes if options.unsafe_fixes is None
                       else options.unsafe_fixes), target=target)
     found: list[Path | SourceError] = list(discover(paths, config.root, config.exclude))
-    displays = [str(f.path) if isinstance(f, SourceError) else _display(f) for f in found]
+    # Each path resolved once (a stat per folder): names in the report, example tables, jobs.
+    cwd = Path.cwd().resolve()
+    resolved = {i: f.resolve() for i, f in enumerate(found) if isinstance(f, Path)}
+    displays = [_display(f, resolved[i], cwd) if isinstance(f, Path) else str(f.path)
+                for i, f in enumerate(found)]
 
     cache = None
     if options.cache:
@@ -385,21 +401,24 @@ def run(targets: Sequence[str | os.PathLike[str]], options: Options) -> RunResul
                               line_length=config.line_length, verify=options.verify,
                               require_verified=session.require_verified,
                               auto_examples=config.auto_examples, target=target)
-    keys, cached = _from_cache(found, displays, cache, config)
-    todo = [(i, f) for i, f in enumerate(found) if isinstance(f, Path) and i not in cached]
+    keys, cached = _from_cache(found, resolved, displays, cache, config)
+    todo = [_File(i, f, resolved[i], displays[i]) for i, f in enumerate(found)
+            if isinstance(f, Path) and i not in cached]
 
     observed: dict[int, _Observed] = {}
     rewritten: dict[int, _Rewritten] = {}
     finals: dict[int, _Final] = {}
     if todo:
+        from tsfix.codemods.validation.pool import WorkerPool
+
         # Validation workers start only when a round has jobs; with verify=False none runs.
         with WorkerPool(session.workers) as pool, _Rewriters(session) as rewriters:
             if options.verify and any(rule.needs_observations for rule in session.rules):
                 observed = _observe(todo, session, pool)
-            rewritten = _rewrite_all(todo, displays, observed, session, rewriters)
-            by_index = dict(todo)
-            pending = [_Pending(r.index, by_index[r.index], displays[r.index], r.source, r.text,
-                                r.classes, observed.get(r.index, _Observed()))
+            rewritten = _rewrite_all(todo, observed, session, rewriters)
+            by_index = {file.index: file for file in todo}
+            pending = [_Pending(by_index[r.index], r.source, r.text, r.classes,
+                                observed.get(r.index, _Observed()))
                        for r in rewritten.values() if r.status == "changed" and r.source]
             if options.verify:
                 checked = _validate(pending, session, pool)
@@ -463,8 +482,9 @@ def _target(options: Options, config: Config) -> str:
     return target
 
 
-def _from_cache(found: list[Path | SourceError], displays: list[str], cache: Cache | None,
-                config: Config) -> tuple[dict[int, str], dict[int, tuple[FileResult, str | None]]]:
+def _from_cache(found: list[Path | SourceError], resolved: dict[int, Path], displays: list[str],
+                cache: Cache | None, config: Config
+                ) -> tuple[dict[int, str], dict[int, tuple[FileResult, str | None]]]:
     """Every readable file's cache key, and the outcomes (with the rewritten text of a changed
     file) restored from the cache, both by index in ``found``."""
     keys: dict[int, str] = {}
@@ -478,9 +498,9 @@ def _from_cache(found: list[Path | SourceError], displays: list[str], cache: Cac
             content = path.read_bytes()
         except OSError:
             continue        # reported when the file is read for rewriting
+        specs = config.examples_in(resolved[i], resolved=True)
         examples = json.dumps({name: spec.to_json() if isinstance(spec, ExampleSpec)
-                               else str(spec)
-                               for name, spec in sorted(config.examples_in(path).items())})
+                               else str(spec) for name, spec in sorted(specs.items())})
         keys[i] = cache.key(content, examples)
         entry = cache.get(keys[i])
         if entry is not None:
@@ -488,9 +508,10 @@ def _from_cache(found: list[Path | SourceError], displays: list[str], cache: Cac
     return keys, cached
 
 
-def _display(path: Path) -> str:
+def _display(path: Path, resolved: Path, cwd: Path) -> str:
+    """How the report names a file: relative to the working folder, else as given."""
     try:
-        return path.resolve().relative_to(Path.cwd().resolve()).as_posix()
+        return resolved.relative_to(cwd).as_posix()
     except ValueError:
         return str(path)
 
@@ -528,20 +549,19 @@ def _written(result: FileResult, text: str, source: SourceText | None) -> FileRe
 
 # ---- observed types ----------------------------------------------------------------------------
 
-def _observe(todo: list[tuple[int, Path]], session: _Session, pool: WorkerPool
-             ) -> dict[int, _Observed]:
+def _observe(todo: list[_File], session: _Session, pool: WorkerPool) -> dict[int, _Observed]:
     """Run the original files' examples eagerly, recording argument types for the rules."""
     jobs: list[ObserveJob] = []
     by_job: dict[int, int] = {}
-    for index, path in todo:
-        specs = session.config.examples_in(path)
+    for file in todo:
+        specs = session.config.examples_in(file.resolved, resolved=True)
         classes = tuple(ObserveClass(name, spec.to_example())
                         for name, spec in sorted(specs.items()) if isinstance(spec, ExampleSpec))
         if not classes:
             continue
-        job = ObserveJob(len(jobs), str(path.resolve()), classes, session.sys_path)
+        job = ObserveJob(len(jobs), str(file.resolved), classes, session.sys_path)
         jobs.append(job)
-        by_job[job.id] = index
+        by_job[job.id] = file.index
     report = session.reporter("observe", len(jobs))
     found_types = pool.observe(jobs, timeout=session.timeout, on_result=lambda _: report())
     return {by_job[job_id]: _Observed(
@@ -593,6 +613,10 @@ class _Rewriters:
         if self._executor is None and (self._broken or self.session.workers <= 1
                                        or len(items) < PARALLEL_MIN_FILES):
             return self._here(work, items, settings, done)
+        import multiprocessing
+        from concurrent.futures import ProcessPoolExecutor, as_completed
+        from concurrent.futures.process import BrokenProcessPool
+
         if self._executor is None:
             # spawn, not fork: the validation pool may already have threads and pipes open.
             self._executor = ProcessPoolExecutor(
@@ -643,12 +667,11 @@ def _ignore_interrupts() -> None:
     signal.signal(signal.SIGINT, signal.SIG_IGN)
 
 
-def _rewrite_all(todo: list[tuple[int, Path]], displays: list[str],
-                 observed: dict[int, _Observed], session: _Session,
+def _rewrite_all(todo: list[_File], observed: dict[int, _Observed], session: _Session,
                  rewriters: _Rewriters) -> dict[int, _Rewritten]:
     """Read and rewrite every file (in processes when there are many)."""
-    items = [_ToRewrite(i, path, displays[i], observed.get(i, _Observed()).types)
-             for i, path in todo]
+    items = [_ToRewrite(f.index, f.path, f.display, observed.get(f.index, _Observed()).types)
+             for f in todo]
     report = session.reporter("rewrite", len(items))
     answers: list[_Rewritten] = rewriters.map(
         _rewrite_file, items, lambda r: report(rewrites=len(r.classes)))
@@ -735,12 +758,12 @@ def _validate(pending: list[_Pending], session: _Session, pool: WorkerPool
         classes: list[JobClass] = []
         error = None
         for name, group in _by_class(item.classes).items():
-            spec = _example_for(session, item.path, name)
+            spec = _example_for(session, item.file, name)
             if isinstance(spec, ExampleError):
                 error = str(spec)
                 break
             if spec is None:
-                where = _example_key(item.path, config)
+                where = _example_key(item.file, config)
                 verdicts[name] = ClassVerdict(
                     name, UNVERIFIED, f'no example inputs: add [tool.tsfix.examples."{where}:'
                                       f'{name}"] to {config.source or "pyproject.toml"}')
@@ -756,7 +779,7 @@ def _validate(pending: list[_Pending], session: _Session, pool: WorkerPool
                     c.name, UNVERIFIED, f"{item.observed.timed_out} while observing the "
                                         "original's examples; not validated")
         elif classes:
-            job = ValidationJob(len(jobs), str(item.path.resolve()), item.text, tuple(classes),
+            job = ValidationJob(len(jobs), str(item.file.resolved), item.text, tuple(classes),
                                 session.sys_path, target=session.target)
             jobs.append(job)
             by_job[job.id] = item.index
@@ -771,19 +794,20 @@ def _validate(pending: list[_Pending], session: _Session, pool: WorkerPool
     return checked
 
 
-def _example_for(session: _Session, path: Path, name: str) -> ExampleSpec | ExampleError | None:
+def _example_for(session: _Session, file: _File, name: str
+                 ) -> ExampleSpec | ExampleError | None:
     """The configured example table, else (``auto-examples``) a guessed one."""
-    spec = session.config.example_for(path, name)
+    spec = session.config.example_for(file.resolved, name, resolved=True)
     if spec is None and session.config.auto_examples:
-        return ExampleSpec.automatic(f"{_example_key(path, session.config)}:{name}")
+        return ExampleSpec.automatic(f"{_example_key(file, session.config)}:{name}")
     return spec
 
 
-def _example_key(path: Path, config: Config) -> str:
-    resolved = path.resolve()
-    if config.root and resolved.is_relative_to(config.root):
-        return resolved.relative_to(config.root).as_posix()
-    return _display(path)
+def _example_key(file: _File, config: Config) -> str:
+    """The file's part of an example table's name: relative to the configuration's folder."""
+    if config.root and file.resolved.is_relative_to(config.root):
+        return file.resolved.relative_to(config.root).as_posix()
+    return file.display
 
 
 def _with_verdicts(classes: Iterable[ClassResult], checked: _Checked) -> list[ClassResult]:
@@ -827,7 +851,7 @@ def _drop_rules(pending: list[_Pending], checked: dict[int, _Checked], session: 
                                 and c.reason.startswith(NOT_SCRIPTABLE_EITHER) for c in group)}
         for name in sorted(rejected | not_scripting, key=list(groups).index):
             contributing = sorted({c.rule for c in groups[name]}, key=session.rank)
-            spec = _example_for(session, item.path, name)
+            spec = _example_for(session, item.file, name)
             if len(contributing) < 2 or not isinstance(spec, ExampleSpec):
                 continue
             others = frozenset(rejected - {name})
@@ -852,7 +876,7 @@ def _drop_rules(pending: list[_Pending], checked: dict[int, _Checked], session: 
         changed = [c for c in answer.classes if c.class_name == trial.class_name]
         if answer.error is not None or not changed:
             continue  # without this rule nothing changes the class: not a fix
-        job = ValidationJob(len(jobs), str(trial.pending.path.resolve()), answer.text,
+        job = ValidationJob(len(jobs), str(trial.pending.file.resolved), answer.text,
                             (_job_class(trial.class_name, changed, trial.spec),),
                             session.sys_path, target=session.target)
         jobs.append(job)

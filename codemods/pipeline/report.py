@@ -10,7 +10,7 @@ from dataclasses import asdict, dataclass, field, fields, replace
 from pathlib import Path
 from typing import Any
 
-from tsfix.codemods.validation.protocol import (
+from tsfix.codemods.validation import (
     REJECTED,
     UNVERIFIED,
     VERIFIED,

@@ -13,7 +13,6 @@ from __future__ import annotations
 import fnmatch
 import io
 import os
-import tempfile
 import tokenize
 from collections.abc import Iterator
 from dataclasses import dataclass
@@ -132,6 +131,8 @@ def write_atomic(path: Path, data: bytes) -> None:
     written through: its target is replaced and the link stays."""
     path = path.resolve()
     mode = path.stat().st_mode & 0o7777
+    import tempfile
+
     fd, temporary = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tsfix")
     try:
         with os.fdopen(fd, "wb") as handle:

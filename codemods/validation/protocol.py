@@ -29,24 +29,26 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any, Literal, TypeAlias
 
-VerdictName: TypeAlias = Literal["verified", "rejected", "unverified"]
-VERIFIED: VerdictName = "verified"
-REJECTED: VerdictName = "rejected"
-UNVERIFIED: VerdictName = "unverified"
-VERDICTS: tuple[VerdictName, ...] = (VERIFIED, REJECTED, UNVERIFIED)
+from tsfix.codemods.validation import (
+    REJECTED,
+    UNVERIFIED,
+    VERDICTS,
+    VERIFIED,
+    VerdictName,
+    verdict_name,
+)
+
+__all__ = ["NOT_SCRIPTABLE_EITHER", "READY", "REJECTED", "UNVERIFIED", "VERDICTS", "VERIFIED",
+           "ClassVerdict", "Example", "ExampleCall", "Job", "JobClass", "JobFailure",
+           "ObservationResult", "ObserveClass", "ObserveJob", "Result", "TypeTable",
+           "ValidationJob", "ValidationResult", "VerdictName", "encode", "job_from_json",
+           "result_from_json", "verdict_name"]
 
 # How an ``unverified`` reason starts when the rewritten class does not script and neither did
 # the original: the engine still looks for a rule to drop when several rules changed the class.
 NOT_SCRIPTABLE_EITHER = "eager parity holds, but the class does not script before or after"
 
 READY: dict[str, Any] = {"ready": True}
-
-
-def verdict_name(value: object) -> VerdictName:
-    for name in VERDICTS:
-        if value == name:
-            return name
-    raise ValueError(f"not a verdict: {value!r}")
 
 
 # ---- examples ----------------------------------------------------------------------------------
