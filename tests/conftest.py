@@ -18,7 +18,7 @@ import subprocess
 import sys
 import textwrap
 import types
-from collections.abc import Iterable, Mapping
+from collections.abc import Iterable, Iterator, Mapping
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -156,6 +156,30 @@ def private_cache(tmp_path_factory: pytest.TempPathFactory,
     directory = tmp_path_factory.mktemp("tsfix-cache")
     monkeypatch.setenv("TSFIX_CACHE_DIR", str(directory))
     return directory
+
+
+@pytest.fixture(autouse=True)
+def workers_only_when_slow(request: pytest.FixtureRequest,
+                           monkeypatch: pytest.MonkeyPatch) -> Iterator[None]:
+    """A validation worker imports torch (seconds): a test that starts one must be marked
+    ``@pytest.mark.slow``, so that ``-m "not slow"`` stays fast. In any other test, starting
+    a worker fails (and the test says why)."""
+    if request.node.get_closest_marker("slow") is not None:
+        yield
+        return
+    from tsfix.codemods.validation import pool
+
+    started: list[str] = []
+
+    def refuse(self: object, *args: Any, **kwargs: Any) -> None:
+        started.append(request.node.nodeid)
+        raise RuntimeError("a validation worker was started in a test not marked slow")
+
+    monkeypatch.setattr(pool._Worker, "__init__", refuse)
+    yield
+    if started:
+        pytest.fail(f"{started[0]} starts validation workers (torch): mark it "
+                    "@pytest.mark.slow, or run it with verify=False / --no-verify")
 
 
 @pytest.fixture

@@ -189,6 +189,7 @@ def _hooks() -> dict[str, str]:
     return hooks
 
 
+@pytest.mark.slow
 def test_pre_commit_hooks_run_check_on_the_given_files(tmp_path: Path) -> None:
     """pre-commit appends the staged file names to the entry: a model with a fixable
     blocker fails the hook, a clean one passes, and nothing is written."""

@@ -91,6 +91,7 @@ def test_help_and_rules_import_neither_libcst_nor_torch() -> None:
 
 # ---- --dry-run / --diff ------------------------------------------------------------------------
 
+@pytest.mark.slow
 @pytest.mark.parametrize("flag", ["--dry-run", "--diff"])
 def test_dry_run_prints_diff_and_writes_nothing(project: Project, flag: str) -> None:
     project.pyproject()
@@ -129,6 +130,7 @@ def test_dry_run_on_clean_tree_exits_zero(project: Project, flag: str) -> None:
 
 # ---- --check -----------------------------------------------------------------------------------
 
+@pytest.mark.slow
 def test_check_pending_exits_one_without_diff(project: Project) -> None:
     project.pyproject()
     project.write("model.py", MODEL)
@@ -157,6 +159,7 @@ def test_check_clean_exits_zero(project: Project) -> None:
 
 # ---- plain apply -------------------------------------------------------------------------------
 
+@pytest.mark.slow
 def test_apply_writes_and_is_idempotent(project: Project) -> None:
     project.pyproject()
     project.write("model.py", MODEL)
@@ -183,6 +186,7 @@ def test_apply_writes_and_is_idempotent(project: Project) -> None:
     assert check.exit_code == 0, check.output
 
 
+@pytest.mark.slow
 def test_quiet_prints_only_errors(project: Project) -> None:
     project.pyproject()
     project.write("model.py", MODEL)
@@ -315,6 +319,7 @@ BAD_FILES = {
 }
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("case", list(BAD_FILES))
 def test_bad_file_is_reported_and_others_still_rewritten(project: Project, case: str) -> None:
     content, line, wording = BAD_FILES[case]
@@ -360,6 +365,7 @@ def test_comma_separated_rules_accepted(project: Project) -> None:
     assert lifted(project.bytes("model.py").decode())
 
 
+@pytest.mark.slow
 def test_bad_example_spec_fails_only_that_file(project: Project) -> None:
     project.pyproject({"bad.py:Net": {"inputs": ["randm(1, 3)"]}})
     project.write("bad.py", MODEL)
@@ -433,6 +439,7 @@ def test_constructor_raising_is_unverified_with_reason(project: Project) -> None
 
 # ---- --require-verified ------------------------------------------------------------------------
 
+@pytest.mark.slow
 @pytest.mark.parametrize("how", ["flag", "config"])
 def test_require_verified_holds_back_unverified(project: Project, how: str) -> None:
     project.pyproject(settings="require-verified = true" if how == "config" else "")
