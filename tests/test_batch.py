@@ -9,12 +9,14 @@ import sys
 from pathlib import Path
 from typing import Any
 
+import libcst as cst
 import pytest
 from click.testing import CliRunner
 from conftest import TWO_CONFIGS, Project, model_source
 from tsfix.cli.main import main as cli_main
 from tsfix.codemods.pipeline.engine import PARALLEL_MIN_FILES, Options, run
 from tsfix.codemods.pipeline.report import ClassResult, FileResult, RunResult, SkipResult
+from tsfix.codemods.rules.base import ClassChange, Rule
 from tsfix.codemods.validation.pool import WorkerPool
 
 
@@ -369,6 +371,72 @@ def test_fully_cached_run_imports_neither_libcst_nor_black(tmp_path: Path) -> No
     assert [f["path"] for f in json.loads(report.read_text())["files"] if f["written"]] == [
         f"zoo/family{i}/model_0{i}.py" for i in range(3)]
     assert "use_0: Optional[bool] = None" in (zoo / "family0" / "model_00.py").read_text()
+
+
+# ---- rule-drop trials ----------------------------------------------------------------------------
+
+class _Inserting(Rule):
+    """Test-only: inserts ``STATEMENT`` at the start of forward() (module level, so that rewrite
+    processes can unpickle it)."""
+
+    STATEMENT = ""
+
+    def rewrite_class(self, cls: cst.ClassDef) -> cst.ClassDef:
+        body = list(cls.body.body)
+        for i, node in enumerate(body):
+            if isinstance(node, cst.FunctionDef) and node.name.value == "forward":
+                added = cst.parse_statement(self.STATEMENT + "\n")
+                body[i] = node.with_changes(body=node.body.with_changes(
+                    body=[added, *node.body.body]))
+                self.changes.append(ClassChange(self.name, cls.name.value, self.span_of(cls),
+                                                self.summary))
+                return cls.with_changes(body=cls.body.with_changes(body=body))
+        return cls
+
+
+class _KeepsOutputs(_Inserting):
+    name = "keeps-outputs"
+    summary = "multiplies by one"
+    STATEMENT = "x = x * 1.0"
+
+
+class _TriplesOutputs(_Inserting):
+    name = "triples-outputs"
+    summary = "multiplies by three (eager parity fails)"
+    STATEMENT = "x = x * 3.0"
+
+
+@pytest.mark.slow
+def test_rule_drop_trials_run_in_the_rewrite_processes_with_progress(
+        project: Project, monkeypatch: Any) -> None:
+    """A class two rules changed is rejected; its trials (each rule left out) are rewritten in
+    the run's rewrite processes, then validated, each round a phase of the progress display."""
+    import tsfix.codemods.pipeline.engine as engine
+    from tsfix.codemods.rules import registry
+
+    monkeypatch.setattr(registry, "ALL_RULES", {rule.name: rule
+                                                for rule in (_KeepsOutputs, _TriplesOutputs)})
+    monkeypatch.setattr(engine, "PARALLEL_MIN_FILES", 2)     # two files: rewrite processes
+    names = ["a.py", "b.py"]
+    project.pyproject({f"{name}:Net": {"inputs": ["randn(2, 4)"]} for name in names})
+    for name in names:
+        project.write(name, model_source(init_lines=["self.fc = nn.Linear(4, 4)"],
+                                         forward_lines=["x = self.fc(x)"]))
+    seen: list[Any] = []
+
+    result = project.run(jobs=2, progress=seen.append)
+
+    assert result.rewrite_processes >= 1
+    assert list(dict.fromkeys(p.phase for p in seen)) == ["rewrite", "validate", "trials",
+                                                          "recheck"]
+    trials = [p for p in seen if p.phase == "trials"]
+    assert (trials[0].done, trials[-1].done, trials[-1].total) == (0, 4, 4)  # 2 classes x 2
+    for file in result.files:
+        verdicts = {c.rule: (c.verdict, c.reason.split(":")[0]) for c in file.classes}
+        assert verdicts == {"keeps-outputs": ("verified", "1 configuration(s)"),
+                            "triples-outputs": ("rejected", "dropped")}, file.classes
+        text = project.bytes(file.display).decode()
+        assert "x = x * 1.0" in text and "x = x * 3.0" not in text
 
 
 # ---- Ctrl-C --------------------------------------------------------------------------------------
