@@ -16,8 +16,8 @@ from pathlib import Path
 
 import libcst as cst
 from tsfix.codemods.facts.syntax import may_define_module
-from tsfix.codemods.rules.registry import ALL_RULES
 from tsfix.codemods.pipeline.rewrite import RewriteError, rewrite_source
+from tsfix.codemods.rules.registry import ALL_RULES
 
 
 def corpus(folder: Path) -> list[str]:
