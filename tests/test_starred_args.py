@@ -211,6 +211,18 @@ def test_unannotated_parameter_used_as_tensor_is_refused_too() -> None:
     assert "`shape` is an unannotated parameter" in result.skips[0].reason
 
 
+def test_nested_function_is_not_looked_into() -> None:
+    # A checkpointing closure: the nested def is check's TSF106; its *inputs are its own.
+    code = model("""
+        def forward(self, x):
+            def custom_forward(*inputs):
+                return self.block(*inputs)
+            return custom_forward(x)
+        """)
+    result = rewrite(code)
+    assert result.text == code and result.skips == [] and result.fixes == []
+
+
 def test_only_keyword_unpacking_is_not_a_starred_site() -> None:
     # **kw alone is the linter's TSF110, not a starred argument.
     result = rewrite(model("def forward(self, x, kw: Dict[str, int]):\n    return x.view(**kw)\n"))

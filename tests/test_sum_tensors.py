@@ -155,6 +155,19 @@ def test_refusals(body: str, reason: str) -> None:
     assert result.skips[0].code == (None if "ys" in body else "TSF215")
 
 
+def test_tensors_to_torchscript_make_a_refusal_a_blocker() -> None:
+    """`inputs` is unknown to the rule (nothing uses it as a Tensor) but a Tensor to
+    TorchScript, so the list it slices is a list of tensors there: check reports it."""
+    code = HEADER + ("    def forward(self, inputs):\n"
+                     "        output = inputs\n"
+                     "        return sum([output[:, ::2], output[:, 1::2]])\n")
+    result = rewrite(code)
+    assert result.text == code and result.fixes == []
+    assert [(s.code, s.message) for s in result.skips] == [
+        ("TSF215", "sum([output[:, ::2], output[:, 1::2]]) adds tensors")]
+    assert "cannot tell that every element is a tensor" in result.skips[0].reason
+
+
 def test_ignored_helper_and_eager_only_branch_are_left_alone() -> None:
     code = HEADER + textwrap.indent(textwrap.dedent("""\
         def forward(self, xs: List[torch.Tensor]):

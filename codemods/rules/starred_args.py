@@ -467,7 +467,7 @@ class Merge(nn.Module):
             return cls
         facts = self.class_facts(cls)
         sites = [(method, call) for method, func in facts.compiled_methods()
-                 for skipped in [facts.never_compiled(method)]
+                 for skipped in [facts.never_compiled(method) | _nested(func)]
                  for call in find_all(func.body, cst.Call)
                  if id(call) not in skipped and any(a.star == "*" for a in call.args)]
         if not sites:
@@ -511,6 +511,14 @@ class Merge(nn.Module):
                                         "; ".join(part for _, part in sorted(parts)),
                                         notes=notes))
         return rewritten
+
+
+def _nested(func: cst.FunctionDef) -> set[int]:
+    """ids of the nodes inside functions and classes defined in ``func``: TorchScript rejects
+    the definition itself (check's TSF106), and a nested ``def f(*args)`` has its own
+    ``*args``."""
+    return {id(node) for nested in find_all(func.body, cst.FunctionDef, cst.ClassDef)
+            for node in find_all(nested, cst.CSTNode)}  # type: ignore[type-abstract]
 
 
 def _message(arg: cst.Arg, method: str) -> str:

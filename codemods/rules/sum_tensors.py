@@ -335,15 +335,11 @@ class M(nn.Module):
         observed locals."""
         func = facts.methods[method]
         observed = self.observed.get(class_name, {}).get(method, {})
-        # An attribute also assigned outside __init__ may hold anything.
-        # TODO(facts): ClassFacts.attributes keeps attributes other methods reassign.
-        attributes = {attr: kind for attr, kind in facts.attributes.items()
-                      if attr not in facts.assigned_outside_init}
         # Not facts.typer(): the env is extended below, and that typer is shared.
         env = facts.parameter_types(method, observed)
         for name in _sequences_passed(func, self.imports, observed):
             env[name] = None
-        typer = Typer(env, self.imports, self_name(func), attributes, facts.layers)
+        typer = Typer(env, self.imports, self_name(func), _attributes(facts), facts.layers)
         collect_locals(func.body, typer)
         self._appended_lists(func, typer)
         bindings = _binding_counts(func)
@@ -352,6 +348,19 @@ class M(nn.Module):
             if (key.startswith("local ") and typer.env.get(name) is None
                     and is_complete(kind) and bindings.get(name) == 1):
                 typer.env[name] = kind
+        return typer
+
+    def _script_typer(self, facts: ClassFacts, func: cst.FunctionDef) -> Typer:
+        """Types as TorchScript sees them: every parameter without annotation or default is a
+        Tensor (what decides whether a refused sum is an export blocker)."""
+        params = func.params
+        env = facts.parameter_types(func.name.value)
+        env.update({p.name.value: TENSOR for p in (*params.posonly_params, *params.params,
+                                                     *params.kwonly_params)
+                    if p.annotation is None and p.default is None and p.name.value in env})
+        typer = Typer(env, self.imports, self_name(func), _attributes(facts), facts.layers)
+        collect_locals(func.body, typer)
+        self._appended_lists(func, typer)
         return typer
 
     @staticmethod
@@ -386,8 +395,14 @@ class M(nn.Module):
         args = call.args
 
         def refuse(reason: str) -> None:
-            """Leave the call; a blocker (with its code) when what it sums is tensors."""
-            evidence = _tensor_evidence(args[0].value, typer, facts, func) if args else None
+            """Leave the call; a blocker (with its code) when what it sums is tensors, to this
+            rule or to TorchScript (which types unannotated parameters as Tensor)."""
+            evidence = None
+            if args:
+                evidence = _tensor_evidence(args[0].value, typer, facts, func)
+                if evidence is None:
+                    evidence = _tensor_evidence(args[0].value, self._script_typer(facts, func),
+                                                facts, func, single=False)
             if evidence is None:
                 self.skip(class_name, call, f"{method}(): `{shown}` left alone: {reason}")
             else:
@@ -545,6 +560,13 @@ class M(nn.Module):
         return ""
 
 
+def _attributes(facts: ClassFacts) -> dict[str, str]:
+    """What ``__init__`` stores, for attributes no other method reassigns (those may hold
+    anything). TODO(facts): ``ClassFacts.attributes`` keeps attributes other methods reassign."""
+    return {attr: kind for attr, kind in facts.attributes.items()
+            if attr not in facts.assigned_outside_init}
+
+
 def _message(call: cst.Call, typer: Typer) -> str:
     """What ``tsfix check`` says about a ``sum(...)`` of tensors."""
     argument = call.args[0].value
@@ -555,10 +577,10 @@ def _message(call: cst.Call, typer: Typer) -> str:
 
 
 def _tensor_evidence(iterable: cst.BaseExpression, typer: Typer, facts: ClassFacts,
-                     func: cst.FunctionDef) -> str | None:
+                     func: cst.FunctionDef, single: bool = True) -> str | None:
     """Whether ``sum(iterable)`` adds tensors, by what the code shows: ``None`` when nothing
     shows it (a sum of numbers compiles), else a hint for the reason ("" when the types say
-    so)."""
+    so). ``single``: one tensor counts (``sum(t)`` compiles, to another value)."""
     if isinstance(iterable, cst.ListComp | cst.GeneratorExp):
         self_var = self_name(func) or "self"
         inner = Typer(typer.env, typer.imports, typer.self_var, typer.attributes, typer.layers)
@@ -584,7 +606,7 @@ def _tensor_evidence(iterable: cst.BaseExpression, typer: Typer, facts: ClassFac
         return "" if TENSOR in kinds else None
     kind = typer.type_of(iterable)
     if kind == TENSOR:
-        return ""
+        return "" if single else None
     if kind is not None:
         head, args = parts_of(kind)
         if head in ("List", "Tuple") and TENSOR in args:
