@@ -101,10 +101,13 @@ class AstFile:
                  if (name == "forward" or any(_dotted(d).endswith("jit.export")
                                              for d in func.decorator_list))]
         for name in order:
+            args = methods[name].args
+            first = (args.posonlyargs + args.args)[:1]
+            self_var = first[0].arg if first else "self"
             for node in ast.walk(methods[name]):
                 if (isinstance(node, ast.Call) and isinstance(node.func, ast.Attribute)
                         and isinstance(node.func.value, ast.Name)
-                        and node.func.value.id == "self"
+                        and node.func.value.id == self_var
                         and node.func.attr in methods and node.func.attr not in order
                         and node.func.attr != "__init__"
                         and not any(_dotted(d).endswith(_NOT_COMPILED)

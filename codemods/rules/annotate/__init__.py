@@ -79,7 +79,10 @@ Fix safety
 
 from __future__ import annotations
 
+import ast
+
 import libcst as cst
+from tsfix.codemods.facts.prefilter import AstFile
 from tsfix.codemods.rules.annotate._classes import ClassAnnotator
 from tsfix.codemods.rules.base import Code, Example, Rule
 
@@ -312,6 +315,48 @@ class Annotate(Rule):
         "    def dump(self, x, path='out.txt'):\n"
         "        return x\n",
     )
+
+    @classmethod
+    def may_apply(cls, file: AstFile) -> bool:
+        """Something annotate looks at: a compiled method's unannotated or defaulted
+        parameter, variadic or keyword-only parameters, a list or dict display, several
+        returns or a ``-> float`` return, or an attribute ``__init__`` sets to None or to an
+        empty container (a class-level declaration)."""
+        for _, func in file.compiled:
+            arguments = func.args
+            if arguments.vararg or arguments.kwarg or arguments.kwonlyargs:
+                return True
+            positional = arguments.posonlyargs + arguments.args
+            if any(argument.annotation is None for argument in positional[1:]):
+                return True
+            pairs = zip(reversed(positional), reversed(arguments.defaults), strict=False)
+            for argument, default in pairs:
+                none = isinstance(default, ast.Constant) and default.value is None
+                annotation = ast.unparse(argument.annotation) if argument.annotation else ""
+                if (not isinstance(default, ast.Constant | ast.Tuple | ast.UnaryOp)
+                        or (none and "Optional" not in annotation and "None" not in annotation)):
+                    return True
+            if func.returns is not None and ast.unparse(func.returns) == "float":
+                return True
+            returns = 0
+            for node in ast.walk(func):
+                if isinstance(node, ast.List | ast.Dict | ast.ListComp | ast.DictComp):
+                    return True
+                returns += isinstance(node, ast.Return) and node.value is not None
+            if returns > 1:
+                return True
+        for klass in {id(k): k for k, _ in file.compiled}.values():
+            init = file.init_of(klass)
+            for node in ast.walk(init) if init is not None else ():
+                value = getattr(node, "value", None) if isinstance(
+                    node, ast.Assign | ast.AnnAssign) else None
+                if isinstance(value, ast.List | ast.Dict) or (
+                        isinstance(value, ast.Constant) and value.value is None):
+                    return True
+                if isinstance(node, ast.Call) and isinstance(node.func, ast.Attribute) \
+                        and node.func.attr in ("register_buffer", "register_parameter"):
+                    return True
+        return False
 
     def rewrite_class(self, cls: cst.ClassDef) -> cst.ClassDef:
         if not self.facts.is_module_class(cls):

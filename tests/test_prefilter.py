@@ -1,0 +1,48 @@
+"""The ast prefilter may only skip what the rules would not touch: for every rule and file where
+``may_apply`` says no, the full analysis finds nothing (no rewrite, no fix, no refusal)."""
+
+from __future__ import annotations
+
+import importlib.util
+from pathlib import Path
+
+import libcst as cst
+import pytest
+from tsfix.codemods.facts.prefilter import AstFile
+from tsfix.codemods.pipeline.rewrite import rewrite_source
+from tsfix.codemods.rules.registry import ALL_RULES
+
+ROOT = Path(__file__).resolve().parent.parent
+
+
+def _files() -> list[Path]:
+    files = sorted((ROOT / "fixtures").rglob("*.py"))
+    spec = importlib.util.find_spec("torch")     # torch's own modules, read, never imported
+    if spec is not None and spec.origin is not None:
+        files += sorted((Path(spec.origin).parent / "nn" / "modules").glob("*.py"))
+    return files
+
+
+@pytest.mark.parametrize("name", list(ALL_RULES))
+def test_a_rule_that_may_not_apply_finds_nothing(name: str) -> None:
+    rule = ALL_RULES[name]
+    files = _files()
+    assert len(files) > 50
+    said_no = 0
+    for path in files:
+        text = path.read_text(encoding="utf-8")
+        if rule.may_apply(AstFile(text)):
+            continue
+        said_no += 1
+        found = rewrite_source(text, path.name, [rule], module=cst.parse_module(text),
+                               output=False)
+        assert (found.changes, found.fixes, found.skips) == ([], [], []), path
+    assert said_no > 0, f"{name} never says no: its prefilter saves nothing"
+
+
+def test_a_file_no_rule_may_touch_is_returned_as_it_is() -> None:
+    text = "import torch\n\n\nclass Plain(torch.nn.Module):\n    def forward(self, x):\n" \
+           "        return x\n"
+    assert not any(rule.may_apply(AstFile(text)) for rule in ALL_RULES.values())
+    result = rewrite_source(text, "plain.py", list(ALL_RULES.values()))
+    assert (result.text, result.changes, result.skips) == (text, [], [])
