@@ -14,7 +14,8 @@ import pytest
 from click.testing import CliRunner
 from conftest import TWO_CONFIGS, Project, model_source
 from tsfix.cli.main import main as cli_main
-from tsfix.codemods.pipeline.engine import PARALLEL_MIN_FILES, Options, run
+from tsfix.codemods.pipeline.engine import Options, run
+from tsfix.codemods.pipeline.phases import PARALLEL_MIN_FILES
 from tsfix.codemods.pipeline.report import ClassResult, FileResult, RunResult, SkipResult
 from tsfix.codemods.rules.base import ClassChange, Rule
 from tsfix.codemods.validation.pool import WorkerPool
@@ -411,12 +412,12 @@ def test_rule_drop_trials_run_in_the_rewrite_processes_with_progress(
         project: Project, monkeypatch: Any) -> None:
     """A class two rules changed is rejected; its trials (each rule left out) are rewritten in
     the run's rewrite processes, then validated, each round a phase of the progress display."""
-    import tsfix.codemods.pipeline.engine as engine
+    from tsfix.codemods.pipeline import phases
     from tsfix.codemods.rules import registry
 
     monkeypatch.setattr(registry, "ALL_RULES", {rule.name: rule
                                                 for rule in (_KeepsOutputs, _TriplesOutputs)})
-    monkeypatch.setattr(engine, "PARALLEL_MIN_FILES", 2)     # two files: rewrite processes
+    monkeypatch.setattr(phases, "PARALLEL_MIN_FILES", 2)     # two files: rewrite processes
     names = ["a.py", "b.py"]
     project.pyproject({f"{name}:Net": {"inputs": ["randn(2, 4)"]} for name in names})
     for name in names:

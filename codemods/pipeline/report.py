@@ -8,7 +8,7 @@ from collections import Counter
 from collections.abc import Collection
 from dataclasses import asdict, dataclass, field, fields, replace
 from pathlib import Path
-from typing import Any
+from typing import Any, Literal
 
 from tsfix.codemods.validation import (
     REJECTED,
@@ -18,14 +18,30 @@ from tsfix.codemods.validation import (
     verdict_name,
 )
 
-__all__ = ["REJECTED", "UNVERIFIED", "VERIFIED", "ClassResult", "FileResult", "RunResult",
-           "SkipResult"]
+__all__ = ["REJECTED", "UNVERIFIED", "VERIFIED", "ClassResult", "FileResult", "Phase",
+           "Progress", "RunResult", "SkipResult"]
+
+# The phases of a run, as the progress display names them (engine.py's docstring).
+Phase = Literal["observe", "rewrite", "validate", "trials", "recheck", "final"]
 
 # Exit codes, black/ruff style (documented in the README and `tsfix apply --help`).
 EXIT_OK = 0               # nothing to do, or everything applied
 EXIT_PENDING = 1          # --check / --dry-run: changes would be made
 EXIT_USAGE = 2            # bad command line or configuration
 EXIT_FAILED = 3           # a rewrite was rejected by validation, or a file failed
+
+
+@dataclass(frozen=True)
+class Progress:
+    """How far a run is: ``done`` of ``total`` items of the current phase (files while
+    observing, rewriting and writing final texts; classes while validating; trials while
+    rewriting and validating each class without one rule), with the counts so far."""
+
+    phase: Phase
+    done: int
+    total: int
+    rewrites: int = 0                       # class rewrites found so far
+    verdicts: dict[str, int] = field(default_factory=dict)
 
 
 @dataclass(frozen=True)
