@@ -438,3 +438,43 @@ def test_find_pyproject_returns_broken_file_for_load_config_to_report(tmp_path: 
     assert find_pyproject([model]) == broken
     with pytest.raises(ConfigError, match="invalid TOML"):
         load_config(broken)
+
+
+# ---- what a validation job carries (codemods/validation/protocol.py) ---------------------------
+
+def test_example_spec_becomes_the_typed_example_a_job_carries() -> None:
+    from tsfix.codemods.validation.protocol import Example
+    from tsfix.codemods.validation.protocol import ExampleCall as Call
+
+    spec = parse_example("m.py:Net", {"init": [{"k": 1}, {"k": 2}],
+                                      "calls": [{"inputs": ["randn(2, 3)"]},
+                                                {"inputs": [], "kwargs": {"t": 0.5}}]})
+    tensor = {TENSOR_KEY: {"fn": "randn", "shape": [2, 3], "dtype": None}}
+    assert spec.to_example() == Example("m.py:Net", ({"k": 1}, {"k": 2}),
+                                        (Call((tensor,), {}), Call((), {"t": 0.5})))
+    # The one call of inputs/kwargs; the older JSON form (no "calls") reads the same.
+    single = parse_example("m.py:Net", {"inputs": ["randn(2, 3)"], "kwargs": {"t": 1}})
+    assert single.to_example().calls == (Call((tensor,), {"t": 1}),)
+    assert Example.from_json({**single.to_json(), "calls": None}) == single.to_example()
+
+
+def test_jobs_and_results_round_trip_through_the_worker_json() -> None:
+    from tsfix.codemods.validation import protocol as p
+
+    example = parse_example("m.py:Net", {"init": [{"k": 1}], "inputs": ["randn(2)"]})
+    job = p.ValidationJob(3, "/m.py", "source", (p.JobClass(
+        "Net", example.to_example(), ("lift-branch", "annotate"), {"flag": "flag"}, True),),
+        ("/root",), target="onnx")
+    observe = p.ObserveJob(4, "/m.py", (p.ObserveClass("Net", example.to_example()),))
+    for sent in (job, observe):
+        assert p.job_from_json(json.loads(p.encode(sent))) == sent
+    assert json.loads(p.encode(job))["classes"][0]["rules"] == ["lift-branch", "annotate"]
+
+    verdicts = p.ValidationResult(3, (p.ClassVerdict("Net", "rejected", "re-script: x", 1.5),))
+    observed = p.ObservationResult(4, {"Net": {"forward": {"x": "Tensor"}}}, {"Other": "boom"})
+    failure = p.JobFailure(5, "Traceback ...")
+    for answer in (verdicts, observed, failure):
+        assert p.result_from_json(json.loads(p.encode(answer))) == answer
+    with pytest.raises(ValueError, match="not a verdict"):
+        p.result_from_json({"id": 1, "classes": [{"name": "N", "verdict": "fine",
+                                                  "reason": ""}]})
