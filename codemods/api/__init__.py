@@ -21,8 +21,6 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, Any
 
-from tsfix.codemods import __version__
-
 if TYPE_CHECKING:
     from tsfix.codemods.lint.check import CheckResult, Finding
     from tsfix.codemods.lint.check import check_paths as check
@@ -50,6 +48,10 @@ def rule_names() -> list[str]:
 
 
 def __getattr__(name: str) -> Any:
+    if name == "__version__":
+        from tsfix.codemods import _version
+
+        return _version()
     if name in _LAZY:
         import importlib
 
