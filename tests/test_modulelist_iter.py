@@ -659,6 +659,10 @@ def test_length_from_a_reassigned_argument_is_not_trusted() -> None:
      def forward(self, x, tasks: list):
          return self.heads[tasks.pop()](x)
      """, "the key is computed by a call"),
+    ("""
+     def forward(self, x):
+         return self.heads[0](x)
+     """, "a ModuleDict takes a string literal key only"),
 ])
 def test_moduledict_refusals(forward: str, reason: str) -> None:
     code = model(HEADS, forward)

@@ -6,7 +6,13 @@ from __future__ import annotations
 import libcst as cst
 from libcst.helpers import get_full_name_for_node
 from tsfix.codemods.facts.syntax import code_of, find_all, self_attr
-from tsfix.codemods.rules.modulelist_iter._common import TSF202, MethodPlan, short
+from tsfix.codemods.rules.modulelist_iter._common import (
+    TSF202,
+    MethodPlan,
+    is_literal_key,
+    short,
+    single_index,
+)
 from tsfix.codemods.rules.modulelist_iter._loops import LoopAnalysis
 from tsfix.codemods.rules.modulelist_iter._moduledict import DictLookups
 
@@ -40,6 +46,9 @@ class MethodAnalysis(LoopAnalysis, DictLookups):
                 reason = (f"{where} is indexed with a computed value outside a loop over the "
                           "whole list; TorchScript needs an integer literal and no iteration is "
                           "equivalent; not rewritten")
+            elif is_literal_key(single_index(node) or node):
+                reason = (f"{where}: a ModuleDict takes a string literal key only; "
+                          "not rewritten")
             else:
                 reason = (f"{where}: a variable-key ModuleDict lookup outside a statement the "
                           "rule can restructure; not rewritten")
