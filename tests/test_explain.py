@@ -102,9 +102,14 @@ def test_sum_over_an_untyped_list_of_tensors_is_sum_tensors_not_annotate() -> No
                "  Expected a value of type 'Tensor' for argument 'self' but instead found type "
                "'List[Tensor]'.\n\nThe original call is:\n"
                f'  File "{path}", line {line}\n')
+    hints = [f for f in check_source(text, "wavenet.in.py") if f.class_name == "ResidualStack"]
     result = _explain(_outcome(message, path), "ResidualStack", "wavenet.in.py", path, text,
-                      [], [])
+                      hints, [])
     assert (result.line, result.code, result.fix) == (line, "TSF215", "sum-tensors")
+    # Without check's finding at that site, explain promises no rule.
+    alone = _explain(_outcome(message, path), "ResidualStack", "wavenet.in.py", path, text,
+                     [], [])
+    assert (alone.code, alone.fix) == ("TSF215", None)
 
 
 def test_numpy_message_without_location_is_located_by_the_linter() -> None:

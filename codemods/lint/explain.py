@@ -369,6 +369,7 @@ def _script_class(job: dict[str, Any]) -> dict[str, Any]:
     import warnings
 
     import torch
+    from tsfix.codemods.validation.protocol import Example, ObserveJob
     from tsfix.codemods.validation.worker import (
         Instance,
         Verdict,
@@ -381,7 +382,8 @@ def _script_class(job: dict[str, Any]) -> dict[str, Any]:
     warnings.filterwarnings("ignore", message=r"`torch\.jit\.", category=DeprecationWarning)
     notes: list[str] = []
     calls = 0
-    with import_context(job) as load:
+    context = ObserveJob(-1, str(job["path"]), (), tuple(job.get("sys_path") or ()))
+    with import_context(context) as load:
         try:
             module = load.original()
         except Verdict as verdict:
@@ -390,7 +392,7 @@ def _script_class(job: dict[str, Any]) -> dict[str, Any]:
         if not isinstance(cls, type) or not issubclass(cls, torch.nn.Module):
             return {"outcome": NOT_BUILT, "error": f"{job['class']} is not an nn.Module class"}
         try:
-            made = instances(job["example"], cls)
+            made = instances(Example.from_json(job["example"]), cls)
         except Verdict as verdict:
             # No input could be guessed: scripting needs none, so script the default build.
             notes.append(f"not called: {verdict.reason.split(';')[0]}")

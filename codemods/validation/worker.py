@@ -59,7 +59,7 @@ import time
 import traceback
 import types
 import warnings
-from collections.abc import Iterator, Mapping
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -187,12 +187,9 @@ class Instance:
         return text
 
 
-def instances(example: Example | Mapping[str, Any], cls: type | None = None) -> list[Instance]:
+def instances(example: Example, cls: type | None = None) -> list[Instance]:
     """Every ``init`` table, each with every call; a factory item is one instance, one call;
-    an automatic example is the class built with its defaults, called on a guessed input.
-    (``tsfix explain``'s child process passes the example's JSON form.)"""
-    if not isinstance(example, Example):
-        example = Example.from_json(example)
+    an automatic example is the class built with its defaults, called on a guessed input."""
     if example.auto and cls is not None:
         return [automatic_instance(cls, example.key)]
     if example.factory:
@@ -706,11 +703,8 @@ class Imports:
 
 
 @contextlib.contextmanager
-def import_context(job: Job | Mapping[str, Any]) -> Iterator[Imports]:
-    """sys.path and sys.modules set up for the job's file, and restored afterwards.
-    (``tsfix explain``'s child process passes a mapping with ``path`` and ``sys_path``.)"""
-    if not isinstance(job, ValidationJob | ObserveJob):
-        job = ObserveJob(-1, str(job["path"]), (), tuple(job.get("sys_path") or ()))
+def import_context(job: Job) -> Iterator[Imports]:
+    """sys.path and sys.modules set up for the job's file, and restored afterwards."""
     path = Path(job.path).resolve()
     package, root = package_of(path)
     added = [str(root), *job.sys_path]
