@@ -250,7 +250,8 @@ def test_json_output_shape(tmp_path: Path) -> None:
     assert set(first) == {"path", "line", "column", "code", "name", "level", "message", "fix",
                           "refused", "class", "method"}
     assert {f["code"] for f in data["findings"]} == set(CODES)
-    branch = next(f for f in data["findings"] if f["code"] == "TSF204")
+    branch = next(f for f in data["findings"]
+                  if f["code"] == "TSF204" and f["class"] == "ConfigBranch")
     assert (branch["level"], branch["fix"], branch["class"]) == ("warning", "lift-branch",
                                                                 "ConfigBranch")
 

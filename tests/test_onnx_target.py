@@ -16,7 +16,8 @@ from tsfix.codemods.pipeline.engine import Options, run
 from tsfix.codemods.pipeline.rewrite import Rewrite, rewrite_source
 from tsfix.codemods.rules.lift_branch import LiftBranch, LiftBranchOnnx
 from tsfix.codemods.rules.registry import select_rules
-from tsfix.codemods.validation.pool import ValidationJob, WorkerPool
+from tsfix.codemods.validation.pool import WorkerPool
+from tsfix.codemods.validation.protocol import Example, JobClass, ValidationJob
 
 FIXTURES = Path(__file__).resolve().parent.parent / "fixtures"
 
@@ -277,12 +278,12 @@ class Gate(nn.Module):
 def _validate(tmp_path: Path, rewritten: str, target: str) -> tuple[str, str]:
     path = tmp_path / "gate.py"
     path.write_text(_ORIGINAL)
-    example = {"key": "gate.py:Gate", "init": [{"double": True}, {"double": False}],
-               "inputs": [{"__tensor__": {"fn": "randn", "shape": [2, 4], "dtype": None}}],
-               "kwargs": {}, "factory": None, "auto": False, "calls": None}
-    job = ValidationJob(0, str(path), rewritten, [
-        {"name": "Gate", "rule": "lift-branch", "lifted": {"double": "double"},
-         "python_only": False, "example": example}], target=target)
+    example = Example.from_json({
+        "key": "gate.py:Gate", "init": [{"double": True}, {"double": False}],
+        "inputs": [{"__tensor__": {"fn": "randn", "shape": [2, 4], "dtype": None}}],
+        "kwargs": {}})
+    job = ValidationJob(0, str(path), rewritten, (
+        JobClass("Gate", example, ("lift-branch",), {"double": "double"}),), target=target)
     with WorkerPool(1) as pool:
         verdict = pool.validate([job], timeout=300)[0][0]
     return verdict.verdict, verdict.reason
