@@ -41,8 +41,9 @@ def test_a_rule_that_may_not_apply_finds_nothing(name: str) -> None:
 
 
 def test_a_file_no_rule_may_touch_is_returned_as_it_is() -> None:
-    text = "import torch\n\n\nclass Plain(torch.nn.Module):\n    def forward(self, x):\n" \
-           "        return x\n"
+    text = ("import torch\n\n\nclass Plain(torch.nn.Module):\n"
+            "    def forward(self, x: torch.Tensor) -> torch.Tensor:\n"
+            "        return x\n")
     assert not any(rule.may_apply(AstFile(text)) for rule in ALL_RULES.values())
     result = rewrite_source(text, "plain.py", list(ALL_RULES.values()))
     assert (result.text, result.changes, result.skips) == (text, [], [])

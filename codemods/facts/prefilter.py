@@ -133,3 +133,30 @@ class AstFile:
     def init_of(self, cls: ast.ClassDef) -> ast.FunctionDef | None:
         return next((item for item in cls.body if isinstance(item, ast.FunctionDef)
                      and item.name == "__init__"), None)
+
+    @staticmethod
+    def self_var(func: ast.FunctionDef) -> str:
+        """The name of a method's first parameter (``self``)."""
+        first = (func.args.posonlyargs + func.args.args)[:1]
+        return first[0].arg if first else "self"
+
+    @staticmethod
+    def reads_self(node: ast.AST, self_var: str) -> bool:
+        """Whether ``node`` reads an attribute of ``self_var``."""
+        return any(isinstance(n, ast.Attribute) and isinstance(n.value, ast.Name)
+                   and n.value.id == self_var for n in ast.walk(node))
+
+    @staticmethod
+    def tests(func: ast.FunctionDef) -> Iterator[ast.expr]:
+        """Expressions a method evaluates for their truth: if/elif/while/ternary/assert
+        tests, comprehension conditions, and/or operands, ``not`` operands."""
+        for node in ast.walk(func):
+            if isinstance(node, ast.If | ast.While | ast.IfExp | ast.Assert):
+                yield node.test
+            elif isinstance(node, ast.comprehension):
+                yield from node.ifs
+            elif isinstance(node, ast.BoolOp):
+                yield from node.values
+            elif isinstance(node, ast.UnaryOp) and isinstance(node.op, ast.Not):
+                yield node.operand
+

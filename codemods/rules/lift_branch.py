@@ -74,6 +74,7 @@ Fix safety
 
 from __future__ import annotations
 
+import ast
 import keyword
 import re
 from collections.abc import Iterable
@@ -84,6 +85,7 @@ import libcst as cst
 import libcst.matchers as m
 from libcst.helpers import get_full_name_for_node
 from tsfix.codemods.facts.module import module_facts
+from tsfix.codemods.facts.prefilter import AstFile
 from tsfix.codemods.facts.syntax import (
     SCALAR_TYPES,
     AttrAssignment,
@@ -1042,6 +1044,24 @@ class Block(nn.Module):
         cannot name it). None for the TorchScript form."""
         return self.facts.tensor_name if self.target == "onnx" else None
 
+    @classmethod
+    def may_apply(cls, file: AstFile) -> bool:
+        """Something lift-branch looks at: a test in a compiled method that reads an attribute
+        of self, or a compiled read of a field of an attribute (``self.cfg.x``,
+        ``self.cfg["x"]``) that ``__init__`` does not set to a torch object."""
+        for klass, func in file.compiled:
+            self_var = file.self_var(func)
+            if any(file.reads_self(test, self_var) for test in file.tests(func)):
+                return True
+            holders = {node.value.attr for node in ast.walk(func)
+                       if isinstance(node, ast.Attribute | ast.Subscript)
+                       and isinstance(node.value, ast.Attribute)
+                       and isinstance(node.value.value, ast.Name)
+                       and node.value.value.id == self_var}
+            if holders and _init_may_store_config(file, klass, holders):
+                return True
+        return False
+
     def transform_module_impl(self, tree: cst.Module) -> cst.Module:
         # The file's facts before the rewrite: can it name torch.Tensor already?
         facts = module_facts(tree)
@@ -1159,3 +1179,24 @@ class LiftBranchOnnx(LiftBranch):
 
 
 LiftBranch.target_forms = {"onnx": LiftBranchOnnx}
+
+
+def _init_may_store_config(file: AstFile, klass: ast.ClassDef, holders: set[str]) -> bool:
+    """Whether ``__init__`` may store something other than a torch object in one of
+    ``holders`` (a config object, dict, namespace, or a value of unknown kind)."""
+    init = file.init_of(klass)
+    if init is None:
+        return False
+    self_var = file.self_var(init)
+    for node in ast.walk(init):
+        targets = node.targets if isinstance(node, ast.Assign) else (
+            [node.target] if isinstance(node, ast.AnnAssign | ast.AugAssign) else [])
+        for target in targets:
+            for item in ast.walk(target):
+                if (isinstance(item, ast.Attribute) and isinstance(item.value, ast.Name)
+                        and item.value.id == self_var and item.attr in holders):
+                    value = getattr(node, "value", None)
+                    if not (isinstance(value, ast.Call)
+                            and file.resolved(value.func).split(".")[0] == "torch"):
+                        return True
+    return False

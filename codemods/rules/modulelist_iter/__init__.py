@@ -81,7 +81,10 @@ Fix safety
 
 from __future__ import annotations
 
+import ast
+
 import libcst as cst
+from tsfix.codemods.facts.prefilter import AstFile
 from tsfix.codemods.facts.syntax import self_name
 from tsfix.codemods.rules.base import ClassChange, Code, Example, Rule
 from tsfix.codemods.rules.modulelist_iter._analysis import MethodAnalysis
@@ -313,6 +316,22 @@ class M(Module):
     )
 
 
+    @classmethod
+    def may_apply(cls, file: AstFile) -> bool:
+        """Something modulelist-iter looks at: in a compiled method, an attribute of self
+        indexed by anything but an int or string literal, or a call of ``reversed``."""
+        for _, func in file.compiled:
+            self_var = file.self_var(func)
+            for node in ast.walk(func):
+                if (isinstance(node, ast.Subscript) and isinstance(node.value, ast.Attribute)
+                        and isinstance(node.value.value, ast.Name)
+                        and node.value.value.id == self_var and not _literal(node.slice)):
+                    return True
+                if (isinstance(node, ast.Call) and isinstance(node.func, ast.Name)
+                        and node.func.id == "reversed"):
+                    return True
+        return False
+
     def rewrite_class(self, cls: cst.ClassDef) -> cst.ClassDef:
         facts = self.facts
         if not facts.is_module_class(cls) or not isinstance(cls.body, cst.IndentedBlock):
@@ -370,3 +389,10 @@ def _tensor_name(imports: dict[str, str]) -> str | None:
         if full == "torch":
             return f"{local}.Tensor"
     return None
+
+
+def _literal(index: ast.expr) -> bool:
+    """An int (also negative) or string literal index: TorchScript takes those."""
+    if isinstance(index, ast.UnaryOp) and isinstance(index.op, ast.USub):
+        index = index.operand
+    return isinstance(index, ast.Constant) and isinstance(index.value, int | str)
