@@ -319,13 +319,16 @@ class M(Module):
     @classmethod
     def may_apply(cls, file: AstFile) -> bool:
         """Something modulelist-iter looks at: in a compiled method, an attribute of self
-        indexed by anything but an int or string literal, or a call of ``reversed``."""
+        indexed by anything but an int or string literal (an int literal too when the file
+        names ModuleDict, whose keys are strings), or a call of ``reversed``."""
+        int_keys_ok = "ModuleDict" not in file.text
         for _, func in file.compiled:
             self_var = file.self_var(func)
             for node in ast.walk(func):
                 if (isinstance(node, ast.Subscript) and isinstance(node.value, ast.Attribute)
                         and isinstance(node.value.value, ast.Name)
-                        and node.value.value.id == self_var and not _literal(node.slice)):
+                        and node.value.value.id == self_var
+                        and not _literal(node.slice, int_keys_ok)):
                     return True
                 if (isinstance(node, ast.Call) and isinstance(node.func, ast.Name)
                         and node.func.id == "reversed"):
@@ -391,8 +394,9 @@ def _tensor_name(imports: dict[str, str]) -> str | None:
     return None
 
 
-def _literal(index: ast.expr) -> bool:
+def _literal(index: ast.expr, int_keys_ok: bool) -> bool:
     """An int (also negative) or string literal index: TorchScript takes those."""
     if isinstance(index, ast.UnaryOp) and isinstance(index.op, ast.USub):
         index = index.operand
-    return isinstance(index, ast.Constant) and isinstance(index.value, int | str)
+    return isinstance(index, ast.Constant) and (
+        isinstance(index.value, str) or (int_keys_ok and isinstance(index.value, int)))
