@@ -31,7 +31,8 @@ _TRIVIA = ("whitespace", "lpar", "rpar", "comma", "semicolon", "leading_lines", 
            "asynchronous", "operator")
 
 
-def _child_fields(kind: type) -> tuple[str, ...]:
+def child_fields(kind: type) -> tuple[str, ...]:
+    """The fields of a node type that can hold child nodes (not whitespace or punctuation)."""
     names = _CHILD_FIELDS.get(kind)
     if names is None:
         names = tuple(f.name for f in dataclasses.fields(kind)
@@ -89,7 +90,7 @@ def _preorder(node: cst.CSTNode, indexes: dict[int, _Index]) -> list[cst.CSTNode
                 continue
         found.append(current)
         children = []
-        for name in _child_fields(type(current)):
+        for name in child_fields(type(current)):
             value = getattr(current, name)
             if isinstance(value, cst.CSTNode):
                 children.append(value)

@@ -2,13 +2,12 @@
 
 from __future__ import annotations
 
-import dataclasses
 from collections.abc import Iterable
 
 import libcst as cst
 from libcst.helpers import get_full_name_for_node
 from tsfix.codemods.facts.numpy_usage import is_numpy_name
-from tsfix.codemods.facts.syntax import find_all
+from tsfix.codemods.facts.syntax import child_fields, find_all
 
 # In-place methods of lists, dicts and sets: TorchScript passes these to an ignored method as
 # copies, so a block that mutates one must hand it back.
@@ -19,28 +18,13 @@ MUTATORS = {"append", "extend", "insert", "pop", "remove", "clear", "update", "s
 def children(node: cst.CSTNode) -> list[cst.CSTNode]:
     """Direct children of ``node`` (in source order), read from its dataclass fields."""
     found: list[cst.CSTNode] = []
-    for name in _fields(type(node)):
+    for name in child_fields(type(node)):
         value = getattr(node, name)
         if isinstance(value, cst.CSTNode):
             found.append(value)
         elif isinstance(value, tuple | list):
             found.extend(v for v in value if isinstance(v, cst.CSTNode))
     return found
-
-
-_FIELDS: dict[type, tuple[str, ...]] = {}
-_TRIVIA = ("whitespace", "lpar", "rpar", "comma", "semicolon", "leading_lines", "header",
-           "footer", "lines_after", "trailing_whitespace", "colon", "equal", "dot", "star",
-           "asynchronous")
-
-
-def _fields(kind: type) -> tuple[str, ...]:
-    names = _FIELDS.get(kind)
-    if names is None:
-        names = tuple(f.name for f in dataclasses.fields(kind)
-                      if not f.name.startswith(_TRIVIA) or f.name == "operator")
-        _FIELDS[kind] = names
-    return names
 
 
 def own(body: cst.CSTNode, *kinds: type[cst.CSTNode]) -> list[cst.CSTNode]:
