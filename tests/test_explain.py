@@ -74,6 +74,39 @@ def _outcome(message: str, path: Path, outcome: str = SCRIPT_FAILED) -> dict[str
     return {"outcome": outcome, "error_type": "RuntimeError", "error": message}
 
 
+def test_an_unknown_error_is_not_blamed_on_an_unrelated_finding() -> None:
+    """A class with a config branch (TSF204) that fails for another reason: the branch is not
+    the explanation; torch's message is shown as it is, with where it points."""
+    text = BLOCKERS.read_text()
+    hints = [f for f in check_source(text, "blockers.py") if f.class_name == "ConfigBranch"]
+    assert [h.code for h in hints] == ["TSF204"]
+    nowhere = _explain(_outcome("a TorchScript failure tsfix has never seen", BLOCKERS),
+                       "ConfigBranch", "blockers.py", BLOCKERS, text, hints, [])
+    assert (nowhere.code, nowhere.fix, nowhere.line) == (None, None, None)
+    assert nowhere.explanation.endswith("torch gives it. It names no line.")
+    elsewhere = _explain(_outcome('unsupported thing\n  File "/lib/other.py", line 7\n',
+                                  BLOCKERS), "ConfigBranch", "blockers.py", BLOCKERS, text,
+                         hints, [])
+    assert elsewhere.code is None
+    assert elsewhere.explanation.endswith("It points at /lib/other.py:7.")
+    lines = elsewhere.lines()
+    assert "[TSF204]" not in lines[0] and lines[0].endswith("does not script: TorchScript error")
+    # The finding is still listed, as a finding of the class, not as the cause.
+    assert lines[-2:] == ["other findings in ConfigBranch (tsfix check):", f"  {hints[0].text()}"]
+
+
+@pytest.mark.slow
+def test_a_class_that_segfaults_is_reported_as_such(tmp_path: Path) -> None:
+    (tmp_path / "crash.py").write_text(
+        "import ctypes\nimport torch.nn as nn\n\n\nclass Crash(nn.Module):\n"
+        "    def __init__(self):\n        super().__init__()\n        ctypes.string_at(0)\n\n"
+        "    def forward(self, x):\n        return x\n")
+    done = cli("explain", "crash.py:Crash", cwd=tmp_path)
+    assert done.returncode == 3, done.stderr
+    assert "the scripting process died (SIGSEGV: a segmentation fault)" in done.stdout
+    assert "TSF" not in done.stdout
+
+
 def test_misleading_aten_eq_message_points_at_the_none_attribute() -> None:
     text = BLOCKERS.read_text()
     hints = [f for f in check_source(text, "blockers.py") if f.class_name == "NoneModeCompared"]

@@ -19,6 +19,7 @@ import inspect
 import json
 import os
 import re
+import signal
 import subprocess
 import sys
 from dataclasses import dataclass, field
@@ -267,6 +268,15 @@ def _run_child(job: dict[str, Any], timeout: float) -> dict[str, Any]:
             result: dict[str, Any] = json.loads(line)
             return result
     tail = (done.stderr.strip().splitlines() or ["no output"])[-1]
+    if done.returncode < 0:
+        try:
+            died = signal.Signals(-done.returncode).name
+        except ValueError:
+            died = f"signal {-done.returncode}"
+        what = {"SIGSEGV": "a segmentation fault", "SIGABRT": "an abort",
+                "SIGKILL": "killed, out of memory?"}.get(died, died)
+        return {"outcome": NOT_BUILT,
+                "error": f"the scripting process died ({died}: {what}); its last output: {tail}"}
     return {"outcome": NOT_BUILT, "error": f"the scripting process failed: {tail}"}
 
 
@@ -306,23 +316,28 @@ def _explain(outcome: dict[str, Any], class_name: str, display: str, path: Path,
                               and known.code == code else CODES[code].help)
     elif known is not None:
         result.explanation = known.explanation
-        result.fix = "annotate" if "--rule annotate" in known.explanation else None
-    elif hints:
-        probable = hints[0]
-        result.line = result.line or probable.line
-        result.code, result.fix = probable.code, probable.fix
-        result.refused = probable.refused
-        result.explanation = (f"TorchScript's message is not one tsfix knows; the probable "
-                              f"cause is what tsfix check finds at line {probable.line}: "
-                              f"{CODES[probable.code].help}")
+        # Named only when annotate itself says it fixes something on that line.
+        result.fix = "annotate" if "--rule annotate" in known.explanation and any(
+            h.fix == "annotate" for h in hints if h.line == result.line) else None
     else:
-        result.explanation = ("not an error tsfix knows; the message above is TorchScript's "
-                              "own, and the line is where it points.")
+        # Not a message tsfix knows, and check finds nothing on the line it points at: no
+        # finding elsewhere in the class is blamed for it.
+        where = _any_frame(message) if result.line is None else None
+        pointer = (f" It points at {where[0]}:{where[1]}." if where else
+                   "" if result.line is not None else " It names no line.")
+        result.explanation = ("not an error tsfix knows; torch's own message is below, as "
+                              f"torch gives it.{pointer}")
     if result.line is not None:
         source = text.splitlines()
         if 0 < result.line <= len(source):
             result.source_line = source[result.line - 1]
     return result
+
+
+def _any_frame(message: str) -> tuple[str, int] | None:
+    """The last ``File "...", line N`` of the message: where torch says it failed."""
+    frames = _FRAME.findall(message)
+    return (frames[-1][0], int(frames[-1][1])) if frames else None
 
 
 def _user_line(message: str, path: Path) -> int | None:
