@@ -28,7 +28,13 @@ def explain(target: str, config_path: Path | None, timeout: float | None) -> Non
     """Print a rule's documentation (tsfix explain lift-branch), or script a class and
     explain its TorchScript error in plain words (tsfix explain models/net.py:Net): the line,
     why it fails, and the rule that fixes it. Torch runs in a child process."""
-    from tsfix.codemods.lint.explain import ExplainError, explain_class, parse_target, rule_sections
+    from tsfix.codemods.lint.explain import (
+        ExplainError,
+        UnreadableSource,
+        explain_class,
+        parse_target,
+        rule_sections,
+    )
     from tsfix.codemods.pipeline.config import ConfigError
 
     parsed = parse_target(target)
@@ -45,6 +51,9 @@ def explain(target: str, config_path: Path | None, timeout: float | None) -> Non
         if not path.is_file():
             raise ExplainError(f"{path}: no such file")
         result = explain_class(path, class_name, config_path=config_path, timeout=timeout)
+    except UnreadableSource as exc:
+        click.echo(f"error: {exc}", err=True)
+        sys.exit(3)
     except (ExplainError, ConfigError) as exc:
         click.echo(f"error: {exc}", err=True)
         sys.exit(2)

@@ -95,6 +95,14 @@ def test_an_unknown_error_is_not_blamed_on_an_unrelated_finding() -> None:
     assert lines[-2:] == ["other findings in ConfigBranch (tsfix check):", f"  {hints[0].text()}"]
 
 
+def test_an_unparsable_file_exits_three_naming_file_and_line(tmp_path: Path) -> None:
+    (tmp_path / "broken.py").write_text("import torch.nn as nn\n\nclass A(nn.Module)\n"
+                                        "    def forward(self, x):\n        return x\n")
+    done = cli("explain", "broken.py:A", cwd=tmp_path)
+    assert done.returncode == 3, (done.returncode, done.stderr)
+    assert done.stderr.startswith("error: broken.py:3:") and "Traceback" not in done.stderr
+
+
 @pytest.mark.slow
 def test_a_class_that_segfaults_is_reported_as_such(tmp_path: Path) -> None:
     (tmp_path / "crash.py").write_text(

@@ -108,8 +108,7 @@ def check_source(text: str, display: str, *, errors: list[str] | None = None
     try:
         module = cst.parse_module(text)
     except cst.ParserSyntaxError as exc:
-        raise CheckSyntaxError(f"{display}:{exc.raw_line}:{exc.raw_column + 1}: cannot parse: "
-                               f"{exc.message}") from exc
+        raise CheckSyntaxError(_syntax_error(text, display, exc)) from exc
     with file_scope():
         facts = module_facts(module)
         if not facts.module_classes:
@@ -117,6 +116,25 @@ def check_source(text: str, display: str, *, errors: list[str] | None = None
         findings = _lint_findings(module, facts, display)
         findings.extend(_rule_findings(text, display, module, errors))
     return sorted(set(findings), key=lambda f: (f.line, f.column, f.code))
+
+
+def _syntax_error(text: str, display: str, exc: cst.ParserSyntaxError) -> str:
+    """``path:line:col: cannot parse: ...``, placed where CPython places it (LibCST's own
+    position can be a token later: a missing colon is reported on the next line)."""
+    import ast
+    import warnings
+
+    try:
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore")
+            ast.parse(text)
+    except SyntaxError as python:
+        if python.lineno:
+            return (f"{display}:{python.lineno}:{python.offset or 1}: cannot parse: "
+                    f"{python.msg}")
+    except (ValueError, RecursionError, MemoryError):
+        pass
+    return f"{display}:{exc.raw_line}:{exc.raw_column + 1}: cannot parse: {exc.message}"
 
 
 def _lint_findings(module: cst.Module, facts: ModuleFacts, display: str) -> list[Finding]:

@@ -43,6 +43,10 @@ class ExplainError(Exception):
     """A usage error: bad target, unknown rule, missing class (exit code 2)."""
 
 
+class UnreadableSource(ExplainError):
+    """The file cannot be read or does not parse (exit code 3, as `tsfix apply`)."""
+
+
 # ---- rule documentation ------------------------------------------------------------------------
 
 def rule_sections(name: str) -> tuple[str, list[tuple[str, str]]]:
@@ -223,11 +227,11 @@ def explain_class(path: Path, class_name: str, *, config_path: Path | None = Non
     try:
         text = read_source(path).text
     except SourceError as exc:
-        raise ExplainError(str(exc)) from exc
+        raise UnreadableSource(str(exc)) from exc
     try:
         findings = check_source(text, shown)
     except CheckSyntaxError as exc:
-        raise ExplainError(str(exc)) from exc
+        raise UnreadableSource(str(exc)) from exc
     if not re.search(rf"^class\s+{re.escape(class_name)}\b", text, re.MULTILINE):
         raise ExplainError(f"{shown}: no top-level class {class_name!r}")
     config = load_config(config_path or find_pyproject([path]))
