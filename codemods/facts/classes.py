@@ -59,10 +59,13 @@ CONTAINER_METHODS = frozenset({
     "append", "extend", "insert", "pop", "remove", "index", "count", "copy", "items", "keys",
     "values", "get", "update", "setdefault", "startswith", "endswith", "lower", "upper", "strip",
     "format", "join", "split", "replace", "sort", "reverse", "clear", "__len__"})
-# torch functions that build a tensor from Python values: an argument to them is not a Tensor.
+# torch functions that build a tensor from Python values, or join a sequence of tensors: an
+# argument to them is not a Tensor (``torch.stack(feats)`` takes a list).
 TENSOR_CONSTRUCTORS = frozenset({
     "zeros", "ones", "empty", "full", "arange", "rand", "randn", "randint", "tensor",
-    "as_tensor", "linspace", "logspace", "eye", "range"})
+    "as_tensor", "linspace", "logspace", "eye", "range", "stack", "cat", "concat",
+    "concatenate", "hstack", "vstack", "dstack", "column_stack", "row_stack",
+    "broadcast_tensors", "block_diag", "cartesian_prod", "meshgrid", "einsum"})
 
 
 def is_ignored(func: cst.FunctionDef) -> bool:
