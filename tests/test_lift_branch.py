@@ -259,6 +259,60 @@ def test_formatting_never_touches_lines_the_rule_left_alone() -> None:
         "        return x if flag else -x\n")
 
 
+_FLAG_CLASS = """import torch.nn as nn
+
+
+class M(nn.Module):
+    def __init__(self, flag: bool = True):
+        super().__init__()
+        self.flag = flag
+
+"""
+_FLAG_BODY = """
+        if self.flag:
+            x = x + shift
+        return x
+"""
+_LIFTED_BODY = """
+        if flag is None:
+            flag = self.flag
+        if flag:
+            x = x + shift
+        return x
+"""
+
+
+def _lifted(signature: str) -> str:
+    """The whole output for a forward() with ``signature`` (the def lines) rewritten."""
+    return f"from typing import Optional\n\n{_FLAG_CLASS}{signature}{_LIFTED_BODY}"
+
+
+def test_multi_line_signature_without_trailing_comma_keeps_its_layout() -> None:
+    """Issue 15 item 5: the new parameter once landed at the def's indentation after a
+    trailing space (``shift = 0., ``)."""
+    result = rewrite_source(_FLAG_CLASS + "    def forward(\n        self,\n        x,\n"
+                            "        shift = 0.\n    ):" + _FLAG_BODY, "m.py", [LiftBranch])
+    assert result.text == _lifted(
+        "    def forward(\n        self,\n        x,\n        shift = 0.,\n"
+        "        flag: Optional[bool] = None\n    ):")
+
+
+def test_multi_line_signature_keeps_its_trailing_comma_and_comments() -> None:
+    result = rewrite_source(_FLAG_CLASS + "    def forward(\n        self,  # the module\n"
+                            "        x,\n        shift = 0.,  # added to x\n    ):" + _FLAG_BODY,
+                            "m.py", [LiftBranch])
+    assert result.text == _lifted(
+        "    def forward(\n        self,  # the module\n        x,\n"
+        "        shift = 0.,  # added to x\n        flag: Optional[bool] = None,\n    ):")
+
+
+def test_closing_parenthesis_on_its_own_line_after_a_one_line_parameter_list() -> None:
+    result = rewrite_source(_FLAG_CLASS + "    def forward(\n        self, x, shift = 0.\n"
+                            "    ):" + _FLAG_BODY, "m.py", [LiftBranch])
+    assert result.text == _lifted(
+        "    def forward(\n        self, x, shift = 0., flag: Optional[bool] = None\n    ):")
+
+
 def test_skip_classes_leaves_a_rejected_class_alone() -> None:
     code = textwrap.dedent("""
         import torch.nn as nn

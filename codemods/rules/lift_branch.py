@@ -850,6 +850,47 @@ def _onnx_preamble(lift: _Lift, self_var: str) -> list[cst.BaseStatement]:
                                 f"    {lift.local} = {convert}({lift.param})\n")]
 
 
+def _laid_out(previous: cst.Param, lead: cst.BaseParenthesizableWhitespace,
+              new: list[cst.Param], *, last: bool) -> tuple[cst.Param, list[cst.Param]]:
+    """``previous`` and the ``new`` parameters that follow it, laid out as the signature is:
+    one per line at the previous parameter's indentation when ``lead`` (the whitespace before
+    ``previous``) is a line break, else one space apart. Whatever followed ``previous`` (a
+    comment, the line break before ``)``, a trailing comma) follows the last new one; a
+    comment stays on ``previous``'s line."""
+    if isinstance(lead, cst.ParenthesizedWhitespace):
+        step: cst.BaseParenthesizableWhitespace = lead.with_changes(
+            first_line=cst.TrailingWhitespace(), empty_lines=[])
+    else:
+        step = cst.SimpleWhitespace(" ")
+    trailing_comma = isinstance(previous.comma, cst.Comma)
+    if trailing_comma and not last:
+        # Before **kwargs: previous keeps its comma; the new ones lead to **kwargs as it did.
+        assert isinstance(previous.comma, cst.Comma)
+        after = previous.comma.whitespace_after
+        closing = after.with_changes(first_line=cst.TrailingWhitespace()) if isinstance(
+            after, cst.ParenthesizedWhitespace) else after
+        commas = [cst.Comma(whitespace_after=step)] * (len(new) - 1) + [
+            cst.Comma(whitespace_after=closing)]
+        return previous, [p.with_changes(comma=c) for p, c in zip(new, commas, strict=True)]
+    old = (previous.comma.whitespace_after if isinstance(previous.comma, cst.Comma)
+           else previous.whitespace_after_param)
+    into_first, closing = step, old
+    if isinstance(step, cst.ParenthesizedWhitespace) and isinstance(
+            old, cst.ParenthesizedWhitespace):
+        # A comment after previous stays on its line; the break before ``)`` comes last.
+        into_first = step.with_changes(first_line=old.first_line)
+        closing = old.with_changes(first_line=cst.TrailingWhitespace())
+    previous = previous.with_changes(comma=cst.Comma(whitespace_after=into_first),
+                                     whitespace_after_param=cst.SimpleWhitespace(""))
+    laid = [p.with_changes(comma=cst.Comma(whitespace_after=step)) for p in new[:-1]]
+    final = new[-1]
+    if trailing_comma:
+        final = final.with_changes(comma=cst.Comma(whitespace_after=closing))
+    else:
+        final = final.with_changes(whitespace_after_param=closing)
+    return previous, [*laid, final]
+
+
 def _with_parameters(func: cst.FunctionDef, lifts: list[_Lift], self_var: str,
                      tensor: str | None = None) -> cst.FunctionDef:
     """``tensor`` (how the file names torch.Tensor) selects the --target onnx form."""
@@ -861,11 +902,27 @@ def _with_parameters(func: cst.FunctionDef, lifts: list[_Lift], self_var: str,
                                                   cst.SimpleWhitespace(" ")))
                   for lift in lifts]
     params = func.params
-    if isinstance(params.star_arg, cst.Param) or params.kwonly_params:
-        # After *args (or among keyword-only parameters) so positional calls bind as before.
-        params = params.with_changes(kwonly_params=[*params.kwonly_params, *new_params])
-    else:
-        params = params.with_changes(params=[*params.params, *new_params])
+    keyword_only = isinstance(params.star_arg, cst.Param) or bool(params.kwonly_params)
+    # After *args (or among keyword-only parameters) so positional calls bind as before.
+    existing = list(params.kwonly_params if keyword_only else params.params)
+    previous = existing[-1] if existing else params.star_arg if keyword_only else None
+    if isinstance(previous, cst.Param):
+        # Laid out after the parameter they follow, as the whitespace before it is.
+        shown = [*params.posonly_params, params.posonly_ind, *params.params, params.star_arg,
+                 *params.kwonly_params]
+        ahead = shown[:next(i for i, p in enumerate(shown) if p is previous)]
+        commas = [p.comma for p in ahead if isinstance(p, cst.Param | cst.ParamStar
+                                                       | cst.ParamSlash)]
+        lead = (commas[-1].whitespace_after if commas and isinstance(commas[-1], cst.Comma)
+                else func.whitespace_before_params)
+        previous, new_params = _laid_out(previous, lead, new_params,
+                                         last=params.star_kwarg is None)
+        if existing:
+            existing[-1] = previous
+        else:
+            params = params.with_changes(star_arg=previous)
+    params = params.with_changes(**{"kwonly_params" if keyword_only else "params":
+                                    [*existing, *new_params]})
     if tensor is not None:
         preamble = [line for lift in lifts for line in _onnx_preamble(lift, self_var)]
     else:
