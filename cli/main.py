@@ -113,6 +113,12 @@ def apply(paths: tuple[Path, ...], rule_names: tuple[str, ...], dry_run: bool, c
         click.echo("error: --interactive writes what you accept; it cannot be combined with "
                    "--dry-run or --check", err=True)
         sys.exit(EXIT_USAGE)
+    if report_path is not None:
+        # Found out before any file is written, not after a run that cannot be reported.
+        problem = _unwritable(report_path)
+        if problem:
+            click.echo(f"error: cannot write the report to {report_path}: {problem}", err=True)
+            sys.exit(EXIT_USAGE)
     mode: Literal["write", "diff", "check"] = (
         "diff" if dry_run or interactive else "check" if check else "write")
     display = None if quiet else ProgressDisplay(sys.stderr, terminal=sys.stderr.isatty())
@@ -157,6 +163,26 @@ def apply(paths: tuple[Path, ...], rule_names: tuple[str, ...], dry_run: bool, c
                        err=True)
             code = max(code, EXIT_FAILED)
     sys.exit(code)
+
+
+def _unwritable(path: Path) -> str | None:
+    """Why a file cannot be written at ``path`` (None: it can), found by opening it for
+    writing without changing it (a file created for the test is removed again)."""
+    import os
+
+    if os.path.lexists(path) and not path.exists():
+        return None                 # a dangling symlink: writing creates its target
+    try:
+        if path.exists():
+            with path.open("r+b"):
+                pass
+        else:
+            with path.open("xb"):
+                pass
+            path.unlink()
+    except OSError as exc:
+        return exc.strerror or str(exc)
+    return None
 
 
 def _ask(prompt: str) -> str:

@@ -264,6 +264,41 @@ def test_report_json_records_files_classes_and_counts(project: Project) -> None:
                                  "unverified": 3}
 
 
+@pytest.mark.parametrize(("where", "why"), [
+    ("missing-folder/report.json", "No such file or directory"),
+    ("model.py/report.json", "Not a directory"),
+    ("a-folder", "is a directory"),         # click's own check
+])
+def test_unwritable_report_path_fails_before_anything_is_written(project: Project,
+                                                                  where: str, why: str) -> None:
+    project.pyproject()
+    project.write("model.py", MODEL)
+    (project.root / "a-folder").mkdir()
+    result = project.cli("apply", "--no-verify", "--report", where, ".")
+    no_traceback(result)
+    assert result.exit_code == 2, result.output
+    assert why in result.stderr
+    if "/" in where:
+        assert result.stderr == f"error: cannot write the report to {where}: {why}\n"
+    assert project.bytes("model.py") == MODEL.encode()
+    assert not (project.root / "missing-folder").exists()
+
+
+def test_report_of_a_dry_run_marks_nothing_written(project: Project) -> None:
+    project.pyproject()
+    project.write("model.py", MODEL)
+    result = project.cli("apply", "--no-verify", "--dry-run", "--report", "report.json", ".")
+    assert result.exit_code == 1, result.output
+    record = file_record(json.loads(project.bytes("report.json")), "model.py")
+    assert record["status"] == "changed" and record["written"] is False
+    assert [c["written"] for c in record["classes"]] == [False]
+
+    result = project.cli("apply", "--no-verify", "--report", "report.json", ".")
+    assert result.exit_code == 0, result.output
+    record = file_record(json.loads(project.bytes("report.json")), "model.py")
+    assert record["written"] is True and [c["written"] for c in record["classes"]] == [True]
+
+
 # ---- --no-verify never imports torch -----------------------------------------------------------
 
 NO_TORCH_PROBE = textwrap.dedent("""\
@@ -353,6 +388,20 @@ def test_unknown_rule_is_usage_error(project: Project) -> None:
     assert "lift-brunch" in result.stderr
     for known in ALL_RULES:
         assert known in result.stderr
+    assert project.bytes("model.py") == MODEL.encode()
+
+
+def test_unknown_rule_in_the_configuration_is_an_error_even_with_rule_given(
+        project: Project) -> None:
+    # --rule overrides the configured rules, but a typo there is still a broken configuration.
+    project.pyproject(settings='rules = ["lift-brnch"]')
+    project.write("model.py", MODEL)
+    result = project.cli("apply", "--no-verify", "--rule", "lift-branch", ".")
+    no_traceback(result)
+    assert result.exit_code == 2, result.output
+    [error] = result.stderr.splitlines()
+    assert error.startswith(f"error: {project.root / 'pyproject.toml'}: [tool.tsfix] rules: "
+                            "unknown rule 'lift-brnch' (known: all, ")
     assert project.bytes("model.py") == MODEL.encode()
 
 

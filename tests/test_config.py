@@ -329,6 +329,22 @@ def test_non_positive_timeout_is_a_config_error(project: Project, timeout: str) 
         load_config(path)
 
 
+@pytest.mark.parametrize("length", ["0", "-5"])
+def test_non_positive_line_length_is_a_config_error(project: Project, length: str) -> None:
+    # black refuses a line length below 1; tsfix must not accept one and hand it on.
+    path = project.pyproject(settings=f"line-length = {length}")
+    with pytest.raises(ConfigError) as caught:
+        load_config(path)
+    assert str(caught.value) == (f"{path}: [tool.tsfix] line-length: expected a positive "
+                                 f"number of columns, got {length}")
+
+
+def test_non_positive_black_line_length_is_a_config_error(project: Project) -> None:
+    path = project.write("pyproject.toml", "[tool.black]\nline-length = -5\n\n[tool.tsfix]\n")
+    with pytest.raises(ConfigError, match=r"\[tool.black\] line-length: expected a positive"):
+        load_config(path)
+
+
 def test_bad_example_key_is_a_config_error(project: Project) -> None:
     path = project.write("pyproject.toml", '[tool.tsfix.examples."models/net.py"]\n'
                                            'inputs = ["randn(2)"]\n')

@@ -212,9 +212,15 @@ def load_config(path: Path | None) -> Config:
         raise ConfigError(f"{where}: unknown key(s) {', '.join(sorted(unknown))} "
                           f"(known: {', '.join(sorted(_KNOWN_KEYS))})")
     config = Config(root=path.parent.resolve(), source=path)
-    black_length = tool.get("black", {}).get("line-length")
-    config.line_length = _typed(table.get("line-length", black_length or 88), int,
-                                f"{where} line-length")
+    black = tool.get("black", {})
+    black_length = black.get("line-length") if isinstance(black, dict) else None
+    length_from = (f"{where} line-length" if "line-length" in table
+                   else f"{path}: [tool.black] line-length")
+    default_length = 88 if black_length is None else black_length
+    config.line_length = _typed(table.get("line-length", default_length), int, length_from)
+    if config.line_length <= 0:
+        raise ConfigError(f"{length_from}: expected a positive number of columns, "
+                          f"got {config.line_length}")
     config.timeout = float(_typed(table.get("timeout", 120), (int, float), f"{where} timeout"))
     if config.timeout <= 0:
         raise ConfigError(f"{where} timeout: expected a positive number of seconds, "

@@ -98,7 +98,7 @@ from tsfix.codemods.pipeline.sources import (
     discover,
     write_source,
 )
-from tsfix.codemods.rules.names import check_rule_names, rule_summaries
+from tsfix.codemods.rules.names import UnknownRuleError, check_rule_names, rule_summaries
 
 if TYPE_CHECKING:
     from tsfix.codemods.pipeline.phases import Outcome
@@ -133,6 +133,12 @@ def run(targets: Sequence[str | os.PathLike[str]], options: Options) -> RunResul
     paths = [Path(target) for target in targets]
     config = load_config(options.config or find_pyproject(paths))
     target = _target(options, config)
+    if config.rules:
+        # --rule overrides the configured rules; a typo there is still a broken configuration.
+        try:
+            _rule_names(config.rules, target)
+        except UnknownRuleError as exc:
+            raise ConfigError(f"{config.source}: [tool.tsfix] rules: {exc}") from None
     rule_names = _rule_names(options.rules or config.rules or ["all"], target)
     require_verified = (config.require_verified if options.require_verified is None
                         else options.require_verified)

@@ -182,7 +182,8 @@ class RunResult:
                 "status": f.status,
                 "written": f.written,
                 "error": f.error,
-                "classes": [{**asdict(c), "lines": list(c.lines), "written": c.written}
+                "classes": [{**asdict(c), "lines": list(c.lines),
+                             "written": f.written and c.written}
                             for c in f.classes],
                 "skips": [asdict(s) for s in f.skips],
                 "notes": f.notes,
