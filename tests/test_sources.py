@@ -124,6 +124,29 @@ def test_permission_bits_are_kept(project: Project, mode: int) -> None:
     assert leftovers == []
 
 
+@pytest.mark.parametrize("mode", [0o444, 0o400, 0o555])
+def test_read_only_file_is_refused_and_left_alone(project: Project, mode: int) -> None:
+    """As black and ruff do: a file without write permission is not replaced (the atomic
+    rename would succeed, and does for root, whom permission bits do not stop)."""
+    project.pyproject()
+    locked = project.write("locked.py", MODEL)
+    project.write("open.py", MODEL)
+    locked.chmod(mode)
+    before = locked.stat()
+
+    result = project.cli("apply", "--rule", "lift-branch", "--no-verify", ".")
+
+    assert result.exit_code == 3, result.output
+    assert (f"error: locked.py: cannot write: the file is read-only (mode {mode:04o}); "
+            "make it writable to let tsfix rewrite it\n") in result.stderr
+    assert locked.read_bytes() == MODEL.encode()
+    after = locked.stat()
+    assert (after.st_ino, after.st_mtime_ns, after.st_mode) == (
+        before.st_ino, before.st_mtime_ns, before.st_mode)
+    assert lifted((project.root / "open.py").read_text())
+    assert [p.name for p in project.root.iterdir() if p.name.endswith(".tsfix")] == []
+
+
 def test_symlinked_file_is_written_through_the_link(project: Project) -> None:
     project.pyproject()
     target = project.write("real/model.py", MODEL)

@@ -10,9 +10,11 @@ restored from the cache and the interactive review all go through it.
 
 from __future__ import annotations
 
+import errno
 import fnmatch
 import io
 import os
+import stat
 import tokenize
 from collections.abc import Iterator
 from dataclasses import dataclass
@@ -128,9 +130,18 @@ def write_source(path: Path, text: str, like: SourceText | None = None) -> None:
 
 def write_atomic(path: Path, data: bytes) -> None:
     """Replace ``path`` with ``data`` in one rename, keeping its permission bits. A symlink is
-    written through: its target is replaced and the link stays."""
+    written through: its target is replaced and the link stays. A file without write
+    permission is refused (PermissionError), even where the rename would be allowed."""
     path = path.resolve()
     mode = path.stat().st_mode & 0o7777
+    # The rename would replace a file its owner made read-only (and root's writes pass every
+    # permission check): refuse, as black and ruff do.
+    if not mode & (stat.S_IWUSR | stat.S_IWGRP | stat.S_IWOTH):
+        raise PermissionError(errno.EACCES, f"the file is read-only (mode {mode:04o}); make it "
+                                            "writable to let tsfix rewrite it")
+    if not os.access(path, os.W_OK):
+        raise PermissionError(errno.EACCES, f"permission denied (mode {mode:04o}, owner uid "
+                                            f"{path.stat().st_uid})")
     import tempfile
 
     fd, temporary = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tsfix")
