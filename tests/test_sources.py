@@ -262,6 +262,45 @@ def test_exclude_is_relative_to_the_pyproject(project: Project, monkeypatch) -> 
     assert project.bytes("sub/skip/a.py") == MODEL.encode()
 
 
+def _loops(project: Project) -> None:
+    """A folder with a model, a link to itself and two links to each other."""
+    project.pyproject()
+    project.write("pkg/model.py", MODEL)
+    (project.root / "pkg" / "self.py").symlink_to("self.py")
+    (project.root / "pkg" / "a.py").symlink_to("b.py")
+    (project.root / "pkg" / "b.py").symlink_to("a.py")
+
+
+LOOP_ERRORS = ["error: pkg/a.py: cannot read: symbolic link loop (pkg/a.py -> b.py)",
+               "error: pkg/b.py: cannot read: symbolic link loop (pkg/b.py -> a.py)",
+               "error: pkg/self.py: cannot read: symbolic link loop (pkg/self.py -> self.py)"]
+
+
+@pytest.mark.parametrize("mode", ["--dry-run", "--check", "write"])
+def test_symlink_loops_are_reported_and_the_rest_is_rewritten(project: Project,
+                                                              mode: str) -> None:
+    _loops(project)
+    result = project.cli("apply", "--rule", "lift-branch", "--no-verify",
+                         *([mode] if mode != "write" else []), ".")
+    assert result.exception is None or isinstance(result.exception, SystemExit), result.output
+    assert result.exit_code == 3, result.output
+    assert [line for line in result.stderr.splitlines() if line.startswith("error")] == \
+        LOOP_ERRORS
+    assert lifted((project.root / "pkg" / "model.py").read_text()) == (mode == "write")
+    if mode == "--dry-run":
+        assert "+++ b/pkg/model.py" in result.stdout
+
+
+def test_check_reports_symlink_loops_and_checks_the_rest(project: Project) -> None:
+    _loops(project)
+    result = project.cli("check", ".")
+    assert result.exception is None or isinstance(result.exception, SystemExit), result.output
+    assert result.exit_code == 3, result.output
+    assert [line for line in result.stderr.splitlines() if line.startswith("error")] == \
+        LOOP_ERRORS
+    assert "pkg/model.py:" in result.stdout          # its TSF204 finding
+
+
 def test_same_file_given_twice_is_processed_once(project: Project) -> None:
     project.pyproject()
     project.write("model.py", MODEL)

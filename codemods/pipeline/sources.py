@@ -85,11 +85,25 @@ def discover(paths: list[Path], root: Path | None,
             continue
         candidates = [given] if given.is_file() else _walk(given)
         for path in candidates:
-            resolved = path.resolve()
+            try:
+                resolved = path.resolve()
+            except (OSError, RuntimeError):
+                # A link to itself, or links that point at each other (RuntimeError up to
+                # Python 3.12, OSError ELOOP after).
+                yield SourceError(path, f"{path}: cannot read: symbolic link loop "
+                                        f"({path} -> {_link_target(path)})")
+                continue
             if resolved in seen or (path is not given and _excluded(resolved, root, exclude)):
                 continue
             seen.add(resolved)
             yield path
+
+
+def _link_target(path: Path) -> str:
+    try:
+        return os.readlink(path)
+    except OSError:
+        return "?"
 
 
 def _walk(folder: Path) -> Iterator[Path]:
