@@ -186,12 +186,19 @@ def _unwritable(path: Path) -> str | None:
 
 
 def _ask(prompt: str) -> str:
-    try:
-        answer: str = click.prompt(prompt, default="", show_default=False, prompt_suffix="")
-    except click.Abort:          # end of input or Ctrl-D: like q
+    """The answer to ``prompt``; end of input (Ctrl-D, an exhausted pipe, or no standard
+    input at all: ``<&-``) is ``q``."""
+    click.echo(prompt, nl=False)
+    if sys.stdin is None or sys.stdin.closed:
         click.echo()
         return "q"
-    return answer
+    # input(), not click.prompt: click turns Ctrl-C into the same Abort as end of input, and
+    # Ctrl-C must stop the run (the files written so far are listed), not answer q.
+    try:
+        return input()
+    except (EOFError, OSError, RuntimeError):
+        click.echo()
+        return "q"
 
 
 def _print_outcome(result: RunResult, *, quiet: bool, verbose: bool,

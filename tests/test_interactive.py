@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import subprocess
+import sys
 from pathlib import Path
 
 import pytest
@@ -92,6 +94,19 @@ def test_end_of_input_counts_as_quit(models: Path) -> None:
     assert code == 0, output
     assert "with 1 of 3 hunks" in output           # the import only; the rest declined
     assert "if self.use_a:" in (models / "a.py").read_text()
+
+
+def test_closed_stdin_counts_as_quit(models: Path) -> None:
+    # `<&-`: there is no standard input at all (sys.stdin is None), not merely an empty one.
+    done = subprocess.run(
+        ["sh", "-c", 'exec "$0" -m tsfix.cli.main apply --rule lift-branch --no-verify '
+                     '--interactive "$1" <&-', sys.executable, str(models / "a.py")],
+        capture_output=True, text=True, timeout=120)
+    assert done.returncode == 0, done.stderr
+    assert "Traceback" not in done.stderr + done.stdout
+    assert done.stdout.count("Apply this hunk [y,n,a,d,q,?]? ") == 1
+    assert done.stderr.endswith(f"kept {models / 'a.py'} unchanged\n"), done.stderr
+    assert (models / "a.py").read_text() == TWO_MODELS
 
 
 def test_interactive_refuses_dry_run(models: Path) -> None:
