@@ -440,6 +440,43 @@ def test_bad_example_spec_fails_only_that_file(project: Project) -> None:
     assert 'add [tool.tsfix.examples."good.py:Net"]' in good["classes"][0]["reason"]
 
 
+def test_example_table_naming_a_missing_class_fails_that_file(project: Project) -> None:
+    project.pyproject({"model.py:Nett": TWO_CONFIGS})
+    project.write("model.py", MODEL)
+    project.write("plain.py", CLEAN_SOURCE)
+
+    result = project.cli("apply", "--rule", "lift-branch", "--report", "report.json", ".")
+
+    no_traceback(result)
+    assert result.exit_code == 3, result.output
+    assert [e for e in result.stderr.splitlines() if e.startswith("error")] == [
+        f'error: {project.root / "pyproject.toml"}: [tool.tsfix.examples."model.py:Nett"] '
+        "names no class Nett in model.py (it defines Net)"]
+    assert project.bytes("model.py") == MODEL.encode()
+    report = json.loads(project.bytes("report.json"))
+    assert file_record(report, "model.py")["status"] == "failed"
+    assert file_record(report, "plain.py")["status"] == "unchanged"
+
+
+def test_example_table_naming_a_missing_file_fails(project: Project) -> None:
+    project.pyproject({"modle.py:Net": TWO_CONFIGS, "elsewhere/gone.py:Net": TWO_CONFIGS})
+    project.write("plain.py", CLEAN_SOURCE)
+    project.write("sub/plain.py", CLEAN_SOURCE)
+
+    result = project.cli("apply", "--rule", "lift-branch", ".")
+
+    no_traceback(result)
+    assert result.exit_code == 3, result.output
+    assert [e for e in result.stderr.splitlines() if e.startswith("error")] == [
+        f'error: {project.root / "pyproject.toml"}: [tool.tsfix.examples."elsewhere/gone.py:Net"]'
+        " names a file that does not exist: elsewhere/gone.py",
+        f'error: {project.root / "pyproject.toml"}: [tool.tsfix.examples."modle.py:Net"] '
+        "names a file that does not exist: modle.py"]
+    # A run over another folder is not about those tables.
+    result = project.cli("apply", "--rule", "lift-branch", "sub")
+    assert result.exit_code == 0, result.output
+
+
 def test_unknown_tsfix_key_is_usage_error(project: Project) -> None:
     project.pyproject(settings='rulez = ["lift-branch"]')
     project.write("model.py", MODEL)

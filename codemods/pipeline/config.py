@@ -157,6 +157,8 @@ class Config:
     target: str = "torchscript"
     # (resolved file path, class name) -> spec, or the error that makes the spec unusable
     examples: dict[tuple[Path, str], ExampleSpec | ExampleError] = field(default_factory=dict)
+    # (resolved file path, class name) -> the table's key as written ("models/net.py:Net")
+    example_keys: dict[tuple[Path, str], str] = field(default_factory=dict)
 
     def example_for(self, path: Path, class_name: str, *, resolved: bool = False
                     ) -> ExampleSpec | ExampleError | None:
@@ -244,6 +246,7 @@ def load_config(path: Path | None) -> Config:
             raise ConfigError(f'{path}: [tool.tsfix.examples."{key}"]: the key must be '
                               '"<path relative to pyproject.toml>:<ClassName>"')
         target = (config.root / file_part).resolve()
+        config.example_keys[(target, class_name)] = key
         try:
             config.examples[(target, class_name)] = parse_example(key, spec)
         except ExampleError as exc:

@@ -69,7 +69,7 @@ import importlib.util
 import json
 import os
 import sys
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Collection, Sequence
 from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import TYPE_CHECKING, Literal
@@ -96,6 +96,7 @@ from tsfix.codemods.pipeline.sources import (
     SourceText,
     WriteError,
     discover,
+    read_source,
     write_source,
 )
 from tsfix.codemods.rules.names import UnknownRuleError, check_rule_names, rule_summaries
@@ -150,17 +151,23 @@ def run(targets: Sequence[str | os.PathLike[str]], options: Options) -> RunResul
     displays = [_display(f, resolved[i], cwd) if isinstance(f, Path) else str(f.path)
                 for i, f in enumerate(found)]
 
+    # Example tables that name a class the file does not define, or a file that does not
+    # exist: the file fails (nothing validated or written for it), as for any bad table.
+    bad_tables, missing = (_table_problems(found, resolved, displays, paths, config, cwd)
+                           if options.verify else ({}, []))
+
     cache = None
     if options.cache:
         cache = Cache.for_run(options.cache_dir, rules=rule_names, unsafe_fixes=unsafe_fixes,
                               line_length=config.line_length, verify=options.verify,
                               require_verified=require_verified,
                               auto_examples=config.auto_examples, target=target)
-    keys, cached = _from_cache(found, resolved, displays, cache, config)
+    keys, cached = _from_cache(found, resolved, displays, cache, config, skip=bad_tables)
 
     outcomes: dict[int, Outcome] = {}
     processes = 0
-    if any(isinstance(f, Path) and i not in cached for i, f in enumerate(found)):
+    if any(isinstance(f, Path) and i not in cached and i not in bad_tables
+           for i, f in enumerate(found)):
         from tsfix.codemods.pipeline import phases
 
         session = phases.Session(
@@ -169,14 +176,18 @@ def run(targets: Sequence[str | os.PathLike[str]], options: Options) -> RunResul
             timeout=options.timeout or config.timeout, progress=options.progress)
         outcomes = phases.run_phases([phases.File(i, f, resolved[i], displays[i])
                                       for i, f in enumerate(found)
-                                      if isinstance(f, Path) and i not in cached], session)
+                                      if isinstance(f, Path) and i not in cached
+                                      and i not in bad_tables], session)
         processes = session.processes
 
     # Nothing is written before every phase is over; then each file in one atomic rename.
     files: list[FileResult] = []
     for i, source in enumerate(found):
         like = None
-        if i in cached:
+        if i in bad_tables:
+            result, text = FileResult(source.path if isinstance(source, SourceError) else source,
+                                      displays[i], "failed", bad_tables[i]), None
+        elif i in cached:
             result, text = cached[i]
         elif isinstance(source, SourceError):
             result, text = FileResult(source.path, displays[i], "failed", str(source)), None
@@ -185,6 +196,7 @@ def run(targets: Sequence[str | os.PathLike[str]], options: Options) -> RunResul
         if text is not None and result.status == "changed" and options.mode == "write":
             result = _written(result, text, like)
         files.append(result)
+    files.extend(missing)
     if cache is not None:
         for i, key in keys.items():
             if i not in cached and cacheable(files[i]):
@@ -222,16 +234,16 @@ def _target(options: Options, config: Config) -> str:
 
 
 def _from_cache(found: list[Path | SourceError], resolved: dict[int, Path], displays: list[str],
-                cache: Cache | None, config: Config
+                cache: Cache | None, config: Config, *, skip: Collection[int] = ()
                 ) -> tuple[dict[int, str], dict[int, tuple[FileResult, str | None]]]:
     """Every readable file's cache key, and the outcomes (with the rewritten text of a changed
-    file) restored from the cache, both by index in ``found``."""
+    file) restored from the cache, both by index in ``found`` (``skip``: not these)."""
     keys: dict[int, str] = {}
     cached: dict[int, tuple[FileResult, str | None]] = {}
     if cache is None:
         return keys, cached
     for i, path in enumerate(found):
-        if isinstance(path, SourceError):
+        if isinstance(path, SourceError) or i in skip:
             continue
         try:
             content = path.read_bytes()
@@ -245,6 +257,88 @@ def _from_cache(found: list[Path | SourceError], resolved: dict[int, Path], disp
         if entry is not None:
             cached[i] = restore(path, displays[i], entry)
     return keys, cached
+
+
+def _table_problems(found: list[Path | SourceError], resolved: dict[int, Path],
+                    displays: list[str], paths: list[Path], config: Config, cwd: Path
+                    ) -> tuple[dict[int, str], list[FileResult]]:
+    """Example tables that cannot be about anything: the error of each found file with a
+    table naming a class it does not define (by index in ``found``), and a failed record for
+    each table naming a file under ``paths`` that does not exist."""
+    index = {path: i for i, path in resolved.items()}
+    given = [p.resolve() for p in paths]
+    bad: dict[int, str] = {}
+    missing: list[FileResult] = []
+    by_file: dict[Path, list[str]] = {}
+    for file, class_name in config.examples:
+        by_file.setdefault(file, []).append(class_name)
+    for file, class_names in sorted(by_file.items()):
+        where = [f'{config.source}: [tool.tsfix.examples."{config.example_keys[(file, name)]}"]'
+                 for name in class_names]
+        i = index.get(file)
+        if i is not None:
+            defined = _defined_names(found[i], class_names)
+            if defined is None:
+                continue        # not readable or not parseable: reported when rewritten
+            problems = [f"{label} names no class {name} in {displays[i]} (it defines "
+                        f"{', '.join(defined.classes) or 'no class'})"
+                        for label, name in zip(where, class_names, strict=True)
+                        if name not in defined.names]
+            if problems:
+                bad[i] = "; ".join(problems)
+        elif not file.exists() and any(file == g or file.is_relative_to(g) for g in given):
+            display = _display(file, file, cwd)
+            missing.extend(FileResult(file, display, "failed",
+                                      f"{label} names a file that does not exist: {display}")
+                           for label in where)
+    return bad, missing
+
+
+@dataclass(frozen=True)
+class _Defined:
+    names: frozenset[str]           # every name the module binds at its top level
+    classes: tuple[str, ...]        # the classes it defines, in order
+
+
+def _defined_names(path: Path | SourceError, wanted: list[str]) -> _Defined | None:
+    """What the module at ``path`` defines at its top level, as far as ``wanted`` needs to be
+    known (None: unreadable or unparseable)."""
+    import ast
+    import re
+
+    if isinstance(path, SourceError):
+        return None
+    try:
+        text = read_source(path).text
+    except SourceError:
+        return None
+    if all(re.search(rf"^class\s+{name}\b", text, re.MULTILINE) for name in wanted):
+        return _Defined(frozenset(wanted), ())      # the usual case, without parsing
+    try:
+        tree = ast.parse(text)
+    except (SyntaxError, ValueError, RecursionError):
+        return None
+    names: set[str] = set()
+    classes: list[str] = []
+    statements = list(tree.body)
+    while statements:
+        node = statements.pop(0)
+        if isinstance(node, ast.ClassDef):
+            classes.append(node.name)
+        if isinstance(node, ast.ClassDef | ast.FunctionDef | ast.AsyncFunctionDef):
+            names.add(node.name)
+        elif isinstance(node, ast.Import | ast.ImportFrom):
+            names.update((a.asname or a.name).split(".")[0] for a in node.names)
+        elif isinstance(node, ast.Assign | ast.AnnAssign | ast.AugAssign):
+            targets = node.targets if isinstance(node, ast.Assign) else [node.target]
+            names.update(n.id for t in targets for n in ast.walk(t) if isinstance(n, ast.Name))
+        elif isinstance(node, ast.If | ast.Try | ast.With | ast.For | ast.While):
+            # Definitions under `if TYPE_CHECKING:`, try/except ImportError, ...
+            for field_name in ("body", "orelse", "finalbody", "handlers"):
+                for child in getattr(node, field_name, []):
+                    statements.extend(child.body if isinstance(child, ast.ExceptHandler)
+                                      else [child])
+    return _Defined(frozenset(names), tuple(classes))
 
 
 def _display(path: Path, resolved: Path, cwd: Path) -> str:
