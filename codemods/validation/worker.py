@@ -13,8 +13,13 @@ several calls). For every class, with every configuration:
    ``state_dict`` into the rewritten instance, eval mode;
 2. eager parity: the rewritten output equals the original's;
 3. re-script: ``torch.jit.script`` of the rewritten instance succeeds and matches;
-4. one artifact: the instance scripted from the first configuration, given each other
-   configuration's weights and lifted-argument values, reproduces that configuration;
+4. one artifact: the instance built from the first configuration, given each other
+   configuration's weights and lifted-argument values, reproduces that configuration: first
+   in eager mode (before step 3, so it decides also for a class that does not script), then
+   the instance scripted from it. A configuration whose init differs from the first only in
+   arguments feeding lifted attributes must be served even when other settings differ (they
+   derive from the lifted value; with other parameter shapes the setting is structural and
+   the lift is rejected); one that differs in more is "not comparable";
 5. the artifact survives ``torch.jit.save``/``load`` with the same outputs. When a rule moved code
    into a ``@torch.jit.ignore`` method (``python_only``), saving is expected to fail and the
    verdict says so; such an artifact runs from Python only;
@@ -381,6 +386,38 @@ def plain_settings(module: torch.nn.Module, skip: set[str]) -> dict[str, Any]:
     return found
 
 
+def _same(a: Any, b: Any) -> bool:
+    """Equal values of the same type (an init value may be a tensor or a custom object)."""
+    if type(a) is not type(b):
+        return False
+    try:
+        return bool(a == b)
+    except Exception:
+        return a is b
+
+
+def only_lifted_init(base: dict[str, Any], other: dict[str, Any], base_module: Any,
+                     other_module: Any, lifted: dict[str, str]) -> bool:
+    """``other``'s init differs from ``base``'s, and only in arguments that feed a lifted
+    attribute: named like the attribute or its parameter, or given as the attribute's value in
+    both instances."""
+    differing = [key for key in base.keys() | other.keys()
+                 if key not in base or key not in other or not _same(base[key], other[key])]
+    if not differing:
+        return False
+    missing = object()
+    for key in differing:
+        if key not in base or key not in other:
+            return False
+        if key in lifted or key in lifted.values():
+            continue
+        if not any(_same(getattr(base_module, attr, missing), base[key])
+                   and _same(getattr(other_module, attr, missing), other[key])
+                   for attr in lifted.values()):
+            return False
+    return True
+
+
 # ---- one class ---------------------------------------------------------------------------------
 
 def validate_class(original: types.ModuleType, rewritten: types.ModuleType,
@@ -456,48 +493,33 @@ def check_class(original: types.ModuleType, rewritten: types.ModuleType,
         rewrites.append(new)
         expected.append(wanted)
 
-    # 3: re-script every configuration.
-    scripted = []
-    for k, (new, inst) in enumerate(zip(rewrites, configs, strict=True)):
-        try:
-            artifact = torch.jit.script(new)
-        except BaseException as exc:
-            error = short_error(exc, rename)
-            try:
-                torch.jit.script(originals[k])
-            except BaseException as original_exc:
-                raise unverified(
-                    f"{NOT_SCRIPTABLE_EITHER} this rewrite, for a reason it does not fix: "
-                    f"{short_error(original_exc)} (the rewrite fails with: {error})") from exc
-            raise rejected(f"re-script: {error}") from exc
-        for j, (args, kwargs) in enumerate(inst.calls):
-            try:
-                got = call(artifact, args, kwargs)
-            except BaseException as exc:
-                raise rejected(f"re-script: the scripted module raised for {inst.label(j)}: "
-                               f"{short_error(exc, rename)}") from exc
-            found = difference(expected[k][j], got)
-            if found:
-                raise rejected(f"re-script: {found} for {inst.label(j)}")
-        scripted.append(artifact)
-
-    # 4: one artifact serves every configuration through the lifted arguments.
+    # Which configurations one artifact must serve: those with the first one's parameter
+    # shapes and settings apart from the lifted attributes, and those whose init differs from
+    # the first only in what feeds a lifted attribute (the other settings they differ in are
+    # derived from it: evidence that the lift cannot serve them, not a reason to skip them).
     notes = []
-    artifact = scripted[0]
     base_settings = plain_settings(rewrites[0], set(lifted.values()))
     base_shapes = {k: v.shape for k, v in originals[0].state_dict().items()}
     served = []
     for k, inst in enumerate(configs):
         shapes = {key: v.shape for key, v in originals[k].state_dict().items()}
         settings = plain_settings(rewrites[k], set(lifted.values()))
+        differing = sorted(key for key in settings if settings[key] != base_settings.get(key))
+        derived = k > 0 and lifted and only_lifted_init(configs[0].init, inst.init,
+                                                         rewrites[0], rewrites[k], lifted)
         if shapes != base_shapes:
+            if derived:
+                raise rejected(f"one artifact: {inst.label()} differs from init[0] only in the "
+                               f"lifted {', '.join(sorted(lifted))} and has other parameters "
+                               "or shapes: one instance cannot serve both (a structural "
+                               "setting)")
             notes.append(f"{inst.label()} has other parameter shapes")
             continue
-        differing = sorted(key for key in settings if settings[key] != base_settings.get(key))
-        if differing:
+        if differing and not derived:
             notes.append(f"{inst.label()} also differs in {', '.join(differing[:3])}")
             continue
         served.append(k)
+    served_calls = sum(len(configs[k].calls) for k in served)
 
     def lifted_values(k: int) -> dict[str, Any]:
         """Configuration ``k``'s settings as the lifted arguments take them."""
@@ -524,6 +546,45 @@ def check_class(original: types.ModuleType, rewritten: types.ModuleType,
                 if found:
                     raise rejected(f"{step}: {found} for {inst.label(j)} called with {values}")
 
+    # 4 (eager): the instance built from the first configuration, given each served
+    # configuration's weights and lifted settings, reproduces it. Needs no TorchScript, so it
+    # decides also for a class that does not script.
+    try:
+        first = build(rewritten_cls, configs[0].init)
+    except BaseException as exc:
+        raise rejected(f"build: the rewritten class fails for {configs[0].label(show_init=True)}"
+                       f": {short_error(exc, rename)}") from exc
+    check_artifact(first, "one artifact (eager)")
+    eager_served = f"one artifact holds in eager mode for {served_calls} of {n_calls}"
+
+    # 3: re-script every configuration.
+    scripted = []
+    for k, (new, inst) in enumerate(zip(rewrites, configs, strict=True)):
+        try:
+            artifact = torch.jit.script(new)
+        except BaseException as exc:
+            error = short_error(exc, rename)
+            try:
+                torch.jit.script(originals[k])
+            except BaseException as original_exc:
+                raise unverified(
+                    f"{NOT_SCRIPTABLE_EITHER} this rewrite, for a reason it does not fix: "
+                    f"{short_error(original_exc)} (the rewrite fails with: {error}); "
+                    f"{eager_served}") from exc
+            raise rejected(f"re-script: {error}") from exc
+        for j, (args, kwargs) in enumerate(inst.calls):
+            try:
+                got = call(artifact, args, kwargs)
+            except BaseException as exc:
+                raise rejected(f"re-script: the scripted module raised for {inst.label(j)}: "
+                               f"{short_error(exc, rename)}") from exc
+            found = difference(expected[k][j], got)
+            if found:
+                raise rejected(f"re-script: {found} for {inst.label(j)}")
+        scripted.append(artifact)
+
+    # 4: one artifact serves every configuration through the lifted arguments.
+    artifact = scripted[0]
     check_artifact(artifact, "one artifact")
 
     # 5: save / load; a Python-only artifact (an ignored method) is expected to fail to save.
@@ -543,7 +604,6 @@ def check_class(original: types.ModuleType, rewritten: types.ModuleType,
             # The ignored method is not reached from forward: nothing Python-only remains.
             save_step = "save/load (no ignored method is called)"
 
-    served_calls = sum(len(configs[k].calls) for k in served)
     onnx_step = ""
     if target == "onnx":
         if job_class.python_only and save_step.startswith("save fails"):

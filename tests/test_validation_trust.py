@@ -1,0 +1,183 @@
+"""Validation verdicts that must not mislead (issue 15): a lift that one artifact cannot serve
+is rejected even in eager mode, a new TorchScript error is a rejection, a package that fails
+to import is the model's problem, one scripting failure does not hide another's real error,
+and a crashed worker says what happened in that file only.
+
+Every test here starts real validation workers (each imports torch), hence ``slow``.
+"""
+
+from __future__ import annotations
+
+import textwrap
+from pathlib import Path
+
+import pytest
+from tsfix.codemods.pipeline.config import parse_example
+from tsfix.codemods.validation.pool import (
+    JobClass,
+    ValidationJob,
+    run_jobs,
+)
+from tsfix.codemods.validation.protocol import Example
+
+pytestmark = pytest.mark.slow
+
+
+def example(key: str, table: dict[str, object]) -> Example:
+    return parse_example(key, table).to_example()
+
+
+def validate_all(*jobs: tuple[Path, str, JobClass]) -> list[tuple[str, str]]:
+    """Each (original file, rewritten source, class) validated in one worker, in order: the
+    verdict and reason of each."""
+    verdicts = run_jobs([ValidationJob(i, str(path.resolve()), source, (job_class,))
+                         for i, (path, source, job_class) in enumerate(jobs)],
+                        workers=1, timeout=120)
+    return [(v.verdict, v.reason) for i in range(len(jobs)) for v in verdicts[i]]
+
+
+FLAG_TABLE = {"init": [{"use_act": True}, {"use_act": False}], "inputs": ["randn(2, 4)"]}
+
+
+# ---- item 2: the one-artifact check runs in eager mode too ---------------------------------------
+
+# Does not script (numpy in forward), before or after the lift.
+UNSCRIPTABLE = textwrap.dedent("""\
+    from typing import Optional
+
+    import numpy as np
+    import torch
+    import torch.nn as nn
+
+
+    class Net(nn.Module):
+        def __init__(self, use_act=True):
+            super().__init__()
+            self.use_act = use_act
+
+        def forward(self, x):
+            x = x * torch.from_numpy(np.hanning(x.size(-1))).to(x.dtype)
+            return self.act(x)
+
+        def act(self, x):
+            if self.use_act:
+                x = torch.relu(x)
+            return x
+""")
+
+# The lift forgets the helper: the argument changes nothing.
+UNSCRIPTABLE_WRONG_LIFT = UNSCRIPTABLE.replace(
+    "    def forward(self, x):\n",
+    "    def forward(self, x, use_act: Optional[bool] = None):\n"
+    "        if use_act is None:\n"
+    "            use_act = self.use_act\n")
+# The right lift: the helper takes the value.
+UNSCRIPTABLE_RIGHT_LIFT = UNSCRIPTABLE_WRONG_LIFT.replace(
+    "return self.act(x)", "return self.act(x, use_act)").replace(
+    "def act(self, x):", "def act(self, x, use_act: bool):").replace(
+    "if self.use_act:", "if use_act:")
+
+
+def test_eager_one_artifact_rejects_a_lift_of_a_class_that_does_not_script(
+        tmp_path: Path) -> None:
+    path = tmp_path / "model.py"
+    path.write_text(UNSCRIPTABLE)
+    spec = example("model.py:Net", FLAG_TABLE)
+    lifted = {"use_act": "use_act"}
+
+    job_class = JobClass("Net", spec, ("lift-branch",), lifted)
+
+    wrong, right = validate_all((path, UNSCRIPTABLE_WRONG_LIFT, job_class),
+                                (path, UNSCRIPTABLE_RIGHT_LIFT, job_class))
+
+    verdict, reason = wrong
+    assert verdict == "rejected", reason
+    assert reason.startswith("one artifact (eager): output: max abs diff ")
+    assert reason.endswith(" for init[1] called with {'use_act': False}")
+    verdict, reason = right
+    assert verdict == "unverified", reason
+    assert reason.startswith("eager parity holds, but the class does not script before or "
+                             "after this rewrite")
+    assert reason.endswith("; one artifact holds in eager mode for 2 of 2")
+
+
+# Outer builds Inner from the flag: init[1] differs from init[0] in inner.causal only because
+# of causal, so one artifact must serve it, and the lift of causal cannot.
+DERIVED = textwrap.dedent("""\
+    from typing import Optional
+
+    import torch
+    import torch.nn as nn
+
+
+    class Inner(nn.Module):
+        def __init__(self, causal: bool = False):
+            super().__init__()
+            self.causal = causal
+
+        def forward(self, x):
+            if self.causal:
+                return x.cumsum(-1)
+            return x
+
+
+    class Outer(nn.Module):
+        def __init__(self, causal=False):
+            super().__init__()
+            self.causal = causal
+            self.inner = Inner(causal=causal)
+
+        def forward(self, x):
+            if self.causal:
+                x = x * 2
+            return self.inner(x)
+""")
+DERIVED_LIFT = DERIVED.replace(
+    "    def forward(self, x):\n        if self.causal:\n            x = x * 2\n",
+    "    def forward(self, x, causal: Optional[bool] = None):\n"
+    "        if causal is None:\n"
+    "            causal = self.causal\n"
+    "        if causal:\n"
+    "            x = x * 2\n")
+assert DERIVED_LIFT != DERIVED
+CAUSAL_TABLE = {"init": [{"causal": False}, {"causal": True}], "inputs": ["randn(2, 4)"]}
+
+
+def test_a_configuration_differing_in_values_derived_from_the_lifted_flag_is_evidence(
+        tmp_path: Path) -> None:
+    path = tmp_path / "model.py"
+    path.write_text(DERIVED)
+    job_class = JobClass("Outer", example("model.py:Outer", CAUSAL_TABLE), ("lift-branch",),
+                         {"causal": "causal"})
+    # Inner does not read its causal: the same artifact then serves both.
+    inner_reads = "        if self.causal:\n            return x.cumsum(-1)\n"
+    harmless = DERIVED.replace(inner_reads, "")
+    assert harmless != DERIVED
+    path_ok = tmp_path / "ok.py"
+    path_ok.write_text(harmless)
+    harmless_lift = DERIVED_LIFT.replace(inner_reads, "")
+
+    # A flag that decides which parameters exist cannot be served by one instance.
+    structural = DERIVED.replace("self.inner = Inner(causal=causal)",
+                                 "self.inner = Inner(causal=causal)\n"
+                                 "        self.proj = nn.Linear(4, 4) if causal else None")
+    path_structural = tmp_path / "structural.py"
+    path_structural.write_text(structural)
+    structural_lift = DERIVED_LIFT.replace("self.inner = Inner(causal=causal)",
+                                           "self.inner = Inner(causal=causal)\n"
+                                           "        self.proj = nn.Linear(4, 4) if causal "
+                                           "else None")
+
+    (verdict, reason), (verdict_ok, reason_ok), (verdict_structural, reason_structural) = \
+        validate_all((path, DERIVED_LIFT, job_class), (path_ok, harmless_lift, job_class),
+                     (path_structural, structural_lift, job_class))
+
+    assert verdict == "rejected", reason
+    assert reason.startswith("one artifact (eager): output: max abs diff ")
+    assert reason.endswith(" for init[1] called with {'causal': True}")
+    assert verdict_ok == "verified", reason_ok
+    assert "one artifact served 2 of 2" in reason_ok and "not comparable" not in reason_ok
+    assert (verdict_structural, reason_structural) == (
+        "rejected", "one artifact: init[1] differs from init[0] only in the lifted causal and "
+                    "has other parameters or shapes: one instance cannot serve both (a "
+                    "structural setting)")
