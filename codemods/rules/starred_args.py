@@ -58,6 +58,7 @@ Fix safety
 
 from __future__ import annotations
 
+import ast
 import re
 from collections.abc import Callable, Mapping
 
@@ -454,7 +455,12 @@ class Merge(nn.Module):
 
     @classmethod
     def may_apply(cls, file: AstFile) -> bool:
-        return _STARRED_ARGUMENT.search(file.text) is not None
+        """A starred argument in a call of a compiled method."""
+        if _STARRED_ARGUMENT.search(file.text) is None:
+            return False
+        return any(isinstance(node, ast.Call)
+                   and any(isinstance(arg, ast.Starred) for arg in node.args)
+                   for node in file.compiled_nodes())
 
     def transform_module_impl(self, tree: cst.Module) -> cst.Module:
         if self.source_text is not None and not _STARRED_ARGUMENT.search(self.source_text):

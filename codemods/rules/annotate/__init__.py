@@ -320,8 +320,10 @@ class Annotate(Rule):
     def may_apply(cls, file: AstFile) -> bool:
         """Something annotate looks at: a compiled method's unannotated or defaulted
         parameter, variadic or keyword-only parameters, a list or dict display, several
-        returns or a ``-> float`` return, or an attribute ``__init__`` sets to None or to an
-        empty container (a class-level declaration)."""
+        returns of which one is a literal, a ``-> float`` return, or an attribute that
+        ``__init__`` sets to None or to an empty container and compiled code reads (a
+        class-level declaration)."""
+        read: set[str] = set()
         for _, func in file.compiled:
             arguments = func.args
             if arguments.vararg or arguments.kwarg or arguments.kwonlyargs:
@@ -338,27 +340,46 @@ class Annotate(Rule):
                     return True
             if func.returns is not None and ast.unparse(func.returns) == "float":
                 return True
-            returns = 0
+            returns: list[ast.expr] = []
+            self_var = file.self_var(func)
             for node in ast.walk(func):
                 if isinstance(node, ast.List | ast.Dict | ast.ListComp | ast.DictComp):
                     return True
-                returns += isinstance(node, ast.Return) and node.value is not None
-            if returns > 1:
+                if isinstance(node, ast.Return) and node.value is not None:
+                    returns.append(node.value)
+                if (isinstance(node, ast.Attribute) and isinstance(node.value, ast.Name)
+                        and node.value.id == self_var):
+                    read.add(node.attr)
+            if len(returns) > 1 and any(isinstance(value, ast.Constant | ast.List | ast.Dict
+                                                   | ast.UnaryOp) for value in returns):
                 return True
-        for klass in {id(k): k for k, _ in file.compiled}.values():
-            init = file.init_of(klass)
-            for node in ast.walk(init) if init is not None else ():
-                value = getattr(node, "value", None) if isinstance(
-                    node, ast.Assign | ast.AnnAssign) else None
-                if isinstance(value, ast.List | ast.Dict) or (
-                        isinstance(value, ast.Constant) and value.value is None):
-                    return True
-                if isinstance(node, ast.Call) and isinstance(node.func, ast.Attribute) \
-                        and node.func.attr in ("register_buffer", "register_parameter"):
-                    return True
-        return False
+        return bool(read & _maybe_none_or_empty(file))
 
     def rewrite_class(self, cls: cst.ClassDef) -> cst.ClassDef:
         if not self.facts.is_module_class(cls):
             return cls
         return ClassAnnotator(self, cls).rewrite()
+
+
+def _maybe_none_or_empty(file: AstFile) -> set[str]:
+    """Attributes the ``__init__`` of a module class sets to None, ``[]``/``{}``, or registers
+    as a None buffer or parameter."""
+    found: set[str] = set()
+    for klass in {id(k): k for k, _ in file.compiled}.values():
+        init = file.init_of(klass)
+        for node in ast.walk(init) if init is not None else ():
+            values = ([node.value.body, node.value.orelse]
+                      if isinstance(node, ast.Assign | ast.AnnAssign)
+                      and isinstance(node.value, ast.IfExp) else [getattr(node, "value", None)])
+            if isinstance(node, ast.Assign | ast.AnnAssign) and any(
+                    isinstance(value, ast.List | ast.Dict)
+                    or (isinstance(value, ast.Constant) and value.value is None)
+                    for value in values):
+                targets = node.targets if isinstance(node, ast.Assign) else [node.target]
+                found.update(t.attr for target in targets for t in ast.walk(target)
+                             if isinstance(t, ast.Attribute))
+            elif (isinstance(node, ast.Call) and isinstance(node.func, ast.Attribute)
+                  and node.func.attr in ("register_buffer", "register_parameter")
+                  and node.args and isinstance(node.args[0], ast.Constant)):
+                found.add(str(node.args[0].value))
+    return found
