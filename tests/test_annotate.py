@@ -341,7 +341,9 @@ def test_check_prints_annotates_refusal_instead_of_promising_a_fix() -> None:
 
 def test_rewrites_are_idempotent_on_the_fixtures() -> None:
     fixtures = Path(__file__).resolve().parent.parent / "fixtures" / "annotate"
-    for path in sorted(fixtures.glob("*.in.py")):
+    paths = sorted(fixtures.glob("*.in.py"))
+    assert len(paths) >= 5
+    for path in paths:
         once = rewrite_source(path.read_text(), path.name, [Annotate], unsafe_fixes=True)
         twice = rewrite_source(once.text, path.name, [Annotate], unsafe_fixes=True)
         assert twice.text == once.text, path.name
