@@ -181,3 +181,93 @@ def test_a_configuration_differing_in_values_derived_from_the_lifted_flag_is_evi
         "rejected", "one artifact: init[1] differs from init[0] only in the lifted causal and "
                     "has other parameters or shapes: one instance cannot serve both (a "
                     "structural setting)")
+
+
+# ---- item 10: one scripting failure leaves nothing behind for the next -------------------------
+
+LAYERS = textwrap.dedent("""\
+    import numpy as np
+    import torch
+    import torch.nn as nn
+
+
+    class Block(nn.Module):
+        def forward(self, x):
+            return x * torch.from_numpy(np.hanning(x.size(-1))).to(x.dtype)
+""")
+
+# Net uses Block from another file (one class object for the original and the rewrite), and
+# Inner from its own file (validated itself after Outer, which contains it).
+USES_BLOCK = textwrap.dedent("""\
+    import numpy as np
+    import torch
+    import torch.nn as nn
+
+    from layers import Block
+
+
+    class Net(nn.Module):
+        def __init__(self, use_act=True):
+            super().__init__()
+            self.use_act = use_act
+            self.block = Block()
+
+        def forward(self, x):
+            if self.use_act:
+                x = torch.relu(x)
+            return self.block(x)
+
+
+    class Inner(nn.Module):
+        def __init__(self, use_act=True):
+            super().__init__()
+            self.use_act = use_act
+
+        def forward(self, x):
+            if self.use_act:
+                x = torch.relu(x)
+            return x * torch.from_numpy(np.hanning(x.size(-1))).to(x.dtype)
+
+
+    class Outer(nn.Module):
+        def __init__(self, use_act=True):
+            super().__init__()
+            self.use_act = use_act
+            self.inner = Inner()
+
+        def forward(self, x):
+            if self.use_act:
+                x = x * 2
+            return self.inner(x)
+""")
+
+
+def _lift_all(source: str) -> str:
+    source = source.replace("    def forward(self, x):\n        if self.use_act:\n",
+                            "    def forward(self, x, use_act: Optional[bool] = None):\n"
+                            "        if use_act is None:\n"
+                            "            use_act = self.use_act\n"
+                            "        if use_act:\n")
+    return "from typing import Optional\n\n" + source
+
+
+def test_a_scripting_failure_does_not_hide_the_next_ones_real_error(tmp_path: Path) -> None:
+    (tmp_path / "layers.py").write_text(LAYERS)
+    path = tmp_path / "model.py"
+    path.write_text(USES_BLOCK)
+    lifted = {"use_act": "use_act"}
+    classes = tuple(JobClass(name, example(f"model.py:{name}", FLAG_TABLE), ("lift-branch",),
+                             lifted) for name in ("Net", "Outer", "Inner"))
+
+    [verdicts] = run_jobs([ValidationJob(0, str(path), _lift_all(USES_BLOCK), classes)],
+                          workers=1, timeout=120).values()
+
+    hanning = ("RuntimeError: Python builtin <built-in function array> is currently not "
+               "supported in Torchscript")
+    for v in verdicts:
+        assert v.verdict == "unverified", (v.name, v.reason)
+        assert v.reason.startswith("eager parity holds, but the class does not script "
+                                   f"before or after this rewrite, for a reason it does not "
+                                   f"fix: {hanning}"), (v.name, v.reason)
+        assert f"(the rewrite fails with: {hanning}" in v.reason, (v.name, v.reason)
+        assert "redefine" not in v.reason

@@ -371,6 +371,26 @@ def build(cls: type, init: dict[str, Any]) -> Any:
     return instance
 
 
+def script(module: torch.nn.Module) -> Any:
+    """``torch.jit.script`` that leaves no half-made TorchScript type behind when it fails.
+
+    TorchScript reuses one module type per Python class and attributes (``concrete_type_store``)
+    and registers a type's methods before it compiles their bodies. After a failure, the next
+    scripting of the same class (the original after the rewrite: a submodule class both import
+    from another file, a class of this file contained in another, torch's own layers) would
+    fail with "Can't redefine method: forward on class ..." instead of its real error. Types
+    whose methods did not finish compiling are forgotten, so the next attempt builds a fresh
+    type (TorchScript gives it a mangled name) and reports its own error. This keeps one
+    process (no second torch import) and costs nothing when scripting succeeds."""
+    try:
+        return torch.jit.script(module)
+    except BaseException:
+        store = torch.jit._recursive.concrete_type_store
+        for known in store.type_store.values():
+            known[:] = [t for t in known if t in store.methods_compiled]
+        raise
+
+
 def plain_settings(module: torch.nn.Module, skip: set[str]) -> dict[str, Any]:
     """Scalar attributes of a module tree: what else must agree for one artifact to serve two
     configurations."""
@@ -561,11 +581,11 @@ def check_class(original: types.ModuleType, rewritten: types.ModuleType,
     scripted = []
     for k, (new, inst) in enumerate(zip(rewrites, configs, strict=True)):
         try:
-            artifact = torch.jit.script(new)
+            artifact = script(new)
         except BaseException as exc:
             error = short_error(exc, rename)
             try:
-                torch.jit.script(originals[k])
+                script(originals[k])
             except BaseException as original_exc:
                 raise unverified(
                     f"{NOT_SCRIPTABLE_EITHER} this rewrite, for a reason it does not fix: "
