@@ -206,6 +206,9 @@ def _print_outcome(result: RunResult, *, quiet: bool, verbose: bool,
     from tsfix.codemods.pipeline.report import REJECTED, UNVERIFIED, VERIFIED
 
     colour = {VERIFIED: "green", REJECTED: "red", UNVERIFIED: "yellow"}
+    if not quiet:
+        for warning in result.warnings:
+            click.secho(f"warning: {warning}", err=True, fg="yellow")
     for file in result.files:
         if file.error:
             click.secho(f"error: {file.error}", err=True, fg="red")

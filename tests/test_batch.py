@@ -161,7 +161,7 @@ def test_report_command_summarises_a_past_run(tmp_path: Path) -> None:
 
     assert shown.exit_code == 3
     assert "rules lift-branch; dry run, not validated" in shown.output
-    assert "broken.py:2:4: cannot parse" in shown.output
+    assert "broken.py:1:23: cannot parse: invalid syntax" in shown.output
     assert "  files     7 scanned, 4 changed, 2 unchanged, 1 failed" in shown.output
     assert "  rewrites  lift-branch 4" in shown.output
     assert shown.output.rstrip().endswith(

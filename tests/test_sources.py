@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import difflib
+import json
 import stat
 import tokenize
 from pathlib import Path
@@ -299,6 +300,33 @@ def test_check_reports_symlink_loops_and_checks_the_rest(project: Project) -> No
     assert [line for line in result.stderr.splitlines() if line.startswith("error")] == \
         LOOP_ERRORS
     assert "pkg/model.py:" in result.stdout          # its TSF204 finding
+
+
+def test_folders_without_python_files_are_warned_about(project: Project) -> None:
+    project.pyproject(settings='exclude = ["legacy/*.py"]')
+    (project.root / "empty").mkdir()
+    project.write("docs/README.txt", "no code here\n")
+    project.write("legacy/old.py", MODEL)
+    project.write("models/model.py", MODEL)
+
+    result = project.cli("apply", "--rule", "lift-branch", "--no-verify", "--dry-run",
+                         "empty", "docs", "legacy", "models")
+
+    assert result.exit_code == 1, result.output
+    assert [line for line in result.stderr.splitlines() if line.startswith("warning")] == [
+        "warning: empty: no Python files found",
+        "warning: docs: no Python files found",
+        "warning: legacy: no Python files found (1 excluded by [tool.tsfix] exclude)"]
+    report = project.cli("apply", "--rule", "lift-branch", "--no-verify", "--dry-run",
+                         "--report", "r.json", "empty")
+    assert report.exit_code == 0, report.output
+    assert report.stderr == ("warning: empty: no Python files found\n"
+                             "0 files would be changed, 0 unchanged; 0 class rewrites: "
+                             "0 verified, 0 rejected, 0 unverified.\n")
+    assert json.loads(project.bytes("r.json"))["warnings"] == [
+        "empty: no Python files found"]
+    # -q: only errors.
+    assert project.cli("apply", "--no-verify", "-q", "empty").stderr == ""
 
 
 def test_same_file_given_twice_is_processed_once(project: Project) -> None:

@@ -144,7 +144,9 @@ def run(targets: Sequence[str | os.PathLike[str]], options: Options) -> RunResul
     require_verified = (config.require_verified if options.require_verified is None
                         else options.require_verified)
     unsafe_fixes = config.unsafe_fixes if options.unsafe_fixes is None else options.unsafe_fixes
-    found: list[Path | SourceError] = list(discover(paths, config.root, config.exclude))
+    warnings: list[str] = []
+    found: list[Path | SourceError] = list(discover(paths, config.root, config.exclude,
+                                                    warnings))
     # Each path resolved once (a stat per folder): names in the report, example tables, jobs.
     cwd = Path.cwd().resolve()
     resolved = {i: f.resolve() for i, f in enumerate(found) if isinstance(f, Path)}
@@ -202,7 +204,8 @@ def run(targets: Sequence[str | os.PathLike[str]], options: Options) -> RunResul
             if i not in cached and cacheable(files[i]):
                 cache.put(key, entry_of(files[i], outcomes[i].text if i in outcomes else None))
     return RunResult(files, rule_names, options.mode, options.verify, require_verified,
-                     unsafe_fixes, processes, cache.hits if cache is not None else 0)
+                     unsafe_fixes, processes, cache.hits if cache is not None else 0,
+                     warnings=tuple(warnings))
 
 
 def _rule_names(names: list[str], target: str) -> list[str]:

@@ -120,6 +120,8 @@ class RunResult:
     # Processes that rewrote files: 0 when the run rewrote in its own process.
     rewrite_processes: int = 0
     cache_hits: int = 0
+    # About the run rather than a file: a given folder without Python files.
+    warnings: tuple[str, ...] = ()
 
     def classes(self) -> list[ClassResult]:
         return [c for f in self.files for c in f.classes]
@@ -177,6 +179,7 @@ class RunResult:
             "cache_hits": self.cache_hits,
             "exit_code": self.exit_code,
             "summary": self.counts(),
+            "warnings": list(self.warnings),
             "files": [{
                 "path": f.display,
                 "status": f.status,
@@ -219,7 +222,8 @@ class RunResult:
                                     cached=f.get("cached", False)))
         return cls(files, list(data["rules"]), data["mode"], data["verify"],
                    data.get("require_verified", False), data.get("unsafe_fixes", False),
-                   data.get("rewrite_processes", 0), data.get("cache_hits", 0))
+                   data.get("rewrite_processes", 0), data.get("cache_hits", 0),
+                   tuple(data.get("warnings", ())))
 
     def summary_table(self, top: int = 5) -> list[str]:
         """End-of-run table: files, rewrites per rule, verdicts, the slowest validations and

@@ -75,28 +75,38 @@ def is_generated(text: str) -> bool:
     return GENERATED_MARKER in text[:2048]
 
 
-def discover(paths: list[Path], root: Path | None,
-             exclude: list[str]) -> Iterator[Path | SourceError]:
-    """Python files under ``paths`` in a stable order; missing paths come out as errors."""
+def discover(paths: list[Path], root: Path | None, exclude: list[str],
+             warnings: list[str] | None = None) -> Iterator[Path | SourceError]:
+    """Python files under ``paths`` in a stable order; missing paths come out as errors.
+    ``warnings`` receives one line per given folder without a Python file to process."""
     seen: set[Path] = set()
     for given in paths:
         if not given.exists():
             yield SourceError(given, f"{given}: no such file or directory")
             continue
         candidates = [given] if given.is_file() else _walk(given)
+        found = excluded = 0
         for path in candidates:
             try:
                 resolved = path.resolve()
             except (OSError, RuntimeError):
                 # A link to itself, or links that point at each other (RuntimeError up to
                 # Python 3.12, OSError ELOOP after).
+                found += 1
                 yield SourceError(path, f"{path}: cannot read: symbolic link loop "
                                         f"({path} -> {_link_target(path)})")
                 continue
-            if resolved in seen or (path is not given and _excluded(resolved, root, exclude)):
+            if path is not given and _excluded(resolved, root, exclude):
+                excluded += 1
+                continue
+            found += 1
+            if resolved in seen:
                 continue
             seen.add(resolved)
             yield path
+        if not found and warnings is not None:
+            why = f" ({excluded} excluded by [tool.tsfix] exclude)" if excluded else ""
+            warnings.append(f"{given}: no Python files found{why}")
 
 
 def _link_target(path: Path) -> str:
