@@ -271,3 +271,67 @@ def test_a_scripting_failure_does_not_hide_the_next_ones_real_error(tmp_path: Pa
                                    f"fix: {hanning}"), (v.name, v.reason)
         assert f"(the rewrite fails with: {hanning}" in v.reason, (v.name, v.reason)
         assert "redefine" not in v.reason
+
+
+# ---- item 3: a rewrite that brings a new TorchScript error is rejected ---------------------------
+
+HIDDEN = textwrap.dedent("""\
+    import numpy as np
+    import torch
+    import torch.nn as nn
+
+
+    class Net(nn.Module):
+        def __init__(self, size=4):
+            super().__init__()
+            self.size = size
+
+        def forward(self, x, return_hidden: bool = False):
+            out = x * 2
+            h = x + 1
+            if return_hidden:
+                return out, h
+            return out
+
+
+    class Top(nn.Module):
+        def forward(self, x):
+            x = x * np.float32(0.5)
+            return self.window(x)
+
+        def window(self, x):
+            return x * torch.from_numpy(np.hanning(x.size(-1))).to(x.dtype)
+""")
+# annotate typed the return from the example calls, which only used the default.
+WRONG_RETURN = HIDDEN.replace("return_hidden: bool = False):",
+                              "return_hidden: bool = False) -> torch.Tensor:")
+# numpy-to-torch: Top gets past its first error, then fails in window(), which it did not
+# change.
+TRANSLATED = HIDDEN.replace("x = x * np.float32(0.5)", "x = x * 0.5")
+
+
+def test_a_new_torchscript_error_is_rejected(tmp_path: Path) -> None:
+    path = tmp_path / "model.py"
+    path.write_text(HIDDEN)
+    table = {"init": [{}], "inputs": ["randn(2, 4)"]}
+    net = JobClass("Net", example("model.py:Net", table), ("annotate",))
+    top = JobClass("Top", example("model.py:Top", table), ("numpy-to-torch",))
+
+    (verdict, reason), (verdict_top, reason_top) = validate_all((path, WRONG_RETURN, net),
+                                                                (path, TRANSLATED, top))
+
+    assert (verdict, reason) == (
+        "rejected",
+        "re-script: a TorchScript error the original does not have: RuntimeError: Return "
+        "value was annotated as having type Tensor but is actually of type Tuple[Tensor, "
+        "Tensor] (at the rewritten model.py line 15) (the original fails with: "
+        "RuntimeError: Previous return statement returned a value of type Tuple[Tensor, "
+        "Tensor] but this return statement returns a value of type Tensor (at model.py line "
+        "16))")
+    assert verdict_top == "unverified", reason_top
+    assert reason_top.startswith(
+        "eager parity holds, but the class does not script before or after this rewrite: it "
+        "gets past the original's error (")
+    assert "Can't get source for <class 'numpy.float32'>" in reason_top
+    assert ("then fails in code it did not change: RuntimeError: Python builtin <built-in "
+            "function array> is currently not supported in Torchscript") in reason_top

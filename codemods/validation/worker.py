@@ -12,7 +12,14 @@ several calls). For every class, with every configuration:
 1. build the original and the rewritten class with the same seed, copy the original's
    ``state_dict`` into the rewritten instance, eval mode;
 2. eager parity: the rewritten output equals the original's;
-3. re-script: ``torch.jit.script`` of the rewritten instance succeeds and matches;
+3. re-script: ``torch.jit.script`` of the rewritten instance succeeds and matches. When it
+   fails, the original is scripted too: it failing with the same error (its headline, names
+   of the two modules and line numbers aside) is ``unverified`` (a reason the rewrite does not
+   fix), and so is an error in code the rewrite did not change (another file, or a function
+   identical in the original: it was there behind the original's first error); any other
+   error is new and the rewrite is ``rejected``, as when the original scripts. Scripting
+   forgets half-made types after a failure (:func:`script`), so one failure cannot hide
+   the next one's real error;
 4. one artifact: the instance built from the first configuration, given each other
    configuration's weights and lifted-argument values, reproduces that configuration: first
    in eager mode (before step 3, so it decides also for a class that does not script), then
@@ -46,6 +53,7 @@ observations (``failures`` says why).
 
 from __future__ import annotations
 
+import ast
 import contextlib
 import dis
 import hashlib
@@ -391,6 +399,89 @@ def script(module: torch.nn.Module) -> Any:
         raise
 
 
+_SITE = re.compile(r'File "([^"]+)", line (\d+)')
+
+
+def _headline(exc: BaseException, *modules: types.ModuleType) -> str:
+    """A TorchScript error without where it happened: its text before the first source
+    location, with module names, files, mangled type names and addresses made alike."""
+    text = str(exc)
+    site = _SITE.search(text)
+    text = text[:site.start()] if site else text
+    for module in modules:
+        text = text.replace(module.__name__, "<module>")
+        file = vars(module).get("__file__")
+        if isinstance(file, str):
+            text = text.replace(file, "<file>")
+    text = re.sub(r"___torch_mangle_\d+\.", "", text)
+    text = re.sub(r"0x[0-9a-fA-F]+", "0x?", text)
+    return f"{type(exc).__name__}: {' '.join(text.split())}"
+
+
+def same_error(before: BaseException, after: BaseException, original: types.ModuleType,
+               rewritten: types.ModuleType) -> bool:
+    """The rewrite fails to script with the original's error (line numbers and names of the
+    two modules aside)."""
+    return _headline(before, original, rewritten) == _headline(after, original, rewritten)
+
+
+def in_changed_code(exc: BaseException, original: types.ModuleType,
+                    rewritten: types.ModuleType) -> bool:
+    """The scripting error points into code the rewrite changed or added: a function of the
+    rewritten file that differs from the original's function of that name, or anything of
+    that file outside a function. An error in another file (a submodule's, a library's) or in
+    an unchanged function was in the original too, behind its first error (TorchScript
+    compiles a function from its own code and annotations, whoever calls it). An error
+    without a location counts as changed code."""
+    site = _SITE.search(str(exc))
+    rewritten_file = vars(rewritten).get("__file__")
+    original_file = vars(original).get("__file__")
+    if site is None or not isinstance(rewritten_file, str) or not isinstance(original_file, str):
+        return True
+    if Path(site.group(1)) != Path(rewritten_file):
+        return False
+    try:
+        new_tree = ast.parse(Path(rewritten_file).read_text(encoding="utf-8"))
+        old_tree = ast.parse(Path(original_file).read_text(encoding="utf-8"))
+    except (OSError, SyntaxError, ValueError):
+        return True
+    found = _function_at(new_tree, int(site.group(2)))
+    if found is None:
+        return True
+    name, function = found
+    before = _functions(old_tree).get(name)
+    return before is None or ast.dump(before) != ast.dump(function)
+
+
+_Function = ast.FunctionDef | ast.AsyncFunctionDef
+
+
+def _functions(tree: ast.Module) -> dict[str, _Function]:
+    """Every function and method by qualified name (``Net.forward``)."""
+    found: dict[str, _Function] = {}
+
+    def visit(node: ast.AST, prefix: str) -> None:
+        for child in ast.iter_child_nodes(node):
+            if isinstance(child, ast.FunctionDef | ast.AsyncFunctionDef | ast.ClassDef):
+                name = f"{prefix}{child.name}"
+                if not isinstance(child, ast.ClassDef):
+                    found[name] = child
+                visit(child, f"{name}.")
+    visit(tree, "")
+    return found
+
+
+def _function_at(tree: ast.Module, line: int) -> tuple[str, _Function] | None:
+    """The innermost function whose lines (decorators included) hold ``line``."""
+    best = None
+    for name, function in _functions(tree).items():
+        first = min([function.lineno, *(d.lineno for d in function.decorator_list)])
+        end = function.end_lineno or function.lineno
+        if first <= line <= end and (best is None or first >= best[2]):
+            best = (name, function, first)
+    return None if best is None else (best[0], best[1])
+
+
 def plain_settings(module: torch.nn.Module, skip: set[str]) -> dict[str, Any]:
     """Scalar attributes of a module tree: what else must agree for one artifact to serve two
     configurations."""
@@ -587,10 +678,19 @@ def check_class(original: types.ModuleType, rewritten: types.ModuleType,
             try:
                 script(originals[k])
             except BaseException as original_exc:
-                raise unverified(
-                    f"{NOT_SCRIPTABLE_EITHER} this rewrite, for a reason it does not fix: "
-                    f"{short_error(original_exc)} (the rewrite fails with: {error}); "
-                    f"{eager_served}") from exc
+                before = short_error(original_exc)
+                if same_error(original_exc, exc, original, rewritten):
+                    raise unverified(
+                        f"{NOT_SCRIPTABLE_EITHER} this rewrite, for a reason it does not fix: "
+                        f"{before} (the rewrite fails with: {error}); {eager_served}") from exc
+                if not in_changed_code(exc, original, rewritten):
+                    # Past the original's first error, the next one was there all along.
+                    raise unverified(
+                        f"{NOT_SCRIPTABLE_EITHER} this rewrite: it gets past the original's "
+                        f"error ({before}), then fails in code it did not change: {error}; "
+                        f"{eager_served}") from exc
+                raise rejected(f"re-script: a TorchScript error the original does not have: "
+                               f"{error} (the original fails with: {before})") from exc
             raise rejected(f"re-script: {error}") from exc
         for j, (args, kwargs) in enumerate(inst.calls):
             try:
