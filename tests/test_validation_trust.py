@@ -15,7 +15,10 @@ import pytest
 from tsfix.codemods.pipeline.config import parse_example
 from tsfix.codemods.validation.pool import (
     JobClass,
+    ObserveClass,
+    ObserveJob,
     ValidationJob,
+    WorkerPool,
     run_jobs,
 )
 from tsfix.codemods.validation.protocol import Example
@@ -335,3 +338,66 @@ def test_a_new_torchscript_error_is_rejected(tmp_path: Path) -> None:
     assert "Can't get source for <class 'numpy.float32'>" in reason_top
     assert ("then fails in code it did not change: RuntimeError: Python builtin <built-in "
             "function array> is currently not supported in Torchscript") in reason_top
+
+
+# ---- item 9: a package that fails to import is the model's problem -------------------------------
+
+LAZY_INIT = textwrap.dedent("""\
+    import sys
+    import types
+
+
+    class LazyModule(types.ModuleType):
+        \"\"\"Like speechbrain's: any attribute imports the target, which fails here.\"\"\"
+
+        def __getattr__(self, name):
+            raise ImportError(f"Lazy import of {self.__name__} failed")
+
+
+    sys.modules["lazypkg.integrations"] = LazyModule("lazypkg.integrations")
+""")
+
+
+def _lifted(source: str) -> str:
+    return "from typing import Optional\n" + source.replace(
+        "    def forward(self, x):\n        if self.use_act:\n",
+        "    def forward(self, x, use_act: Optional[bool] = None):\n"
+        "        if use_act is None:\n"
+        "            use_act = self.use_act\n"
+        "        if use_act:\n")
+
+
+def test_a_package_that_fails_to_import_is_unverified_not_an_internal_error(
+        tmp_path: Path) -> None:
+    from conftest import model_source
+
+    (tmp_path / "brokenpkg").mkdir()
+    (tmp_path / "brokenpkg" / "__init__.py").write_text("import not_installed_dependency_xyz\n")
+    (tmp_path / "lazypkg").mkdir()
+    (tmp_path / "lazypkg" / "__init__.py").write_text(LAZY_INIT)
+    source = model_source() + "\n\n" + model_source("Other")
+    spec = example("model.py:Net", FLAG_TABLE)
+    jobs, observe = [], []
+    for i, package in enumerate(["brokenpkg", "lazypkg"]):
+        path = tmp_path / package / "model.py"
+        path.write_text(source)
+        classes = tuple(JobClass(name, spec, ("lift-branch",), {"use_act": "use_act"})
+                        for name in ("Net", "Other"))
+        jobs.append(ValidationJob(i, str(path), _lifted(source), classes))
+        observe.append(ObserveJob(i, str(path), tuple(ObserveClass(name, spec)
+                                                      for name in ("Net", "Other"))))
+
+    with WorkerPool(1) as pool:
+        verdicts = pool.validate(jobs, timeout=120)
+        observed = pool.observe(observe, timeout=120)
+
+    failed = ("importing the original failed: ModuleNotFoundError: No module named "
+              "'not_installed_dependency_xyz'")
+    assert [(v.name, v.verdict, v.reason) for v in verdicts[0]] == [
+        ("Net", "unverified", failed), ("Other", "unverified", failed)]
+    assert observed[0].failures == {"Net": failed, "Other": failed}
+    # A module that raises on __file__ changes nothing for the file's classes.
+    for v in verdicts[1]:
+        assert v.verdict == "verified", (v.name, v.reason)
+    assert observed[1].failures == {}
+    assert observed[1].types["Net"]["forward"] == {"x": "Tensor", "return": "Tensor"}

@@ -854,11 +854,13 @@ class Imports:
         self.stem = identifier(path.stem)
 
     def original(self) -> types.ModuleType:
-        if self.package:
-            importlib.import_module(self.package)
+        """The original file as a module; its package's ``__init__`` (a missing optional
+        dependency, ...) failing is the model's problem, like the file's own import."""
         name = (f"{self.package}.{self.stem}" if self.package
                 else f"_tsfix_original_{self.stem}")
         try:
+            if self.package:
+                importlib.import_module(self.package)
             return load_module(name, self.path)
         except BaseException as exc:
             raise unverified(f"importing the original failed: {short_error(exc)}") from exc
@@ -899,7 +901,7 @@ def import_context(job: Job) -> Iterator[Imports]:
         # Python installation imported meanwhile stay: torch and onnx import submodules lazily,
         # and onnx's C extension aborts the process when it is imported twice.
         for name in set(sys.modules) - before:
-            if not _installed(sys.modules.get(name)):
+            if not _installed(name, sys.modules.get(name)):
                 sys.modules.pop(name, None)
         for entry in added:
             with contextlib.suppress(ValueError):
@@ -912,14 +914,25 @@ _INSTALLATION = tuple({str(Path(p).resolve()) + os.sep for p in (
     sysconfig.get_paths()["purelib"], sysconfig.get_paths()["platlib"])})
 
 
-def _installed(module: types.ModuleType | None) -> bool:
-    """A module of the Python installation (standard library, site-packages) or tsfix's own."""
-    if module is None:
-        return False
-    if module.__name__.startswith("tsfix."):
+def _installed(name: str, module: object) -> bool:
+    """A module of the Python installation (standard library, site-packages) or tsfix's own.
+
+    Read from the module's ``__dict__``, never through attribute access: a lazy module
+    (speechbrain's ``LazyModule``) imports its target on any attribute and raises when that
+    fails. Such a module, which has no file of its own, belongs where its top package does."""
+    if name.startswith("tsfix."):
         return True
-    file = getattr(module, "__file__", None)
-    return isinstance(file, str) and str(Path(file).resolve()).startswith(_INSTALLATION)
+    for candidate in (module, sys.modules.get(name.partition(".")[0])):
+        try:
+            file = vars(candidate).get("__file__")
+        except TypeError:
+            continue
+        if isinstance(file, str):
+            try:
+                return str(Path(file).resolve()).startswith(_INSTALLATION)
+            except (OSError, RuntimeError, ValueError):
+                return False
+    return False
 
 
 def run_job(job: Job) -> ValidationResult | ObservationResult:
