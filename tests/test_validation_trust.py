@@ -359,12 +359,12 @@ LAZY_INIT = textwrap.dedent("""\
 
 
 def _lifted(source: str) -> str:
+    """lift-branch's rewrite of ``conftest.model_source``'s classes."""
     return "from typing import Optional\n" + source.replace(
-        "    def forward(self, x):\n        if self.use_act:\n",
+        "    def forward(self, x):\n",
         "    def forward(self, x, use_act: Optional[bool] = None):\n"
         "        if use_act is None:\n"
-        "            use_act = self.use_act\n"
-        "        if use_act:\n")
+        "            use_act = self.use_act\n").replace("if self.use_act:", "if use_act:")
 
 
 def test_a_package_that_fails_to_import_is_unverified_not_an_internal_error(
@@ -401,3 +401,60 @@ def test_a_package_that_fails_to_import_is_unverified_not_an_internal_error(
         assert v.verdict == "verified", (v.name, v.reason)
     assert observed[1].failures == {}
     assert observed[1].types["Net"]["forward"] == {"x": "Tensor", "return": "Tensor"}
+
+
+# ---- item 11: a crash says what happened, in that file's own words -------------------------------
+
+def test_a_crash_says_what_happened_and_quotes_only_its_own_output(tmp_path: Path) -> None:
+    from conftest import model_source
+
+    header = ["import ctypes", "import os"]
+    bodies = {
+        "a_chatty": ['for _ in range(2000):',
+                     '    print("OUTPUT-FROM-a_chatty.py")'],
+        "b_segv": ['print("b_segv is about to crash")',
+                   "ctypes.string_at(0)"],
+        "c_chatty": ['print("OUTPUT-FROM-c_chatty.py")'],
+        "d_abort": ["os.abort()"],
+        "e_exit": ["os._exit(3)"],
+    }
+    jobs = []
+    for i, (name, lines) in enumerate(bodies.items()):
+        source = model_source(header=header, forward_lines=lines)
+        path = tmp_path / f"{name}.py"
+        path.write_text(source)
+        jobs.append(ValidationJob(i, str(path), _lifted(source), (JobClass(
+            "Net", example(f"{name}.py:Net", FLAG_TABLE), ("lift-branch",),
+            {"use_act": "use_act"}),)))
+
+    # One worker: every crash follows another file's output in the same worker's stderr.
+    verdicts = run_jobs(jobs, workers=1, timeout=120)
+
+    reasons = {name: verdicts[i][0].reason for i, name in enumerate(bodies)}
+    assert verdicts[0][0].verdict == "verified", reasons["a_chatty"]
+    assert reasons["b_segv"] == (
+        "validation worker died: SIGSEGV (segmentation fault) in forward at b_segv.py line "
+        "14; its last output: b_segv is about to crash")
+    assert reasons["d_abort"] == ("validation worker died: SIGABRT (abort) in forward at "
+                                  "d_abort.py line 13")
+    assert reasons["e_exit"] == "validation worker died: exit code 3"
+    for name in ("b_segv", "d_abort", "e_exit"):
+        assert verdicts[list(bodies).index(name)][0].verdict == "unverified"
+        assert "OUTPUT-FROM" not in reasons[name]
+
+
+def test_death_reasons() -> None:
+    from tsfix.codemods.validation.pool import death_reason
+
+    assert death_reason(-9, "") == "validation worker died: SIGKILL (killed: out of memory?)"
+    assert death_reason(-15, "bye\n") == "validation worker died: SIGTERM; its last output: bye"
+    report = ('loading\nFatal Python error: Segmentation fault\n\n'
+              'Thread 0x01 (most recent call first):\n'
+              '  File "/elsewhere/other.py", line 3 in run\n\n'
+              'Current thread 0x02 (most recent call first):\n'
+              '  File "/tmp/tsfix-validate-ab12/net.py", line 9 in helper\n'
+              '  File "/tmp/proj/net.py", line 5 in forward\n\n'
+              'Extension modules: numpy (total: 1)\n')
+    assert death_reason(-11, report) == (
+        "validation worker died: SIGSEGV (segmentation fault) in helper at the rewritten "
+        "net.py line 9; its last output: loading")

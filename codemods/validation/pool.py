@@ -3,7 +3,10 @@
 Each worker (:mod:`tsfix.codemods.validation.worker`) imports torch once and takes jobs one at
 a time over a pipe. A job that outlives its timeout, or a worker that dies (segfault, out of
 memory, ``os._exit`` in user code), costs only that job: its classes become ``unverified`` with
-the reason, the worker is replaced, and the run goes on.
+the reason, the worker is replaced, and the run goes on. A death is told as the signal (SIGSEGV,
+SIGABRT, SIGKILL: out of memory?) or exit code, the model's function and line from the stack
+faulthandler prints in the worker, and the last line that job printed (only that job's: the
+worker's stderr is read from where the job began).
 
 A :class:`WorkerPool` keeps its workers between rounds of jobs (observe, validate, re-validate
 without one rule), so a run imports torch once per worker. Workers start only when a round has
@@ -17,12 +20,15 @@ import contextlib
 import json
 import os
 import queue
+import re
+import signal
 import subprocess
 import sys
 import tempfile
 import threading
 from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass, field
+from pathlib import Path
 from typing import IO, TypeVar
 
 from tsfix.codemods.validation.protocol import (
@@ -48,6 +54,7 @@ __all__ = ["NOT_SCRIPTABLE_EITHER", "ClassVerdict", "JobClass", "ObserveClass", 
 
 WORKER_MODULE = "tsfix.codemods.validation.worker"
 STARTUP_TIMEOUT = 300.0   # importing torch on a loaded machine
+OUTPUT_TAIL = 65536       # bytes of a dead worker's last job's output looked at
 
 # A job's raw outcome: the worker's result, or a string saying why there is none (timeout,
 # worker death).
@@ -77,6 +84,8 @@ class _Worker:
             stdout=subprocess.PIPE, stderr=self.log, env=env, text=True, encoding="utf-8")
         self.lines: queue.Queue[str | None] = queue.Queue()
         self.ready = False
+        # Where the current job's output starts in the log: a crash quotes only its own.
+        self.job_output = 0
         threading.Thread(target=self._read, daemon=True).start()
 
     def _read(self) -> None:
@@ -96,6 +105,7 @@ class _Worker:
                 return started if isinstance(started, str) else \
                     "the validation worker answered before it was ready"
             self.ready = True
+        self.job_output = os.fstat(self.log.fileno()).st_size
         try:
             self.process.stdin.write(encode(job) + "\n")
             self.process.stdin.flush()
@@ -119,10 +129,10 @@ class _Worker:
 
     def _death(self) -> str:
         code = self.process.wait()
-        self.log.seek(0)
-        tail = self.log.read().decode("utf-8", "replace").strip().splitlines()[-1:]
-        how = f"signal {-code}" if code < 0 else f"exit code {code}"
-        return f"validation worker died ({how}){': ' + tail[0] if tail else ''}"
+        end = os.fstat(self.log.fileno()).st_size
+        start = max(self.job_output, end - OUTPUT_TAIL)
+        output = os.pread(self.log.fileno(), end - start, start).decode("utf-8", "replace")
+        return death_reason(code, output)
 
     @property
     def alive(self) -> bool:
@@ -264,6 +274,73 @@ def observed_of(job: ObserveJob, outcome: Outcome) -> ObservedTypes:
         reason = f"internal observation error: unexpected answer {type(outcome).__name__}"
         return ObservedTypes(failures={c.name: reason for c in job.classes})
     return ObservedTypes(outcome.observed, dict(outcome.failures))
+
+
+# What a signal that ended a worker means, in a verdict.
+_SIGNALS = {"SIGSEGV": "segmentation fault", "SIGABRT": "abort", "SIGBUS": "bus error",
+            "SIGFPE": "floating-point exception", "SIGILL": "illegal instruction",
+            "SIGKILL": "killed: out of memory?"}
+# faulthandler's report (the worker enables it): the error, then the crashing thread's stack.
+_FATAL = re.compile(r"^Fatal Python error: ", re.MULTILINE)
+_FRAME = re.compile(r'^\s+File "([^"]+)", line (\d+) in (\S+)', re.MULTILINE)
+
+
+def death_reason(code: int, output: str) -> str:
+    """Why a worker is gone: the signal (SIGSEGV, SIGABRT, SIGKILL, ...) or exit code; where
+    in the model it happened (faulthandler's stack: the innermost frame of user code); and
+    the last line the job itself printed before it (``output`` is only this job's)."""
+    if code < 0:
+        try:
+            name = signal.Signals(-code).name
+        except ValueError:
+            name = f"signal {-code}"
+        how = f"{name} ({_SIGNALS[name]})" if name in _SIGNALS else name
+    else:
+        how = f"exit code {code}"
+    fatal = _FATAL.search(output)
+    printed, report = (output[:fatal.start()], output[fatal.start():]) if fatal else (output, "")
+    where = next((f" in {m.group(3)} at {_display(m.group(1))} line {m.group(2)}"
+                  for m in _FRAME.finditer(_crashing_thread(report))
+                  if not _installed_file(m.group(1))), "")
+    last = [line.strip() for line in printed.splitlines() if line.strip()][-1:]
+    said = f"; its last output: {last[0][:300]}" if last else ""
+    return f"validation worker died: {how}{where}{said}"
+
+
+def _crashing_thread(report: str) -> str:
+    """faulthandler's stack of the thread that crashed ("Current thread ...")."""
+    start = report.find("Current thread")
+    if start < 0:
+        return ""
+    end = report.find("\n\n", start)
+    return report[start:end if end >= 0 else len(report)]
+
+
+def _display(file: str) -> str:
+    path = Path(file)
+    # The worker writes the rewritten file into a folder of its own (worker.Imports).
+    if path.parent.name.startswith("tsfix-validate-"):
+        return f"the rewritten {path.name}"
+    return path.name
+
+
+def _installed_file(file: str) -> bool:
+    """A frame in the Python installation (torch, the standard library) or tsfix's own, or
+    a frozen or generated one: not the model's code."""
+    if file.startswith("<"):
+        return True
+    global _INSTALLATION
+    if _INSTALLATION is None:
+        import sysconfig
+
+        paths = sysconfig.get_paths()
+        _INSTALLATION = tuple({str(Path(paths[key]).resolve()) + os.sep
+                               for key in ("stdlib", "platstdlib", "purelib", "platlib")}
+                              | {str(Path(__file__).resolve().parents[1]) + os.sep})
+    return str(Path(file).resolve()).startswith(_INSTALLATION)
+
+
+_INSTALLATION: tuple[str, ...] | None = None
 
 
 def _last_line(text: object) -> str:

@@ -56,6 +56,7 @@ from __future__ import annotations
 import ast
 import contextlib
 import dis
+import faulthandler
 import hashlib
 import importlib
 import importlib.util
@@ -1237,6 +1238,9 @@ def main() -> None:
     results = os.fdopen(os.dup(1), "w", buffering=1, encoding="utf-8")
     os.dup2(2, 1)
     sys.stdout = sys.stderr
+    # A segfault or abort in the model prints the Python stack to stderr before the worker
+    # dies: the pool's verdict names the model's function and line from it.
+    faulthandler.enable(sys.stderr)
     torch.set_num_threads(int(os.environ.get("TSFIX_WORKER_THREADS", "1")))
     results.write(encode(READY) + "\n")
     results.flush()
