@@ -121,20 +121,10 @@ def check_source(text: str, display: str, *, errors: list[str] | None = None
 def _syntax_error(text: str, display: str, exc: cst.ParserSyntaxError) -> str:
     """``path:line:col: cannot parse: ...``, placed where CPython places it (LibCST's own
     position can be a token later: a missing colon is reported on the next line)."""
-    import ast
-    import warnings
+    from tsfix.codemods.pipeline.rewrite import python_syntax_error
 
-    try:
-        with warnings.catch_warnings():
-            warnings.simplefilter("ignore")
-            ast.parse(text)
-    except SyntaxError as python:
-        if python.lineno:
-            return (f"{display}:{python.lineno}:{python.offset or 1}: cannot parse: "
-                    f"{python.msg}")
-    except (ValueError, RecursionError, MemoryError):
-        pass
-    return f"{display}:{exc.raw_line}:{exc.raw_column + 1}: cannot parse: {exc.message}"
+    return (python_syntax_error(text, display)
+            or f"{display}:{exc.raw_line}:{exc.raw_column + 1}: cannot parse: {exc.message}")
 
 
 def _lint_findings(module: cst.Module, facts: ModuleFacts, display: str) -> list[Finding]:
