@@ -35,11 +35,18 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 import click
-from tsfix.codemods.pipeline.report import ClassResult, FileResult, RunResult
+from tsfix.codemods.pipeline.report import (
+    ClassResult,
+    FileResult,
+    Interrupted,
+    RunResult,
+    printable,
+)
 from tsfix.codemods.pipeline.sources import (
     SourceError,
     SourceText,
     WriteError,
+    interrupts_deferred,
     read_source,
     write_source,
 )
@@ -182,9 +189,21 @@ class Review:
 
 def review(result: RunResult, ask: Callable[[str], str]) -> Review:
     """Ask about every hunk of every changed file and write what was accepted. ``ask`` shows a
-    prompt and returns the answer."""
+    prompt and returns the answer. Ctrl-C raises :class:`Interrupted` naming the files
+    written before it."""
     outcome: list[str] = []
-    written: set[Path] = set()
+    written: dict[Path, str] = {}
+    try:
+        _review_files(result, ask, outcome, written)
+    except KeyboardInterrupt:
+        raise Interrupted(list(written.values())) from None
+    return Review(outcome, frozenset(written))
+
+
+def _review_files(result: RunResult, ask: Callable[[str], str], outcome: list[str],
+                  written: dict[Path, str]) -> None:
+    """:func:`review`'s work: each line of what happened to ``outcome``, each file written to
+    ``written`` (its path and display), as it happens."""
     quit_all = False
     for file in result.files:
         if file.status != "changed" or file.new_text is None:
@@ -201,7 +220,7 @@ def review(result: RunResult, ask: Callable[[str], str]) -> Review:
             if rest is not None:
                 accepted.append(rest)
                 continue
-            click.echo(click.style(f"--- {file.display}  ({index + 1}/{len(hunks)}) "
+            click.echo(click.style(f"--- {printable(file.display)}  ({index + 1}/{len(hunks)}) "
                                    f"{header_of(hunk, file)}", bold=True))
             click.echo(_coloured(hunk.text), nl=False)
             while True:
@@ -214,11 +233,11 @@ def review(result: RunResult, ask: Callable[[str], str]) -> Review:
                 rest = answer == "a"
             elif answer == "q":
                 rest, quit_all = False, True
-        line, wrote = _write(file, hunks, accepted, source)
-        outcome.append(line)
-        if wrote:
-            written.add(file.path)
-    return Review(outcome, frozenset(written))
+        with interrupts_deferred():
+            line, wrote = _write(file, hunks, accepted, source)
+            outcome.append(line)
+            if wrote:
+                written[file.path] = file.display
 
 
 def _write(file: FileResult, hunks: list[Hunk], accepted: list[bool],

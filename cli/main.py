@@ -7,14 +7,17 @@ The engine, LibCST and black are imported inside the commands that use them, so 
 from __future__ import annotations
 
 import json
+import os
 import sys
+from dataclasses import dataclass, field
 from pathlib import Path
-from typing import TYPE_CHECKING, Literal
+from typing import TYPE_CHECKING, Any, Literal, NoReturn
 
 import click
 from tsfix.codemods.rules.names import rule_summaries
 
 if TYPE_CHECKING:
+    from tsfix.cli.progress import ProgressDisplay
     from tsfix.codemods.pipeline.report import RunResult
 
 EXIT_INTERRUPTED = 130      # Ctrl-C, as shells report SIGINT
@@ -45,7 +48,34 @@ def _print_version(context: click.Context, _: click.Parameter, value: bool) -> N
     context.exit()
 
 
-@click.group(context_settings={"help_option_names": ["-h", "--help"]})
+class _Group(click.Group):
+    """click's group, except that Ctrl-C is tsfix's one message and exit 130, never click's
+    ``Aborted!`` and exit 1 (``tsfix apply`` says which files it wrote)."""
+
+    def make_context(self, info_name: str | None, args: list[str],
+                     parent: click.Context | None = None, **extra: Any) -> click.Context:
+        import signal
+
+        from tsfix import cli
+
+        # Python's own handler again (KeyboardInterrupt), now that a command runs.
+        if signal.getsignal(signal.SIGINT) is cli._stopped_while_starting:
+            signal.signal(signal.SIGINT, signal.default_int_handler)
+        try:
+            return super().make_context(info_name, args, parent, **extra)
+        except KeyboardInterrupt:
+            _interrupted([])
+
+    def invoke(self, ctx: click.Context) -> Any:
+        try:
+            return super().invoke(ctx)
+        except (KeyboardInterrupt, RuntimeError) as exc:
+            if not _is_interrupt(exc):
+                raise
+            _interrupted(list(getattr(exc, "written", ())))
+
+
+@click.group(cls=_Group, context_settings={"help_option_names": ["-h", "--help"]})
 @click.option("--version", is_flag=True, expose_value=False, is_eager=True,
               callback=_print_version, help="Show the version and exit.")
 def main() -> None:
@@ -102,26 +132,69 @@ def apply(paths: tuple[Path, ...], rule_names: tuple[str, ...], dry_run: bool, c
           config_path: Path | None, jobs: int, no_cache: bool, timeout: float | None,
           target: Literal["torchscript", "onnx"] | None, quiet: bool, verbose: bool) -> None:
     """Rewrite the model files under PATHS, validating every rewritten class."""
+    state = _ApplyState()
+    try:
+        code = _apply(state, paths, rule_names, dry_run, check, interactive, no_verify,
+                      require_verified, unsafe_fixes, report_path, config_path, jobs, no_cache,
+                      timeout, target, quiet, verbose)
+    except (KeyboardInterrupt, RuntimeError) as exc:
+        if not _is_interrupt(exc):
+            raise
+        if state.display is not None:
+            state.display.close()
+        _interrupted([*state.written, *getattr(exc, "written", ())])
+    sys.exit(code)
+
+
+def _is_interrupt(exc: BaseException) -> bool:
+    """Ctrl-C, also when Python 3.11 wrapped it: a KeyboardInterrupt raised while a class
+    was created (a dataclass field's ``__set_name__``, in an import) comes out as a
+    RuntimeError caused by it."""
+    seen: BaseException | None = exc
+    for _ in range(8):
+        if seen is None:
+            return False
+        if isinstance(seen, KeyboardInterrupt):
+            return True
+        seen = seen.__cause__
+    return False
+
+
+@dataclass
+class _ApplyState:
+    """What the Ctrl-C message of ``tsfix apply`` needs, kept up to date as the run goes."""
+
+    display: ProgressDisplay | None = None
+    written: list[str] = field(default_factory=list)   # files written, as the report names them
+
+
+def _apply(state: _ApplyState, paths: tuple[Path, ...], rule_names: tuple[str, ...],
+           dry_run: bool, check: bool, interactive: bool, no_verify: bool,
+           require_verified: bool | None, unsafe_fixes: bool | None, report_path: Path | None,
+           config_path: Path | None, jobs: int, no_cache: bool, timeout: float | None,
+           target: Literal["torchscript", "onnx"] | None, quiet: bool, verbose: bool) -> int:
+    """``tsfix apply``; returns the exit code."""
     from tsfix.cli.progress import ProgressDisplay
     from tsfix.codemods.pipeline.config import ConfigError
     from tsfix.codemods.pipeline.engine import Options, run
-    from tsfix.codemods.pipeline.report import EXIT_FAILED
+    from tsfix.codemods.pipeline.report import EXIT_FAILED, printable
     from tsfix.codemods.rules.names import UnknownRuleError
 
     rules = [name.strip() for value in rule_names for name in value.split(",") if name.strip()]
     if interactive and (dry_run or check):
         click.echo("error: --interactive writes what you accept; it cannot be combined with "
                    "--dry-run or --check", err=True)
-        sys.exit(EXIT_USAGE)
+        return EXIT_USAGE
     if report_path is not None:
         # Found out before any file is written, not after a run that cannot be reported.
         problem = _unwritable(report_path)
         if problem:
             click.echo(f"error: cannot write the report to {report_path}: {problem}", err=True)
-            sys.exit(EXIT_USAGE)
+            return EXIT_USAGE
     mode: Literal["write", "diff", "check"] = (
         "diff" if dry_run or interactive else "check" if check else "write")
     display = None if quiet else ProgressDisplay(sys.stderr, terminal=sys.stderr.isatty())
+    state.display = display
     options = Options(rules=rules or None, mode=mode, verify=not no_verify,
                       require_verified=require_verified, config=config_path, jobs=jobs,
                       timeout=timeout, unsafe_fixes=unsafe_fixes, progress=display,
@@ -129,18 +202,12 @@ def apply(paths: tuple[Path, ...], rule_names: tuple[str, ...], dry_run: bool, c
     try:
         result = run(list(paths), options)
     except (ConfigError, UnknownRuleError) as exc:
-        click.echo(f"error: {exc}", err=True)
-        sys.exit(EXIT_USAGE)
-    except KeyboardInterrupt:
-        if display is not None:
-            display.close()
-        # Files are written only after every phase, each in one atomic rename.
-        click.echo("interrupted: stopped; every file is either as it was or fully rewritten",
-                   err=True)
-        sys.exit(EXIT_INTERRUPTED)
+        click.echo(f"error: {printable(str(exc))}", err=True)
+        return EXIT_USAGE
     finally:
         if display is not None:
             display.close()
+    state.written = [f.display for f in result.files if f.written]
     if mode == "diff" and not interactive:
         for file in result.files:
             if file.diff:
@@ -150,8 +217,10 @@ def apply(paths: tuple[Path, ...], rule_names: tuple[str, ...], dry_run: bool, c
         from tsfix.cli.interactive import review
 
         reviewed = review(result, _ask)
+        state.written = [f.display for f in result.files if f.path in reviewed.written]
         for line in reviewed.lines:
-            click.secho(line, err=True, fg="red" if line.startswith("error") else None)
+            click.secho(printable(line), err=True,
+                        fg="red" if line.startswith("error") else None)
         # Exit as a write run would: what was declined is the user's decision, not pending.
         result = result.after_review(reviewed.written)
     code = result.exit_code
@@ -162,14 +231,53 @@ def apply(paths: tuple[Path, ...], rule_names: tuple[str, ...], dry_run: bool, c
             click.echo(f"error: cannot write report {report_path}: {exc.strerror or exc}",
                        err=True)
             code = max(code, EXIT_FAILED)
-    sys.exit(code)
+    return code
+
+
+def _printable(text: str) -> str:
+    from tsfix.codemods.pipeline.report import printable
+
+    return printable(text)
+
+
+def _interrupted(written: list[str]) -> NoReturn:
+    """Ctrl-C: one message, the files already written (each whole; writes are atomic), exit
+    130. A second Ctrl-C while it is said is ignored."""
+    import signal
+
+    try:
+        previous = signal.signal(signal.SIGINT, signal.SIG_IGN)
+    except ValueError:              # not the main thread: no handler to change
+        previous = None
+    try:
+        if written:
+            lines = [f"interrupted: stopped after rewriting {len(written)} "
+                     f"file{'s' if len(written) != 1 else ''}; every other file is as it was:",
+                     *(f"  rewrote {_printable(display)}" for display in written)]
+        else:
+            from tsfix.cli import STOPPED_BEFORE_WRITING
+
+            lines = [STOPPED_BEFORE_WRITING]
+        click.echo("\n".join(lines), err=True)
+    finally:
+        if previous is not None:
+            signal.signal(signal.SIGINT, previous)
+    from tsfix import cli
+
+    if cli.PROGRAM:
+        # The run's processes and pools are closed by now (the interrupt came through their
+        # `with` blocks). Python 3.11 would turn sys.exit(130) into death by SIGINT when the
+        # KeyboardInterrupt passed through code run by exec() (a dataclass being created):
+        # the exit code is documented, so leave without that.
+        sys.stdout.flush()
+        sys.stderr.flush()
+        os._exit(EXIT_INTERRUPTED)
+    sys.exit(EXIT_INTERRUPTED)
 
 
 def _unwritable(path: Path) -> str | None:
     """Why a file cannot be written at ``path`` (None: it can), found by opening it for
     writing without changing it (a file created for the test is removed again)."""
-    import os
-
     if os.path.lexists(path) and not path.exists():
         return None                 # a dangling symlink: writing creates its target
     try:
@@ -204,39 +312,43 @@ def _ask(prompt: str) -> str:
 def _print_outcome(result: RunResult, *, quiet: bool, verbose: bool,
                    table: bool = False) -> None:
     from tsfix.codemods.pipeline.report import REJECTED, UNVERIFIED, VERIFIED
+    from tsfix.codemods.pipeline.report import printable as p
 
+    # Names and messages come from the files (their names, their code): p() keeps each on
+    # its line and keeps escape sequences in them from reaching the terminal.
     colour = {VERIFIED: "green", REJECTED: "red", UNVERIFIED: "yellow"}
     if not quiet:
         for warning in result.warnings:
-            click.secho(f"warning: {warning}", err=True, fg="yellow")
+            click.secho(f"warning: {p(warning)}", err=True, fg="yellow")
     for file in result.files:
         if file.error:
-            click.secho(f"error: {file.error}", err=True, fg="red")
+            click.secho(f"error: {p(file.error)}", err=True, fg="red")
         if quiet:
             continue
+        shown = p(file.display)
         for note in file.notes:
-            click.echo(f"{file.display}: note: {note}", err=True)
+            click.echo(f"{shown}: note: {p(note)}", err=True)
         for c in file.classes:
             verdict = click.style(c.verdict, fg=colour.get(c.verdict))
-            detail = f": {c.reason}" if c.reason and (c.verdict != VERIFIED or verbose) else ""
-            click.echo(f"{file.display}:{c.lines[0]}: {c.class_name} [{c.rule}] "
-                       f"{verdict}{detail}", err=True)
+            detail = f": {p(c.reason)}" if c.reason and (c.verdict != VERIFIED or verbose) else ""
+            click.echo(f"{shown}:{c.lines[0]}: {c.class_name} [{c.rule}] {verdict}{detail}",
+                       err=True)
             if verbose:
-                click.echo(f"    {c.summary}", err=True)
+                click.echo(f"    {p(c.summary)}", err=True)
             for note in c.notes:
-                click.echo(f"    note: {note}", err=True)
+                click.echo(f"    note: {p(note)}", err=True)
         if verbose:
             for s in file.skips:
-                click.echo(f"{file.display}:{s.line}: {s.class_name} [{s.rule}] skipped: "
-                           f"{s.reason}", err=True)
+                click.echo(f"{shown}:{s.line}: {s.class_name} [{s.rule}] skipped: "
+                           f"{p(s.reason)}", err=True)
         if file.status == "changed":
             action = "rewrote" if file.written else "would rewrite"
-            click.echo(f"{action} {file.display}", err=True)
+            click.echo(f"{action} {shown}", err=True)
     if not quiet:
         if table or len(result.files) >= SUMMARY_TABLE_MIN_FILES:
             click.echo("summary:", err=True)
             for line in result.summary_table():
-                click.echo(line, err=True)
+                click.echo(p(line), err=True)
         click.echo(result.summary_line(), err=True)
 
 

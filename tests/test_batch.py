@@ -467,6 +467,7 @@ def test_ctrl_c_stops_cleanly_and_writes_nothing_half(tmp_path: Path) -> None:
 
     assert process.returncode == 130, stderr
     assert "Traceback" not in stderr
-    assert "interrupted: stopped; every file is either as it was or fully rewritten" in stderr
+    assert stderr == ("interrupted: stopped before anything was written; every file is as it "
+                      "was\n")
     assert {p: p.read_bytes() for p in zoo.rglob("*.py")} == before
     assert not list(zoo.rglob("*.tsfix"))       # no temporary file left behind

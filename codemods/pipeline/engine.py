@@ -88,6 +88,7 @@ from tsfix.codemods.pipeline.report import (
     UNVERIFIED,
     VERIFIED,
     FileResult,
+    Interrupted,
     Progress,
     RunResult,
 )
@@ -96,6 +97,7 @@ from tsfix.codemods.pipeline.sources import (
     SourceText,
     WriteError,
     discover,
+    interrupts_deferred,
     read_source,
     write_source,
 )
@@ -130,7 +132,8 @@ class Options:
 
 def run(targets: Sequence[str | os.PathLike[str]], options: Options) -> RunResult:
     """Rewrite the files and folders ``targets``. Raises ConfigError or UnknownRuleError for a
-    bad configuration or rule name."""
+    bad configuration or rule name, and :class:`Interrupted` (a KeyboardInterrupt naming the
+    files already written) for Ctrl-C once writing has begun."""
     paths = [Path(target) for target in targets]
     config = load_config(options.config or find_pyproject(paths))
     target = _target(options, config)
@@ -183,26 +186,36 @@ def run(targets: Sequence[str | os.PathLike[str]], options: Options) -> RunResul
         processes = session.processes
 
     # Nothing is written before every phase is over; then each file in one atomic rename.
+    # Ctrl-C from here on says which files were written (Interrupted).
     files: list[FileResult] = []
-    for i, source in enumerate(found):
-        like = None
-        if i in bad_tables:
-            result, text = FileResult(source.path if isinstance(source, SourceError) else source,
-                                      displays[i], "failed", bad_tables[i]), None
-        elif i in cached:
-            result, text = cached[i]
-        elif isinstance(source, SourceError):
-            result, text = FileResult(source.path, displays[i], "failed", str(source)), None
-        else:
-            result, text, like = outcomes[i].result, outcomes[i].text, outcomes[i].source
-        if text is not None and result.status == "changed" and options.mode == "write":
-            result = _written(result, text, like)
-        files.append(result)
-    files.extend(missing)
-    if cache is not None:
-        for i, key in keys.items():
-            if i not in cached and cacheable(files[i]):
-                cache.put(key, entry_of(files[i], outcomes[i].text if i in outcomes else None))
+    written: list[str] = []
+    try:
+        for i, source in enumerate(found):
+            like = None
+            if i in bad_tables:
+                result, text = FileResult(source.path if isinstance(source, SourceError)
+                                          else source, displays[i], "failed",
+                                          bad_tables[i]), None
+            elif i in cached:
+                result, text = cached[i]
+            elif isinstance(source, SourceError):
+                result, text = FileResult(source.path, displays[i], "failed", str(source)), None
+            else:
+                result, text, like = outcomes[i].result, outcomes[i].text, outcomes[i].source
+            if text is not None and result.status == "changed" and options.mode == "write":
+                with interrupts_deferred():
+                    result = _written(result, text, like)
+                    if result.written:
+                        written.append(result.display)
+            files.append(result)
+        files.extend(missing)
+        if cache is not None:
+            for i, key in keys.items():
+                if i not in cached and cacheable(files[i]):
+                    cache.put(key, entry_of(files[i],
+                                            outcomes[i].text if i in outcomes else None))
+    except KeyboardInterrupt:
+        raise Interrupted(written) from None
     return RunResult(files, rule_names, options.mode, options.verify, require_verified,
                      unsafe_fixes, processes, cache.hits if cache is not None else 0,
                      warnings=tuple(warnings))
@@ -361,4 +374,5 @@ def _written(result: FileResult, text: str, source: SourceText | None) -> FileRe
     return replace(result, written=True)
 
 
-__all__ = ["REJECTED", "UNVERIFIED", "VERIFIED", "Options", "Progress", "RunResult", "run"]
+__all__ = ["REJECTED", "UNVERIFIED", "VERIFIED", "Interrupted", "Options", "Progress",
+           "RunResult", "run"]

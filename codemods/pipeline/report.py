@@ -18,8 +18,8 @@ from tsfix.codemods.validation import (
     verdict_name,
 )
 
-__all__ = ["REJECTED", "UNVERIFIED", "VERIFIED", "ClassResult", "FileResult", "Phase",
-           "Progress", "RunResult", "SkipResult"]
+__all__ = ["REJECTED", "UNVERIFIED", "VERIFIED", "ClassResult", "FileResult", "Interrupted",
+           "Phase", "Progress", "RunResult", "SkipResult", "printable"]
 
 # The phases of a run, as the progress display names them (engine.py's docstring).
 Phase = Literal["observe", "rewrite", "validate", "trials", "recheck", "final"]
@@ -29,6 +29,15 @@ EXIT_OK = 0               # nothing to do, or everything applied
 EXIT_PENDING = 1          # --check / --dry-run: changes would be made
 EXIT_USAGE = 2            # bad command line or configuration
 EXIT_FAILED = 3           # a rewrite was rejected by validation, or a file failed
+
+
+class Interrupted(KeyboardInterrupt):
+    """Ctrl-C (SIGINT) stopped a run: ``written`` names the files it had already written (as
+    the report names them), each of them whole; every other file is as it was."""
+
+    def __init__(self, written: Collection[str] = ()) -> None:
+        super().__init__()
+        self.written = tuple(written)
 
 
 @dataclass(frozen=True)
@@ -252,6 +261,20 @@ class RunResult:
             rows.append(("rejected" if i == 0 else "", f"{count}x {kind}"))
         width = max(len(label) for label, _ in rows)
         return [f"  {label:<{width}}  {text}" for label, text in rows]
+
+
+_CONTROL = re.compile("[\x00-\x08\x0a-\x1f\x7f-\x9f\u202a-\u202e\u2066-\u2069]")
+_ESCAPES = {"\n": "\\n", "\r": "\\r"}
+
+
+def printable(text: str) -> str:
+    """``text`` safe to print as one line: control characters (a newline or an ANSI escape
+    sequence in a file name, say) and bidirectional overrides become visible escapes
+    (``\\n``, ``\\x1b``, ``\\u202e``) instead of breaking the line or reaching the
+    terminal. Tabs stay."""
+    return _CONTROL.sub(lambda m: _ESCAPES.get(m.group()) or
+                        (f"\\x{ord(m.group()):02x}" if ord(m.group()) < 0x100
+                         else f"\\u{ord(m.group()):04x}"), text)
 
 
 _QUOTED = re.compile(r"""'[^']*'|"[^"]*"|`[^`]*`""")

@@ -60,11 +60,16 @@ def python_syntax_error(text: str, path: str) -> str | None:
     """``path:line:column: cannot parse: message`` as CPython's parser reports it, or None
     when ``text`` parses. Costs a tenth of a LibCST parse: cheap enough for files that no rule
     looks at, which must still be valid Python."""
+    nul = text.find("\0")
+    if nul >= 0:        # CPython says only "source code string cannot contain null bytes"
+        line = text.count("\n", 0, nul) + 1
+        column = nul - text.rfind("\n", 0, nul)
+        return f"{path}:{line}:{column}: cannot parse: a null byte (\\0) in the source"
     try:
         _python_parse(text, path)
     except SyntaxError as exc:
         return f"{path}:{exc.lineno or 1}:{exc.offset or 1}: cannot parse: {exc.msg}"
-    except (ValueError, RecursionError, MemoryError) as exc:   # null bytes, deep nesting
+    except (ValueError, RecursionError, MemoryError) as exc:   # deep nesting
         return f"{path}:1:1: cannot parse: {exc}"
     return None
 
@@ -303,4 +308,17 @@ def _kept_lines(old: str, new: str) -> set[int]:
 def unified_diff(old: str, new: str, path: str) -> str:
     return "".join(difflib.unified_diff(old.splitlines(keepends=True),
                                         new.splitlines(keepends=True),
-                                        fromfile=f"a/{path}", tofile=f"b/{path}"))
+                                        fromfile=quoted_path(f"a/{path}"),
+                                        tofile=quoted_path(f"b/{path}")))
+
+
+def quoted_path(path: str) -> str:
+    """``path`` as git writes it in a diff header: as it is, or in double quotes with C escapes
+    when it holds a control character (a newline would end the header line, an escape
+    sequence would reach the terminal), a quote or a backslash."""
+    if not any(ch in '"\\' or ord(ch) < 0x20 or ord(ch) == 0x7F for ch in path):
+        return path
+    escapes = {"\n": "\\n", "\t": "\\t", "\r": "\\r", '"': '\\"', "\\": "\\\\"}
+    return '"' + "".join(escapes.get(ch) or (f"\\{ord(ch):03o}" if ord(ch) < 0x20
+                                             or ord(ch) == 0x7F else ch)
+                         for ch in path) + '"'

@@ -10,10 +10,14 @@ restored from the cache and the interactive review all go through it.
 
 from __future__ import annotations
 
+import codecs
+import contextlib
 import errno
 import fnmatch
 import io
 import os
+import re
+import signal
 import stat
 import tokenize
 from collections.abc import Iterator
@@ -56,7 +60,7 @@ def read_source(path: Path) -> SourceText:
     try:
         encoding, _ = tokenize.detect_encoding(io.BytesIO(data).readline)
     except SyntaxError as exc:
-        raise SourceError(path, f"{path}:1: {exc.msg}") from exc
+        raise SourceError(path, f"{path}:1: {_encoding_problem(data, exc.msg)}") from exc
     try:
         text = data.decode(encoding)
     except UnicodeDecodeError as exc:
@@ -69,6 +73,22 @@ def read_source(path: Path) -> SourceText:
     if crlf:
         text = text.replace("\r\n", "\n")
     return SourceText(path, text, encoding, crlf)
+
+
+_COOKIE = re.compile(rb"^[ \t\f]*#.*?coding[:=][ \t]*([-\w.]+)", re.MULTILINE)
+
+
+def _encoding_problem(data: bytes, message: str) -> str:
+    """What :func:`tokenize.detect_encoding` found wrong, in words that say what to do."""
+    if data.startswith((codecs.BOM_UTF16_LE, codecs.BOM_UTF16_BE)):
+        return ("UTF-16 text (the file starts with a UTF-16 byte order mark); Python source "
+                "is UTF-8 unless a coding line says otherwise: save it as UTF-8")
+    cookie = _COOKIE.search(b"\n".join(data.removeprefix(codecs.BOM_UTF8).splitlines()[:2]))
+    if data.startswith(codecs.BOM_UTF8) and cookie is not None:
+        declared = cookie.group(1).decode("ascii", "replace")
+        return (f"the file starts with a UTF-8 byte order mark but its coding line declares "
+                f"{declared}; remove one of them")
+    return message
 
 
 def is_generated(text: str) -> bool:
@@ -132,6 +152,20 @@ def _excluded(path: Path, root: Path | None, patterns: list[str]) -> bool:
         path.as_posix()
     return any(fnmatch.fnmatch(relative, pattern) or fnmatch.fnmatch(path.name, pattern)
                for pattern in patterns)
+
+
+@contextlib.contextmanager
+def interrupts_deferred() -> Iterator[None]:
+    """Ctrl-C (SIGINT) that arrives inside the block is raised as it ends, so that a write and
+    the record that it happened are never separated (where signal masks exist)."""
+    if not hasattr(signal, "pthread_sigmask"):
+        yield
+        return
+    previous = signal.pthread_sigmask(signal.SIG_BLOCK, {signal.SIGINT})
+    try:
+        yield
+    finally:
+        signal.pthread_sigmask(signal.SIG_SETMASK, previous)
 
 
 class WriteError(Exception):
