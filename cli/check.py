@@ -73,6 +73,8 @@ def check(paths: tuple[Path, ...], output_format: str, ignore: tuple[str, ...],
                 click.echo(f"{code.code} {code.name}: {code.summary}{fix}")
         for finding in result.findings:
             click.echo(finding.text())
+    for warning in result.warnings:
+        click.secho(f"warning: {warning}", err=True, fg="yellow")
     for error in result.errors:
         click.secho(f"error: {error}", err=True, fg="red")
     fixable = sum(1 for f in result.findings if f.fix)

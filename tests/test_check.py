@@ -340,3 +340,19 @@ def test_every_flagged_class_fails_to_script_and_clean_ones_script() -> None:
             assert result == "scripts", (name, result)
         else:
             assert name in flagged and result.startswith("fails"), (name, result)
+
+
+def test_cli_warns_about_a_folder_without_python_files(tmp_path: Path) -> None:
+    (tmp_path / "empty").mkdir()
+    done = cli("check", "empty", cwd=tmp_path)
+    assert done.returncode == 0
+    assert "warning: " in done.stderr and "empty" in done.stderr
+
+
+def test_a_file_name_with_a_newline_stays_one_finding_per_line(tmp_path: Path) -> None:
+    source = ("import torch.nn as nn\n\n\nclass N(nn.Module):\n    def forward(self, x):\n"
+              "        f = lambda t: t\n        return f(x)\n")
+    (tmp_path / "two\nlines.py").write_text(source)
+    done = cli("check", ".", cwd=tmp_path)
+    assert done.returncode == 1
+    assert done.stdout.splitlines() == ["two\\nlines.py:6:13: TSF102 lambda in forward()"]

@@ -83,6 +83,7 @@ class Finding:
 class CheckResult:
     findings: list[Finding] = field(default_factory=list)
     errors: list[str] = field(default_factory=list)     # files that could not be checked
+    warnings: list[str] = field(default_factory=list)   # given folders without Python files
     files: int = 0
 
     @property
@@ -475,7 +476,7 @@ def check_paths(paths: list[Path], *, config_path: Path | None = None,
     ignored = set(ignore)
     shown = display or _display
     result = CheckResult()
-    for found in discover(paths, config.root, config.exclude):
+    for found in discover(paths, config.root, config.exclude, result.warnings):
         if isinstance(found, SourceError):
             result.errors.append(str(found))
             continue
@@ -500,10 +501,15 @@ def check_paths(paths: list[Path], *, config_path: Path | None = None,
 
 
 def _display(path: Path) -> str:
+    """The path as the user should see it: relative to the working directory, with control
+    characters in names escaped so that one finding stays one line."""
+    from tsfix.codemods.pipeline.report import printable
+
     try:
-        return path.resolve().relative_to(Path.cwd().resolve()).as_posix()
+        shown = path.resolve().relative_to(Path.cwd().resolve()).as_posix()
     except ValueError:
-        return path.as_posix()
+        shown = path.as_posix()
+    return printable(shown)
 
 
 def unknown_codes(codes: Iterable[str]) -> list[str]:
@@ -521,6 +527,7 @@ def to_json(result: CheckResult) -> dict[str, Any]:
         "exit_code": result.exit_code,
         "files": result.files,
         "errors": result.errors,
+        "warnings": result.warnings,
         "findings": [{"path": f.path, "line": f.line, "column": f.column, "code": f.code,
                       "name": CODES[f.code].name, "level": CODES[f.code].level,
                       "message": f.message, "fix": f.fix, "refused": f.refused or None,
