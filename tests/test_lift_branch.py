@@ -7,6 +7,7 @@ import textwrap
 from pathlib import Path
 
 import libcst as cst
+from tsfix.codemods.facts.project import lookup
 from tsfix.codemods.pipeline.rewrite import Rewrite, rewrite_source
 from tsfix.codemods.rules.lift_branch import LiftBranch
 
@@ -480,6 +481,194 @@ def test_every_read_of_a_refused_setting_is_a_site() -> None:
         """)
     assert [(code, line) for code, line, _ in refusals(result)] == [("TSF204", 8),
                                                                   ("TSF204", 10)]
+
+
+# ---- flags passed to a class of another file (issue 15 item 1) ----------------------------------
+
+CROSSFILE = Path(__file__).resolve().parent.parent / "fixtures" / "lift-branch" / "crossfile"
+PASSED = ("in __init__ (line {line}): the submodule keeps the value it was built with, which a "
+          "lifted argument would not change")
+
+
+def rewrite_file(path: Path) -> Rewrite:
+    """lift-branch on a file that exists, so that its imports can be followed."""
+    result = rewrite_source(path.read_text(), str(path), [LiftBranch])
+    if result.changed:
+        again = rewrite_source(result.text, str(path), [LiftBranch])
+        assert again.text == result.text, "not a fixed point"
+    return result
+
+
+def write_tree(root: Path, files: dict[str, str]) -> None:
+    for name, text in files.items():
+        (root / name).parent.mkdir(parents=True, exist_ok=True)
+        (root / name).write_text(textwrap.dedent(text))
+
+
+def test_flag_passed_to_a_module_class_of_another_file_is_not_lifted() -> None:
+    """``from pkg.inner import Attention; self.attn = Attention(dim, causal=causal)``: lifting
+    ``causal`` would change CausalBlock's own branch while the attention keeps the mask it was
+    built with. The flag read only in forward() (ResidualBlock) is still lifted."""
+    outer = CROSSFILE / "pkg" / "outer.in.py"
+    result = rewrite_file(outer)
+    assert result.text == (CROSSFILE / "pkg" / "outer.out.py").read_text()
+    assert [(s.class_name, s.code, s.line, s.reason) for s in result.skips] == [
+        ("CausalBlock", "TSF204", 22, "self.causal is passed to Attention (a module class "
+         "defined in pkg/inner.py) " + PASSED.format(line=19))]
+    assert result.changes[0].class_name == "ResidualBlock"
+    assert result.changes[0].lifted == {"residual": "residual"}
+
+
+OUTER = """
+    import torch.nn as nn
+    {imports}
+
+    class Outer(nn.Module):
+        def __init__(self, causal: bool = False):
+            super().__init__()
+            self.causal = causal
+            self.inner = {call}
+
+        def forward(self, x):
+            if self.causal:
+                x = x.flip(0)
+            return x
+    """
+MODULE_CLASS = """
+    import torch.nn as nn
+
+    class Inner(nn.Module):
+        def __init__(self, causal=False):
+            super().__init__()
+            self.causal = causal
+    """
+
+
+def outer_refusal(tmp_path: Path, imports: str, call: str = "Inner(causal=causal)",
+                  files: dict[str, str] | None = None, outer: str = "pkg/outer.py") -> list[str]:
+    write_tree(tmp_path, {**(files or {}),
+                          outer: OUTER.format(imports=imports, call=call)})
+    result = rewrite_file(tmp_path / outer)
+    return [s.reason for s in result.skips] if not result.changed else ["lifted"]
+
+
+def test_relative_imports_and_re_exports_are_followed(tmp_path: Path) -> None:
+    package = {"pkg/__init__.py": "from .layers import Inner\n",
+               "pkg/layers/__init__.py": "from .inner import *\n",
+               "pkg/layers/inner.py": MODULE_CLASS}
+    passed = "self.causal is passed to {} (a module class defined in pkg/layers/inner.py) "
+    assert outer_refusal(tmp_path, "from .layers.inner import Inner", files=package) == [
+        passed.format("Inner") + PASSED.format(line=9)]
+    # Through the package's re-exports (an import, then a * import).
+    assert outer_refusal(tmp_path, "from pkg import Inner", files=package) == [
+        passed.format("Inner") + PASSED.format(line=9)]
+    assert outer_refusal(tmp_path, "from . import layers", "layers.Inner(causal)",
+                         files=package) == [passed.format("layers.Inner") + PASSED.format(line=9)]
+    # Two levels up, from a subpackage.
+    subpackage = {**package, "pkg/sub/__init__.py": ""}
+    assert outer_refusal(tmp_path, "from ..layers.inner import Inner", files=subpackage,
+                         outer="pkg/sub/outer.py") == [
+        passed.format("Inner") + PASSED.format(line=9)]
+
+
+def test_a_module_class_of_a_sibling_script_is_followed(tmp_path: Path) -> None:
+    """No package: a script imports its neighbour (the script's folder is on sys.path)."""
+    assert outer_refusal(tmp_path, "from inner import Inner",
+                         files={"inner.py": MODULE_CLASS}, outer="outer.py") == [
+        "self.causal is passed to Inner (a module class defined in inner.py) "
+        + PASSED.format(line=9)]
+
+
+def test_flag_passed_to_what_is_shown_not_to_be_a_module_is_still_lifted(
+        tmp_path: Path) -> None:
+    files = {"pkg/__init__.py": "",
+             "pkg/config.py": """
+                 from dataclasses import dataclass
+
+                 @dataclass
+                 class Settings:
+                     causal: bool = False
+
+                 def describe(causal):
+                     return "causal" if causal else "full"
+                 """}
+    assert outer_refusal(tmp_path, "from pkg.config import Settings",
+                         "Settings(causal=causal)", files) == ["lifted"]
+    assert outer_refusal(tmp_path, "from .config import describe", "describe(causal)",
+                         files) == ["lifted"]
+    # The standard library and torch outside torch.nn build no submodule either.
+    assert outer_refusal(tmp_path, "from collections import OrderedDict",
+                         "OrderedDict(causal=causal)", files) == ["lifted"]
+    assert outer_refusal(tmp_path, "import torch", "torch.tensor(causal)", files) == ["lifted"]
+
+
+def test_a_class_that_cannot_be_read_is_taken_to_build_a_module(tmp_path: Path) -> None:
+    """Conservative: an installed package's class, a class of the tree with a base from one,
+    or a relative import whose file is missing may each build a submodule from the flag."""
+    files = {"pkg/__init__.py": "",
+             "pkg/inner.py": """
+                 from lightning import LightningModule
+
+                 class Inner(LightningModule):
+                     pass
+                 """}
+    assert outer_refusal(tmp_path, "from x_transformers import Attention",
+                         "Attention(causal=causal)", files) == [
+        "self.causal is passed to Attention (x_transformers.Attention, whose source is not in "
+        "this tree: a class from it is taken to be a module) " + PASSED.format(line=9)]
+    assert outer_refusal(tmp_path, "from pkg.inner import Inner", files=files) == [
+        "self.causal is passed to Inner (a class defined in pkg/inner.py with a base not in "
+        "this tree: taken to be a module) " + PASSED.format(line=9)]
+    assert outer_refusal(tmp_path, "from .missing import Inner", files=files) == [
+        "self.causal is passed to Inner (from .missing.Inner, whose source was not found) "
+        + PASSED.format(line=9)]
+    # A function of an installed package is not followed, as in the user's tree.
+    assert outer_refusal(tmp_path, "from einops import repeat", "repeat(causal)",
+                         files) == ["lifted"]
+    (tmp_path / "pkg" / "broken.py").write_text("class Inner(nn.Module:\n")
+    assert outer_refusal(tmp_path, "from pkg.broken import Inner", files=files) == [
+        "self.causal is passed to Inner (from pkg/broken.py, which cannot be parsed: taken to "
+        "be a module) " + PASSED.format(line=9)]
+
+
+def test_lookup_answers_what_an_imported_name_is(tmp_path: Path) -> None:
+    write_tree(tmp_path, {
+        "pkg/__init__.py": "from torch.nn import Linear\nfrom .blocks import Block, make\n",
+        "pkg/blocks.py": """
+            import enum
+            from torch import nn
+
+            class Base(nn.Module):
+                pass
+
+            class Block(Base):
+                pass
+
+            class Mode(enum.Enum):
+                A = 1
+
+            def make():
+                return Block()
+            """,
+        "pkg/user.py": ""})
+    user = tmp_path / "pkg" / "user.py"
+    block = lookup(user, "pkg.Block")
+    assert block is not None
+    assert (block.kind, block.module, block.display, block.line) == ("class", True,
+                                                                     "pkg/blocks.py", 8)
+    mode = lookup(user, "blocks.Mode", level=1)
+    assert mode is not None and (mode.kind, mode.module) == ("class", False)
+    make = lookup(user, "pkg.make")
+    assert make is not None and make.kind == "function"
+    linear = lookup(user, "pkg.Linear")
+    assert linear is not None and (linear.kind, linear.external) == ("external",
+                                                                     "torch.nn.Linear")
+    assert lookup(user, "torch.nn.Linear") is None
+    assert lookup(user, "pkg.blocks.Block.Inner") is None
+    # An edited file is read again (the cache is keyed by modification time and size).
+    (tmp_path / "pkg" / "blocks.py").write_text("class Block:\n    pass\n")
+    block = lookup(user, "pkg.Block")
+    assert block is not None and (block.module, block.line) == (False, 1)
 
 
 # ---- config objects (TSF203) --------------------------------------------------------------------

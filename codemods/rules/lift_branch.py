@@ -60,9 +60,18 @@ Fix safety
     Never lifted: ``self.training``; submodules, parameters and buffers; attributes assigned outside
     ``__init__``; tensors and values that may be None; values computed in ``__init__`` whose type
     cannot be known; and structural flags, i.e. attributes whose value decides in ``__init__``
-    which submodules exist (both branches must compile, and the other branch's modules are absent);
-    and settings that a ``@torch.jit.ignore`` method called from compiled code also reads (it runs
-    in Python and would read the attribute, not the argument).
+    which submodules exist (both branches must compile, and the other branch's modules are absent)
+    or is passed to a submodule's constructor (the submodule keeps the value it was built with:
+    ``self.attn = Attention(dim, causal=causal)`` and ``if self.causal:`` in ``forward()``). The
+    constructor may be in ``torch.nn``, this file, or another file of the user's tree, found
+    through the imports as Python would (``from pkg.inner import Attention``, ``from .inner
+    import ...``, re-exports; ``codemods/facts/project.py``) and read, never imported. When its
+    class cannot be read -- an installed package, a class with a base from one, a relative import
+    whose file is missing -- it is taken to build a module and the flag is not lifted; a class
+    shown not to be an ``nn.Module`` (a dataclass, the standard library), a function, and torch
+    outside ``torch.nn`` do not make a flag structural (a factory function that builds a module
+    from the flag is not followed); and settings that a ``@torch.jit.ignore`` method called from
+    compiled code also reads (it runs in Python and would read the attribute, not the argument).
     Every site is reported: each read of a setting in a test (``TSF204``) and each read of a
     config object's field (``TSF203``) is either fixed or refused with the reason, which
     ``tsfix check`` shows instead of promising a fix. Reads that are not configuration
@@ -86,6 +95,7 @@ import libcst.matchers as m
 from libcst.helpers import get_full_name_for_node
 from tsfix.codemods.facts.module import module_facts
 from tsfix.codemods.facts.prefilter import AstFile
+from tsfix.codemods.facts.project import is_standard_library, lookup, relative_imports
 from tsfix.codemods.facts.syntax import (
     SCALAR_TYPES,
     AttrAssignment,
@@ -197,6 +207,9 @@ class _ClassAnalysis:
         # What TorchScript compiles: forward, @torch.jit.export methods and what they call;
         # never a @torch.jit.ignore/unused method.
         self.compiled = [n for n in self.facts.compiled if self_name(self.methods[n])]
+        # Constructor arguments whose callee is defined in another file (or cannot be read):
+        # id of the argument -> how the reason names the callee.
+        self.elsewhere: dict[int, str] = {}
         self.structural = self._structural_reads()
         self.config_holders = self._config_holders()
         self.python_run = self._python_run()
@@ -217,6 +230,11 @@ class _ClassAnalysis:
         for call in find_all(self.init.body, cst.Call):
             if self._is_module_constructor(call):
                 regions.extend(arg.value for arg in call.args)
+            elif call.args:
+                where = self.rule.builds_module_elsewhere(call.func)
+                if where is not None:
+                    regions.extend(arg.value for arg in call.args)
+                    self.elsewhere.update((id(arg.value), where) for arg in call.args)
         for region in regions:
             for node in find_all(region, cst.Name, cst.Attribute, cst.Subscript):
                 dotted = _dotted_read(node)
@@ -453,9 +471,7 @@ class _ClassAnalysis:
             # Sorted: the reason names one line, the same on every run.
             for source in sorted(self._sources(a.value) | {f"self.{attr}"}):
                 if source in self.structural:
-                    line = self.rule.line_of(self.structural[source])
-                    return None, (f"self.{attr} decides which submodules __init__ builds "
-                                  f"(line {line}); both branches must compile"), True
+                    return None, self._structural_reason(f"self.{attr}", source), True
             if kind in SCALAR_TYPES:
                 types.append(kind)
         return (*self._settle_type(key, types, len(types) < len(assignments), reachable), True)
@@ -469,11 +485,19 @@ class _ClassAnalysis:
                 sources.add(f"{a.value.value}.{name}")
         for source in sorted(sources):
             if source in self.structural:
-                line = self.rule.line_of(self.structural[source])
-                return None, (f"self.{holder}.{name} decides which submodules __init__ builds "
-                              f"(line {line}); both branches must compile")
+                return None, self._structural_reason(f"self.{holder}.{name}", source)
         declared = self._holder_field_types(holder).get(name)
         return self._settle_type(key, [declared] if declared else [], not declared, reachable)
+
+    def _structural_reason(self, described: str, source: str) -> str:
+        region = self.structural[source]
+        line = self.rule.line_of(region)
+        where = self.elsewhere.get(id(region))
+        if where is None:
+            return (f"{described} decides which submodules __init__ builds (line {line}); both "
+                    "branches must compile")
+        return (f"{described} is passed to {where} in __init__ (line {line}): the submodule "
+                "keeps the value it was built with, which a lifted argument would not change")
 
     def _settle_type(self, key: ReadKey, known: list[str], has_unknown: bool,
                      reachable: list[str]) -> tuple[str | None, str]:
@@ -1095,6 +1119,13 @@ class Block(nn.Module):
     # "onnx": the form the TorchScript-based ONNX exporter keeps every branch of (LiftBranchOnnx).
     target: ClassVar[str] = "torchscript"
 
+    def __init__(self, *args: Any, **kwargs: Any) -> None:
+        super().__init__(*args, **kwargs)
+        # Callees of __init__ calls looked up in other files: (as written, import level,
+        # dotted name) -> how a reason names them (None: no module is built).
+        self._elsewhere: dict[tuple[str, int, str], str | None] = {}
+        self._relative: tuple[cst.Module, dict[str, tuple[int, str]]] | None = None
+
     @property
     def tensor_name(self) -> str | None:
         """--target onnx: how the file names torch.Tensor (``torch`` is imported when the file
@@ -1118,6 +1149,66 @@ class Block(nn.Module):
             if holders and _init_may_store_config(file, klass, holders):
                 return True
         return False
+
+    def builds_module_elsewhere(self, func: cst.BaseExpression) -> str | None:
+        """How a reason names the callee of a call in ``__init__`` that builds, or may build,
+        a module whose class is not in this file; None when it is shown not to (a function, a
+        class that is no ``nn.Module``, the standard library, torch outside ``torch.nn``) or is
+        not imported at all (this file's own names, builtins, methods)."""
+        dotted = get_full_name_for_node(func)
+        if dotted is None:
+            return None
+        head, _, rest = dotted.partition(".")
+        if head in self.facts.imports:
+            level, target = 0, qualified_name(func, self.facts.imports) or dotted
+        elif head in self._relative_imports():
+            level, imported = self._relative_imports()[head]
+            target = ".".join(p for p in (imported, rest) if p)
+        else:
+            return None
+        if not level and (target.split(".")[0] == "torch" or is_standard_library(target)):
+            return None
+        key = (dotted, level, target)
+        if key not in self._elsewhere:
+            self._elsewhere[key] = self._callee_elsewhere(dotted, target, level)
+        return self._elsewhere[key]
+
+    def _callee_elsewhere(self, dotted: str, target: str, level: int) -> str | None:
+        found = lookup(self.context.filename, target, level) if self.context.filename else None
+        shown = "." * level + target
+        if found is None:
+            if level:
+                return f"{dotted} (from {shown}, whose source was not found)"
+            # An installed package: a class (CapWords, by convention) is taken to build a
+            # module; a function is not followed, as in the user's tree.
+            if not target.rsplit(".", 1)[-1][:1].isupper():
+                return None
+            return (f"{dotted} ({shown}, whose source is not in this tree: a class from it is "
+                    "taken to be a module)")
+        if found.kind == "class" and found.module is False:
+            return None
+        if found.kind in ("function", "other"):
+            return None
+        if found.kind == "external":
+            external = found.external
+            if external.split(".")[0] == "torch":
+                return dotted if external.startswith("torch.nn.") else None
+            if is_standard_library(external) or not external.rsplit(".", 1)[-1][:1].isupper():
+                return None
+            return (f"{dotted} ({external}, re-exported by {found.display}, whose source is not "
+                    "in this tree: a class from it is taken to be a module)")
+        if found.kind == "unknown":
+            return f"{dotted} (from {found.display}, which {found.problem}: taken to be a module)"
+        if found.module is None:
+            return (f"{dotted} (a class defined in {found.display} with a base not in this "
+                    "tree: taken to be a module)")
+        return f"{dotted} (a module class defined in {found.display})"
+
+    def _relative_imports(self) -> dict[str, tuple[int, str]]:
+        tree = self.source_module
+        if self._relative is None or self._relative[0] is not tree:
+            self._relative = (tree, relative_imports(tree))
+        return self._relative[1]
 
     def transform_module_impl(self, tree: cst.Module) -> cst.Module:
         # The file's facts before the rewrite: can it name torch.Tensor already?
