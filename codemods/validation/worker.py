@@ -394,9 +394,12 @@ def script(module: torch.nn.Module) -> Any:
     try:
         return torch.jit.script(module)
     except BaseException:
-        store = torch.jit._recursive.concrete_type_store
-        for known in store.type_store.values():
-            known[:] = [t for t in known if t in store.methods_compiled]
+        try:
+            store = torch.jit._recursive.concrete_type_store
+            for known in store.type_store.values():
+                known[:] = [t for t in known if t in store.methods_compiled]
+        except Exception:
+            pass    # a torch without this store: the scripting error is what counts
         raise
 
 
