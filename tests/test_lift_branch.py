@@ -564,6 +564,11 @@ def test_relative_imports_and_re_exports_are_followed(tmp_path: Path) -> None:
         passed.format("Inner") + PASSED.format(line=9)]
     assert outer_refusal(tmp_path, "from . import layers", "layers.Inner(causal)",
                          files=package) == [passed.format("layers.Inner") + PASSED.format(line=9)]
+    # A * import of the tree's module; a name no module of the tree defines is not followed.
+    assert outer_refusal(tmp_path, "from .layers.inner import *", files=package) == [
+        passed.format("Inner") + PASSED.format(line=9)]
+    assert outer_refusal(tmp_path, "from .layers.inner import *", "Other(causal)",
+                         files=package) == ["lifted"]
     # Two levels up, from a subpackage.
     subpackage = {**package, "pkg/sub/__init__.py": ""}
     assert outer_refusal(tmp_path, "from ..layers.inner import Inner", files=subpackage,

@@ -95,6 +95,15 @@ def relative_imports(module: cst.Module) -> dict[str, tuple[int, str]]:
     return found
 
 
+def star_imports(module: cst.Module) -> list[tuple[int, str]]:
+    """(level, dotted module) of each ``from ... import *`` at the top of ``module``."""
+    return [(len(small.relative), get_full_name_for_node(small.module) or ""
+             if small.module is not None else "")
+            for statement in module.body if isinstance(statement, cst.SimpleStatementLine)
+            for small in statement.body
+            if isinstance(small, cst.ImportFrom) and isinstance(small.names, cst.ImportStar)]
+
+
 def is_standard_library(dotted: str) -> bool:
     """Whether ``dotted`` names something of the standard library or a builtin."""
     head = dotted.split(".")[0]

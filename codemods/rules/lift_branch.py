@@ -65,7 +65,8 @@ Fix safety
     ``self.attn = Attention(dim, causal=causal)`` and ``if self.causal:`` in ``forward()``). The
     constructor may be in ``torch.nn``, this file, or another file of the user's tree, found
     through the imports as Python would (``from pkg.inner import Attention``, ``from .inner
-    import ...``, re-exports; ``codemods/facts/project.py``) and read, never imported. When its
+    import ...``, ``*`` imports, re-exports; ``codemods/facts/project.py``) and read, never
+    imported. When its
     class cannot be read -- an installed package, a class with a base from one, a relative import
     whose file is missing -- it is taken to build a module and the flag is not lifted; a class
     shown not to be an ``nn.Module`` (a dataclass, the standard library), a function, and torch
@@ -95,7 +96,12 @@ import libcst.matchers as m
 from libcst.helpers import get_full_name_for_node
 from tsfix.codemods.facts.module import module_facts
 from tsfix.codemods.facts.prefilter import AstFile
-from tsfix.codemods.facts.project import is_standard_library, lookup, relative_imports
+from tsfix.codemods.facts.project import (
+    is_standard_library,
+    lookup,
+    relative_imports,
+    star_imports,
+)
 from tsfix.codemods.facts.syntax import (
     SCALAR_TYPES,
     AttrAssignment,
@@ -1124,7 +1130,8 @@ class Block(nn.Module):
         # Callees of __init__ calls looked up in other files: (as written, import level,
         # dotted name) -> how a reason names them (None: no module is built).
         self._elsewhere: dict[tuple[str, int, str], str | None] = {}
-        self._relative: tuple[cst.Module, dict[str, tuple[int, str]]] | None = None
+        self._relative: tuple[cst.Module, dict[str, tuple[int, str]],
+                              list[tuple[int, str]]] | None = None
 
     @property
     def tensor_name(self) -> str | None:
@@ -1161,9 +1168,14 @@ class Block(nn.Module):
         head, _, rest = dotted.partition(".")
         if head in self.facts.imports:
             level, target = 0, qualified_name(func, self.facts.imports) or dotted
-        elif head in self._relative_imports():
-            level, imported = self._relative_imports()[head]
+        elif head in self._imports_of_tree()[0]:
+            level, imported = self._imports_of_tree()[0][head]
             target = ".".join(p for p in (imported, rest) if p)
+        elif head not in self.facts.top_level_names and self._imports_of_tree()[1]:
+            starred = self._star_imported(dotted)
+            if starred is None:
+                return None
+            level, target = starred
         else:
             return None
         if not level and (target.split(".")[0] == "torch" or is_standard_library(target)):
@@ -1204,11 +1216,25 @@ class Block(nn.Module):
                     "tree: taken to be a module)")
         return f"{dotted} (a module class defined in {found.display})"
 
-    def _relative_imports(self) -> dict[str, tuple[int, str]]:
+    def _imports_of_tree(self) -> tuple[dict[str, tuple[int, str]], list[tuple[int, str]]]:
+        """The file's relative imports and ``*`` imports (module facts hold the absolute)."""
         tree = self.source_module
         if self._relative is None or self._relative[0] is not tree:
-            self._relative = (tree, relative_imports(tree))
-        return self._relative[1]
+            self._relative = (tree, relative_imports(tree), star_imports(tree))
+        return self._relative[1], self._relative[2]
+
+    def _star_imported(self, dotted: str) -> tuple[int, str] | None:
+        """(level, dotted name) of a name a ``*`` import brings from the user's tree; None
+        when no module of the tree defines it (a builtin, or an installed package's name,
+        which is not followed)."""
+        if not self.context.filename:
+            return None
+        for level, module in self._imports_of_tree()[1]:
+            target = f"{module}.{dotted}" if module else dotted
+            found = lookup(self.context.filename, target, level)
+            if found is not None and found.kind != "unknown":
+                return level, target
+        return None
 
     def transform_module_impl(self, tree: cst.Module) -> cst.Module:
         # The file's facts before the rewrite: can it name torch.Tensor already?
