@@ -387,11 +387,7 @@ def test_bad_file_is_reported_and_others_still_rewritten(project: Project, case:
      b"        return (x\n\n\nclass After(nn.Module):\n    pass\n",
      "bad.py:6:16: cannot parse: '(' was never closed"),
     # Without a class the file is not rewritten, but it still cannot be read as Python.
-    pytest.param(b"x = 1\ndef f(\n    return 2\n",
-                 "bad.py:2:6: cannot parse: '(' was never closed",
-                 marks=pytest.mark.xfail(strict=True, reason=(
-                     "phases._rewrite_file skips a file without a module class before any "
-                     "parse; needs python_syntax_error there (issue 15 item 14)"))),
+    (b"x = 1\ndef f(\n    return 2\n", "bad.py:2:6: cannot parse: '(' was never closed"),
 ], ids=["missing-colon", "unclosed-bracket", "no-class"])
 def test_syntax_errors_are_reported_where_python_reports_them(project: Project, content: bytes,
                                                                error: str) -> None:

@@ -457,9 +457,17 @@ def _rewrite_file(item: _ToRewrite, settings: _RewriteSettings) -> _Rewritten:
     except SourceError as exc:
         return _Rewritten(item.index, "failed", str(exc))
     from tsfix.codemods.facts.syntax import may_define_module
-    from tsfix.codemods.pipeline.rewrite import RewriteError
+    from tsfix.codemods.pipeline.rewrite import RewriteError, python_syntax_error
 
-    if is_generated(source.text) or not may_define_module(source.text):
+    if is_generated(source.text):
+        return _Rewritten(item.index, "skipped")
+    if not may_define_module(source.text):
+        # No rule looks at it, but it must still be Python (CPython's parser: a tenth of
+        # LibCST's time).
+        problem = python_syntax_error(source.text, item.display)
+        if problem is not None:
+            return _Rewritten(item.index, "failed", problem,
+                              rewrite_s=round(time.perf_counter() - started, 4))
         return _Rewritten(item.index, "skipped")
     try:
         text, classes, skips = settings.rewrite(source.text, item.display, item.observed)
