@@ -317,7 +317,7 @@ def test_lift_branch_fixtures_validate_under_onnx(tmp_path: Path) -> None:
     result = run([folder], Options(rules=["lift-branch"], mode="diff", jobs=2))
     classes = result.classes()
     expected = {"CustomModel": 2, "PoolingClassifierHead": 3, "SparseDenoiseBlock": 4,
-                "TransformerBlock": 4, "GatedFusion": 2, "DetectionHead": 2}
+                "TransformerBlock": 4, "GatedFusion": 2, "DetectionHead": 2, "ResidualBlock": 2}
     assert {c.class_name for c in classes} == set(expected)
     for c in classes:
         assert c.verdict == "verified", (c.class_name, c.reason)
