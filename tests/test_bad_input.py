@@ -381,9 +381,6 @@ def _children(pid: int) -> list[int]:
 
 @pytest.mark.slow
 @pytest.mark.skipif(not Path("/proc/self/task").is_dir(), reason="needs /proc")
-@pytest.mark.xfail(strict=False, reason=(
-    "each rewrite process prints a KeyboardInterrupt traceback while it boots; blocking SIGINT "
-    "around the first submit (tried) made the run hang on Ctrl-C instead (issue 15 item 8)"))
 def test_ctrl_c_while_rewrite_processes_start(tmp_path: Path) -> None:
     """The moment that printed a traceback per process: the parallel rewrite processes are
     starting (spawn imports their modules) when Ctrl-C comes."""

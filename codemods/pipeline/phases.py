@@ -8,10 +8,12 @@ file is first rewritten (:meth:`_RewriteSettings.rewrite`).
 
 from __future__ import annotations
 
+import contextlib
 import os
 import signal
+import threading
 import time
-from collections.abc import Callable, Iterable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field, replace
 from functools import cached_property
 from pathlib import Path
@@ -390,6 +392,11 @@ class _Rewriters:
         from concurrent.futures.process import BrokenProcessPool
 
         if self._executor is None:
+            # Processes stopped on Ctrl-C leave their queue's semaphores to multiprocessing's
+            # resource tracker, which cleans them up and would say so on stderr after the
+            # run's one interrupt message: the tracker (started with this pool, inheriting
+            # the environment) is told to clean up silently.
+            _quiet_resource_tracker()
             # spawn, not fork: the validation pool may already have threads and pipes open.
             self._executor = ProcessPoolExecutor(
                 max_workers=self.session.workers, mp_context=multiprocessing.get_context("spawn"),
@@ -397,8 +404,9 @@ class _Rewriters:
         results: dict[int, R] = {}
         tasks = [list(range(start, min(start + FILES_PER_TASK, len(items))))
                  for start in range(0, len(items), FILES_PER_TASK)]
-        futures = {self._executor.submit(_work_batch, work, [items[i] for i in task],
-                                         settings): task for task in tasks}
+        with _children_born_ignoring_interrupts():
+            futures = {self._executor.submit(_work_batch, work, [items[i] for i in task],
+                                             settings): task for task in tasks}
         try:
             for future in as_completed(futures):
                 pid, answers = future.result()
@@ -412,7 +420,14 @@ class _Rewriters:
             missing = [items[i] for i in range(len(items)) if i not in results]
             return [*results.values(), *self._here(work, missing, settings, done)]
         except BaseException:
+            # Ctrl-C (or a failure here): the processes only compute, nothing of theirs is
+            # written, so they are stopped rather than waited for (waiting at exit for
+            # processes still importing their modules could hang the run).
+            processes = list(getattr(self._executor, "_processes", {}).values())
             self._executor.shutdown(wait=False, cancel_futures=True)
+            for process in processes:
+                with contextlib.suppress(Exception):
+                    process.terminate()
             self._executor = None
             raise
         return list(results.values())
@@ -431,6 +446,32 @@ def _work_batch(work: Callable[[T, _RewriteSettings], R], items: list[T],
                 settings: _RewriteSettings) -> tuple[int, list[R]]:
     """One rewrite process's share: a few items, and the process that did them."""
     return os.getpid(), [work(item, settings) for item in items]
+
+
+_QUIET_TRACKER = "ignore:resource_tracker:UserWarning"
+
+
+def _quiet_resource_tracker() -> None:
+    current = os.environ.get("PYTHONWARNINGS", "")
+    if _QUIET_TRACKER not in current.split(","):
+        os.environ["PYTHONWARNINGS"] = ",".join(filter(None, [current, _QUIET_TRACKER]))
+
+
+@contextlib.contextmanager
+def _children_born_ignoring_interrupts() -> Iterator[None]:
+    """Processes started in the block ignore Ctrl-C from birth: an ignored SIGINT survives
+    fork and exec, and Python keeps it ignored, so a Ctrl-C while a rewrite process imports
+    its modules prints no traceback from it (the initializer comes too late for that). The
+    parent ignores it only while submitting, which starts the processes and returns (a few
+    ms); the run's own interrupt handling is back before any work is waited for."""
+    if threading.current_thread() is not threading.main_thread():
+        yield
+        return
+    previous = signal.signal(signal.SIGINT, signal.SIG_IGN)
+    try:
+        yield
+    finally:
+        signal.signal(signal.SIGINT, previous)
 
 
 def _ignore_interrupts() -> None:
