@@ -140,6 +140,18 @@ class ClassFacts:
     def methods(self) -> dict[str, cst.FunctionDef]:
         return methods_of(self.cls)
 
+    @cached_property
+    def redefined(self) -> set[str]:
+        """Methods defined more than once in the class body (overload declarations followed by
+        the implementation, or a plain redefinition); ``methods`` holds the last one."""
+        seen: set[str] = set()
+        twice: set[str] = set()
+        if isinstance(self.cls.body, cst.IndentedBlock):
+            for statement in self.cls.body.body:
+                if isinstance(statement, cst.FunctionDef):
+                    (twice if statement.name.value in seen else seen).add(statement.name.value)
+        return twice
+
     @property
     def init(self) -> cst.FunctionDef | None:
         return self.methods.get("__init__")

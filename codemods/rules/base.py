@@ -175,13 +175,35 @@ class Rule(Codemod):
             if (isinstance(statement, cst.ClassDef)
                     and statement.name.value not in self.skip_classes):
                 self._current_class, self._positions = statement, None
-                statement = self.rewrite_class(statement)
+                statement = self._rewrite_if_safe(statement)
             if isinstance(statement, cst.ClassDef):
                 self._class_index += 1
             body.append(statement)
         if not self.changes:
             return tree
         return add_typing_names(tree.with_changes(body=body), self.typing_names)
+
+    def _rewrite_if_safe(self, cls: cst.ClassDef) -> cst.ClassDef:
+        """``rewrite_class``, undone for a class that defines a compiled method more than once
+        (``@torch.jit._overload_method`` declarations before the implementation): a rewrite
+        of the signatures or bodies breaks the declarations, whose body must stay ``pass``,
+        and the class fails on import. The rule's refusal says why."""
+        redefined = sorted(set(self.class_facts(cls).compiled)
+                           & self.class_facts(cls).redefined)
+        if not redefined:
+            return self.rewrite_class(cls)
+        changes, fixes, typing = len(self.changes), len(self.fixes), set(self.typing_names)
+        rewritten = self.rewrite_class(cls)
+        if rewritten is cls and len(self.changes) == changes:
+            return cls
+        del self.changes[changes:]
+        del self.fixes[fixes:]
+        self.typing_names = typing
+        self.skip(cls.name.value, cls,
+                  f"{', '.join(f'{name}()' for name in redefined)} is defined more than once "
+                  "in the class (overload declarations, @torch.jit._overload_method): "
+                  "rewriting one definition would break the others; left alone")
+        return cls
 
     def prepare(self, module: cst.Module) -> None:
         """Per-file analysis shared by every class (imports, module classes, ...)."""
