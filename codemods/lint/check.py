@@ -34,6 +34,7 @@ from libcst.helpers import get_full_name_for_node
 from libcst.metadata import MetadataWrapper, PositionProvider
 from tsfix.codemods.facts.classes import ClassFacts
 from tsfix.codemods.facts.module import ModuleFacts, module_facts
+from tsfix.codemods.facts.prefilter import AstFile
 from tsfix.codemods.facts.scope import file_scope
 from tsfix.codemods.facts.syntax import (
     find_all,
@@ -153,7 +154,10 @@ def _rule_findings(text: str, display: str, module: cst.Module,
 
     fixes: list[Fix] = []
     refusals: list[Skip] = []
+    file = AstFile(text)
     for rule in ALL_RULES.values():
+        if file.tree is not None and not rule.may_apply(file):
+            continue                # it would find nothing here (its prefilter's promise)
         try:
             found = rewrite_source(text, display, [rule], module=module, output=False)
         except Exception as exc:        # one rule's failure costs only its findings
