@@ -9,13 +9,18 @@ Engine to worker (the worker's stdin), one job per line:
   Python-only, and its :class:`Example`;
 * :class:`ObserveJob` ``{"op": "observe", "id", "path", "classes", "sys_path"}``: run the
   original file's examples eagerly and record types (each :class:`ObserveClass` names a class
-  and its example).
+  and its example);
+* :class:`ModelJob` ``{"op": "model", ...}``: a configured model (a class with an example table),
+  built from the original tree and, with ``overlay``, from the tree as tsfix would leave it:
+  every submodule instance is seen with its real inputs (types for the rules, verdicts for the
+  rewritten classes it reaches), and the model gets one :class:`ModelVerdict`.
 
 Worker to engine (the stdout it was started with), one result per line:
 
 * ``{"ready": true}`` once, after torch is imported (:data:`READY`);
 * :class:`ValidationResult` ``{"id", "classes": [ClassVerdict, ...]}``;
 * :class:`ObservationResult` ``{"id", "observed", "failures"}``;
+* :class:`ModelResult` ``{"id", "model_result": true, ...}``;
 * :class:`JobFailure` ``{"id", "error"}``: an exception escaped the job (its traceback).
 
 Every record has ``to_json()`` (a JSON-able dict) and ``from_json(data)``. This module imports
@@ -38,8 +43,10 @@ from tsfix.codemods.validation import (
     verdict_name,
 )
 
-__all__ = ["NOT_SCRIPTABLE_EITHER", "READY", "REJECTED", "UNVERIFIED", "VERDICTS", "VERIFIED",
+__all__ = ["MODEL_ERROR", "MODEL_FAILS", "MODEL_SCRIPTS", "NOT_SCRIPTABLE_EITHER", "READY",
+           "REJECTED", "UNVERIFIED", "VERDICTS", "VERIFIED", "Blocker",
            "ClassVerdict", "Example", "ExampleCall", "Job", "JobClass", "JobFailure",
+           "ModelClass", "ModelClassVerdict", "ModelJob", "ModelResult", "ModelVerdict",
            "ObservationResult", "ObserveClass", "ObserveJob", "Result", "TypeTable",
            "ValidationJob", "ValidationResult", "VerdictName", "encode", "job_from_json",
            "result_from_json", "verdict_name"]
@@ -186,12 +193,92 @@ class ObserveJob:
                    tuple(data.get("sys_path") or ()))
 
 
-Job: TypeAlias = ValidationJob | ObserveJob
+@dataclass(frozen=True)
+class ModelClass:
+    """A rewritten class of the tree that a model job gives a verdict to, from the instances
+    of it the model holds (each called with the inputs the original model gave it)."""
+
+    path: str                               # the original file, resolved
+    name: str
+    rules: tuple[str, ...] = ()
+    lifted: Mapping[str, str] = field(default_factory=dict)
+    python_only: bool = False
+
+    def to_json(self) -> dict[str, Any]:
+        return {"path": self.path, "name": self.name, "rules": list(self.rules),
+                "lifted": dict(self.lifted), "python_only": self.python_only}
+
+    @classmethod
+    def from_json(cls, data: Mapping[str, Any]) -> ModelClass:
+        return cls(str(data["path"]), str(data["name"]), tuple(data.get("rules") or ()),
+                   dict(data.get("lifted") or {}), bool(data.get("python_only", False)))
+
+
+ModelMode = Literal["observe", "validate"]
+
+
+@dataclass(frozen=True)
+class ModelJob:
+    """A configured model: class ``name`` of ``path`` built with ``example``.
+
+    ``mode == "observe"``: the ORIGINAL tree only; the result has the types seen in every
+    method of every class of the tree the model runs (``types``), the classes it holds
+    instances of (``reached``), the tree files it imported (``files``) and whether the
+    original scripts (``model.scripted_before``).
+
+    ``mode == "validate"``: also the tree as tsfix would leave it: every file of ``overlay``
+    (resolved path -> new text) replaces the original file of that path, the others are
+    imported as they are. The result has a verdict for each of ``classes`` the model reaches
+    and the :class:`ModelVerdict`. ``root`` is the project's folder: files under it (and not
+    in the Python installation) are the model's own (the tree), whose classes are observed and
+    whose lines a blocker may point at."""
+
+    id: int
+    path: str
+    name: str
+    example: Example
+    mode: ModelMode = "validate"
+    overlay: Mapping[str, str] = field(default_factory=dict)
+    classes: tuple[ModelClass, ...] = ()
+    sys_path: tuple[str, ...] = ()
+    root: str | None = None
+    target: str = "torchscript"
+
+    op: Literal["model"] = field(default="model", init=False)
+
+    @property
+    def key(self) -> str:
+        """The model as messages name it: ``path:Class``."""
+        return f"{self.path}:{self.name}"
+
+    def to_json(self) -> dict[str, Any]:
+        return {"op": self.op, "id": self.id, "path": self.path, "name": self.name,
+                "example": self.example.to_json(), "mode": self.mode,
+                "overlay": dict(self.overlay), "classes": [c.to_json() for c in self.classes],
+                "sys_path": list(self.sys_path), "root": self.root, "target": self.target}
+
+    @classmethod
+    def from_json(cls, data: Mapping[str, Any]) -> ModelJob:
+        mode = str(data.get("mode", "validate"))
+        if mode not in ("observe", "validate"):
+            raise ValueError(f"unknown model job mode {mode!r}")
+        return cls(int(data["id"]), str(data["path"]), str(data["name"]),
+                   Example.from_json(data["example"]),
+                   "observe" if mode == "observe" else "validate",
+                   dict(data.get("overlay") or {}),
+                   tuple(ModelClass.from_json(c) for c in data.get("classes") or ()),
+                   tuple(data.get("sys_path") or ()), data.get("root"),
+                   str(data.get("target", "torchscript")))
+
+
+Job: TypeAlias = ValidationJob | ObserveJob | ModelJob
 
 
 def job_from_json(data: Mapping[str, Any]) -> Job:
     if data.get("op") == "observe":
         return ObserveJob.from_json(data)
+    if data.get("op") == "model":
+        return ModelJob.from_json(data)
     return ValidationJob.from_json(data)
 
 
@@ -252,12 +339,123 @@ class JobFailure:
         return {"id": self.id, "error": self.error}
 
 
-Result: TypeAlias = ValidationResult | ObservationResult | JobFailure
+@dataclass(frozen=True)
+class Blocker:
+    """Where the model stops scripting: the first frame of TorchScript's message in the tree
+    (``path`` resolved, ``line`` in the file as tsfix leaves it: the overlay's text when the
+    file is rewritten), the class or function there, and TorchScript's message with temporary
+    file names replaced by the real ones."""
+
+    path: str | None
+    line: int | None
+    scope: str | None                       # "Class.method", "Class" or "function"; None: unknown
+    message: str
+
+    def to_json(self) -> dict[str, Any]:
+        return {"path": self.path, "line": self.line, "scope": self.scope,
+                "message": self.message}
+
+    @classmethod
+    def from_json(cls, data: Mapping[str, Any]) -> Blocker:
+        line = data.get("line")
+        return cls(data.get("path"), int(line) if line is not None else None,
+                   data.get("scope"), str(data.get("message", "")))
+
+
+# ModelVerdict.status
+MODEL_SCRIPTS = "scripts"      # end to end, parity with the ORIGINAL eager output, save/load
+MODEL_FAILS = "fails"          # does not script (blocker) or scripts with other outputs (reason)
+MODEL_ERROR = "error"          # could not be decided: the original does not build or run, timeout
+ModelStatus = Literal["scripts", "fails", "error"]
+
+
+@dataclass(frozen=True)
+class ModelVerdict:
+    """One line for a configured model after every rewrite. ``reason`` says what was checked
+    (scripts) or what failed; ``blocker`` is set when scripting failed."""
+
+    status: ModelStatus
+    reason: str
+    scripted_before: bool | None = None     # the ORIGINAL model scripts (None: not known)
+    blocker: Blocker | None = None
+    python_only: bool = False               # scripts and runs, cannot be saved (ignored method)
+    duration_s: float = 0.0
+
+    def to_json(self) -> dict[str, Any]:
+        return {"status": self.status, "reason": self.reason,
+                "scripted_before": self.scripted_before,
+                "blocker": self.blocker.to_json() if self.blocker else None,
+                "python_only": self.python_only, "duration_s": self.duration_s}
+
+    @classmethod
+    def from_json(cls, data: Mapping[str, Any]) -> ModelVerdict:
+        status = str(data["status"])
+        if status not in (MODEL_SCRIPTS, MODEL_FAILS, MODEL_ERROR):
+            raise ValueError(f"unknown model status {status!r}")
+        blocker = data.get("blocker")
+        before = data.get("scripted_before")
+        return cls("scripts" if status == MODEL_SCRIPTS else
+                   "fails" if status == MODEL_FAILS else "error",
+                   str(data["reason"]), None if before is None else bool(before),
+                   Blocker.from_json(blocker) if blocker else None,
+                   bool(data.get("python_only", False)), float(data.get("duration_s", 0.0)))
+
+
+@dataclass(frozen=True)
+class ModelClassVerdict:
+    """A verdict for one :class:`ModelClass` (its file and class), from the model's run."""
+
+    path: str
+    verdict: ClassVerdict
+
+    def to_json(self) -> dict[str, Any]:
+        return {"path": self.path, **self.verdict.to_json()}
+
+    @classmethod
+    def from_json(cls, data: Mapping[str, Any]) -> ModelClassVerdict:
+        return cls(str(data["path"]), ClassVerdict.from_json(data))
+
+
+@dataclass(frozen=True)
+class ModelResult:
+    """What a :class:`ModelJob` found. ``failure``: the ORIGINAL model could not be imported,
+    built or run with its example (then nothing else is set)."""
+
+    id: int
+    model: ModelVerdict | None = None       # "validate" mode; "observe": scripted_before only
+    classes: tuple[ModelClassVerdict, ...] = ()
+    # resolved path -> TypeTable of that file's classes (observe mode)
+    types: Mapping[str, TypeTable] = field(default_factory=dict)
+    # resolved path -> classes of that file the model holds instances of
+    reached: Mapping[str, tuple[str, ...]] = field(default_factory=dict)
+    files: tuple[str, ...] = ()             # tree files the model imported, resolved
+    failure: str | None = None
+
+    def to_json(self) -> dict[str, Any]:
+        return {"id": self.id, "model_result": True,
+                "model": self.model.to_json() if self.model else None,
+                "classes": [c.to_json() for c in self.classes], "types": dict(self.types),
+                "reached": {k: list(v) for k, v in self.reached.items()},
+                "files": list(self.files), "failure": self.failure}
+
+    @classmethod
+    def from_json(cls, data: Mapping[str, Any]) -> ModelResult:
+        model = data.get("model")
+        return cls(int(data["id"]), ModelVerdict.from_json(model) if model else None,
+                   tuple(ModelClassVerdict.from_json(c) for c in data.get("classes") or ()),
+                   dict(data.get("types") or {}),
+                   {str(k): tuple(v) for k, v in (data.get("reached") or {}).items()},
+                   tuple(data.get("files") or ()), data.get("failure"))
+
+
+Result: TypeAlias = ValidationResult | ObservationResult | ModelResult | JobFailure
 
 
 def result_from_json(data: Mapping[str, Any]) -> Result:
     if "error" in data:
         return JobFailure(data.get("id"), str(data["error"]))
+    if data.get("model_result"):
+        return ModelResult.from_json(data)
     if "observed" in data:
         return ObservationResult(int(data["id"]), dict(data["observed"]),
                                  dict(data.get("failures") or {}))

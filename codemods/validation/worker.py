@@ -89,6 +89,7 @@ from tsfix.codemods.validation.protocol import (
     Job,
     JobClass,
     JobFailure,
+    ModelJob,
     ObservationResult,
     ObserveClass,
     ObserveJob,
@@ -939,9 +940,13 @@ def _installed(name: str, module: object) -> bool:
     return False
 
 
-def run_job(job: Job) -> ValidationResult | ObservationResult:
+def run_job(job: Job) -> Result:
     if isinstance(job, ObserveJob):
         return run_observe_job(job)
+    if isinstance(job, ModelJob):
+        from tsfix.codemods.validation.model import run_model_job
+
+        return run_model_job(job)
     results = []
     with import_context(job) as load:
         try:
