@@ -84,11 +84,18 @@ from __future__ import annotations
 import ast
 
 import libcst as cst
+from tsfix.codemods.facts.classes import ClassFacts
 from tsfix.codemods.facts.prefilter import AstFile
-from tsfix.codemods.facts.syntax import self_name
+from tsfix.codemods.facts.syntax import find_all, self_attr, self_name
 from tsfix.codemods.rules.base import ClassChange, Code, Example, Rule
 from tsfix.codemods.rules.modulelist_iter._analysis import MethodAnalysis
-from tsfix.codemods.rules.modulelist_iter._common import MethodPlan, element_name
+from tsfix.codemods.rules.modulelist_iter._common import (
+    MethodPlan,
+    element_name,
+    is_literal_key,
+    single_index,
+)
+from tsfix.codemods.rules.modulelist_iter._inherited import BaseContainers, base_containers
 from tsfix.codemods.rules.modulelist_iter._lengths import ClassAnalysis
 from tsfix.codemods.rules.modulelist_iter._rewrite import MethodRewriter
 
@@ -340,15 +347,19 @@ class M(Module):
         if not facts.is_module_class(cls) or not isinstance(cls.body, cst.IndentedBlock):
             return cls
         class_facts = self.class_facts(cls)
-        if not class_facts.containers:
+        bases = BaseContainers()
+        if _indexes_unassigned(class_facts):
+            bases = base_containers(self.source_module, cls, self.context.filename)
+        if not class_facts.containers and not bases.kinds and not bases.unresolved:
             return cls
-        analysis = ClassAnalysis(class_facts, facts.imports, _tensor_name(facts.imports))
+        analysis = ClassAnalysis(class_facts, facts.imports, _tensor_name(facts.imports),
+                                 bases.kinds, bases.unresolved)
         plans: dict[str, MethodPlan] = {}
         for name in class_facts.compiled:
             if self_name(class_facts.methods[name]) is None:
                 continue
             plan = MethodAnalysis(self, analysis, name).analyse()
-            if plan.loops or plan.hoists:
+            if plan.loops or plan.hoists or plan.selects:
                 plans[name] = plan
         if not plans:
             return cls
@@ -367,6 +378,17 @@ class M(Module):
                         notes.append(f"line {loop.line}: elements of {views} are called through "
                                      ".forward(...), which skips their forward hooks and "
                                      "pre-hooks in eager mode")
+                for select in sorted(plan.selects.values(), key=lambda p: p.line):
+                    parts.append(f"line {select.line}: " + ", ".join(
+                        f"`{self_var}.{s.attr}[{s.index}]`" for s in select.selections)
+                        + " -> the element matched in a loop over enumerate("
+                        + ", ".join(f"{self_var}.{s.attr}" for s in select.selections) + ")")
+                    if select.form == "result":
+                        self.need_typing("Optional")
+                        notes.append(f"line {select.line}: the selected module's result is "
+                                     f"taken to be a Tensor ({select.result}: "
+                                     f"Optional[{select.tensor}], asserted not None after the "
+                                     "loop)")
                 for hoist in sorted(plan.hoists.values(), key=lambda p: p.line):
                     parts.append(f"line {hoist.line}: `{self_var}.{hoist.attr}[{hoist.key}]` -> "
                                  f"a loop over {self_var}.{hoist.attr}.items() matching the name")
@@ -380,6 +402,25 @@ class M(Module):
         self.changes.append(ClassChange(self.name, cls.name.value, self.span_of(cls),
                                         "; ".join(parts), notes=notes))
         return cls.with_changes(body=cls.body.with_changes(body=body))
+
+
+def _indexes_unassigned(facts: ClassFacts) -> bool:
+    """Whether a compiled method indexes an attribute this class never assigns with something
+    other than a literal (a container a base class may build)."""
+    assigned = {a.attr for a in facts.assignments}
+    for name in facts.compiled:
+        func = facts.methods[name]
+        self_var = self_name(func)
+        if self_var is None:
+            continue
+        never = facts.never_compiled(name)
+        for node in find_all(func.body, cst.Subscript):
+            attr = self_attr(node.value, self_var)
+            index = single_index(node)
+            if (attr is not None and attr not in assigned and index is not None
+                    and id(node) not in never and not is_literal_key(index)):
+                return True
+    return False
 
 
 def _tensor_name(imports: dict[str, str]) -> str | None:

@@ -7,6 +7,7 @@ import libcst as cst
 from libcst.helpers import get_full_name_for_node
 from tsfix.codemods.facts.syntax import code_of, find_all, self_attr
 from tsfix.codemods.rules.modulelist_iter._common import (
+    TSF201,
     TSF202,
     MethodPlan,
     is_literal_key,
@@ -15,9 +16,10 @@ from tsfix.codemods.rules.modulelist_iter._common import (
 )
 from tsfix.codemods.rules.modulelist_iter._loops import LoopAnalysis
 from tsfix.codemods.rules.modulelist_iter._moduledict import DictLookups
+from tsfix.codemods.rules.modulelist_iter._select import Selections
 
 
-class MethodAnalysis(LoopAnalysis, DictLookups):
+class MethodAnalysis(LoopAnalysis, Selections, DictLookups):
     """Plans the rewrites of one compiled method and reports every site: fixed or refused."""
 
     def analyse(self) -> MethodPlan:
@@ -27,10 +29,47 @@ class MethodAnalysis(LoopAnalysis, DictLookups):
                          for statement in block.body}
         for loop in loops:
             self.loop(loop, self.taken_names(loop, loops))
+        self.defer_leftovers()
+        self.select_sites(self.deferred)
         self.hoist_dict_calls()
         self.report_leftovers()
         self.report_reversed()
+        self.report_unresolved()
         return self.plan
+
+    def defer_leftovers(self) -> None:
+        """List sites no loop accounted for (an index that is no counter over the whole list)
+        go to the enumerate+if form too."""
+        for node in find_all(self.func.body, cst.Subscript):
+            if (id(node) in self.handled or not self.is_site(node)
+                    or self.container_subscript(node, "list") is None):
+                continue
+            where = f"{code_of(node)} (line {self.rule.line_of(node)})"
+            self.defer_sites([node], f"{where} is indexed with a computed value, not the "
+                             "counter of a loop over the whole list")
+
+    def report_unresolved(self) -> None:
+        """``self.x[k](...)`` where ``x`` is no attribute of this class or of a base whose
+        source is read, and a base's source is not: likely a container that base builds."""
+        bases = self.cls.unresolved_bases
+        if not bases:
+            return
+        assigned = {a.attr for a in self.cls.assignments}
+        for node in find_all(self.func.body, cst.Subscript):
+            attr = self_attr(node.value, self.self_var)
+            index = single_index(node)
+            if (attr is None or attr in assigned or self.container_kind(attr) is not None
+                    or id(node) in self.handled or id(node) in self.never or index is None
+                    or is_literal_key(index)):
+                continue
+            parent = [c for c in find_all(self.func.body, cst.Call) if c.func is node]
+            if not parent:
+                continue
+            named = ", ".join(bases)
+            self.refuse(node, TSF201, f"'self.{attr}' indexed by {short(index)!r}",
+                        f"{code_of(node)} (line {self.rule.line_of(node)}): self.{attr} is not "
+                        f"assigned in {self.cls.name}; it may be a ModuleList built by its base "
+                        f"{named}, whose source is not read; not rewritten")
 
     def report_leftovers(self) -> None:
         for node in find_all(self.func.body, cst.Subscript):

@@ -36,6 +36,8 @@ class MethodState:
         self.handled: set[int] = set()      # ids of the sites a fix or a refusal accounts for
         self.chosen: dict[int, set[str]] = {}   # loop id -> names it introduced
         self.block_of: dict[int, int] = {}
+        # Sites no iteration replaces, and why: the enumerate+if form is tried on them next.
+        self.deferred: list[tuple[cst.Subscript, str]] = []
 
     # ---- sites --------------------------------------------------------------------------------
 
@@ -77,6 +79,11 @@ class MethodState:
             self.handled.add(id(node))
             if self.is_site(node):
                 self.plan.fixed.append((node, TSF201, self.site_message(node)))
+
+    def defer_sites(self, nodes: list[cst.Subscript], reason: str) -> None:
+        """Sites the loop rewrite cannot replace, for the enumerate+if form (``reason``: why
+        not iteration, without the closing "not rewritten")."""
+        self.deferred.extend((node, reason) for node in nodes if id(node) not in self.handled)
 
     def refuse_sites(self, nodes: list[cst.Subscript], reason: str) -> None:
         for node in nodes:

@@ -50,9 +50,33 @@ class Hoist:
 
 
 @dataclass
+class Selection:
+    """One list element picked by its index: ``for counter, element in enumerate(self.attr):
+    if counter == index: ...``."""
+    attr: str
+    index: str                      # the index expression's source
+    element: str
+    counter: str
+    nonnegative: bool               # the index is provably >= 0: no ``or counter == index + len``
+    checked: bool                   # an out-of-range index is checked before the loop
+
+
+@dataclass
+class SelectPlan:
+    """One statement whose indexed calls become selections (the module doc's three forms)."""
+    line: int
+    form: str                       # "inside", "result" or "return"
+    selections: list[Selection]
+    result: str | None = None       # "result": the Optional variable bound in the loop
+    tensor: str = ""                # "result": how the file names the Tensor type
+    keep_statement: bool = True     # "result": False when the statement was `result = call`
+
+
+@dataclass
 class MethodPlan:
     loops: dict[int, LoopPlan] = field(default_factory=dict)
     hoists: dict[int, Hoist] = field(default_factory=dict)
+    selects: dict[int, SelectPlan] = field(default_factory=dict)
     # The sites these rewrites fix: (node, code, message), reported when the class is rewritten.
     fixed: list[tuple[cst.CSTNode, str, str]] = field(default_factory=list)
 

@@ -3,7 +3,7 @@ equals, in ``__init__`` terms (a constructor argument, ``len()`` of a list, a li
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 
 import libcst as cst
 from libcst.helpers import get_full_name_for_node
@@ -30,8 +30,11 @@ class ClassAnalysis:
     """What modulelist-iter knows about one class: its containers and their lengths."""
 
     def __init__(self, facts: ClassFacts, imports: Mapping[str, str],
-                 tensor_name: str | None) -> None:
+                 tensor_name: str | None,
+                 inherited: Mapping[str, tuple[str, str]] | None = None,
+                 unresolved_bases: Sequence[str] = ()) -> None:
         self.facts = facts
+        self.unresolved_bases = list(unresolved_bases)
         self.name = facts.name
         self.imports = dict(imports)
         self.tensor_name = tensor_name
@@ -42,6 +45,13 @@ class ClassAnalysis:
         self.init_counts = binding_counts(self.init) if self.init else {}
         self.containers: dict[str, Container] = {}
         self.containers = self._containers()
+        # Containers a base class builds (attr -> kind name, base), for attributes this class
+        # never assigns. Their lengths are in the base's terms: only ``len(self.x)`` covers them.
+        assigned = {a.attr for a in self.assignments}
+        self.inherited = {attr: kind for attr, kind in (inherited or {}).items()
+                          if attr not in assigned}
+        for attr, (kind, _) in self.inherited.items():
+            self.containers[attr] = Container(attr, CONTAINER_KINDS[kind])
 
     # ---- which attributes are containers ----------------------------------------------------
 
@@ -85,6 +95,8 @@ class ClassAnalysis:
         named = self.facts.containers.get(attr)
         if named is not None:
             return named
+        if attr in self.inherited:
+            return self.inherited[attr][0]
         container = self.containers.get(attr)
         return "ModuleDict" if container is not None and container.kind == "dict" else "ModuleList"
 

@@ -97,13 +97,13 @@ class LoopAnalysis(MethodState):
         if own:
             word = "break" if isinstance(own[0], cst.Break) else "continue"
             return (f"{what} has `{word}` in its body: TorchScript unrolls a loop over a "
-                    "module container and cannot unroll break/continue; not rewritten")
+                    "module container and cannot unroll break/continue")
         if loop.orelse is not None:
-            return f"{what} has an `else` clause; not rewritten"
+            return f"{what} has an `else` clause"
         rebinds = [n for n in find_all(loop.body, cst.Assign, cst.AugAssign, cst.AnnAssign,
                                        cst.For, cst.NamedExpr) if index in bound_names(n)]
         if rebinds:
-            return f"{what} reassigns `{index}` in its body; not rewritten"
+            return f"{what} reassigns `{index}` in its body"
         return None
 
     def indexed(self, loop: cst.For, index: str, length: cst.BaseExpression | None,
@@ -117,15 +117,18 @@ class LoopAnalysis(MethodState):
         what = f"`{header}` (line {self.rule.line_of(loop)})"
         if offset:
             first = code_of(offset[0])
-            for node in offset:
-                self.refuse_sites([node], f"{code_of(node)} in {what}: an index computed from "
-                                  "the loop variable has no iteration equivalent; not rewritten")
-            return self.refuse_sites(exact, f"{what} also indexes {first}, computed from the "
-                                     "loop variable, which has no iteration equivalent; "
-                                     "not rewritten")
+            sites = sorted([*exact, *offset], key=lambda n: self.rule.line_of(n))
+            for node in sites:
+                if any(node is o for o in offset):
+                    self.defer_sites([node], f"{code_of(node)} in {what}: an index computed "
+                                     "from the loop variable has no iteration equivalent")
+                else:
+                    self.defer_sites([node], f"{what} also indexes {first}, computed from the "
+                                     "loop variable, which has no iteration equivalent")
+            return None
         refusal = self._common_refusal(loop, index, what)
         if refusal is not None:
-            return self.refuse_sites(exact, refusal)
+            return self.defer_sites(exact, refusal)
         nested = [s for s in find_all(loop.body, cst.Subscript)
                   if any(s.value is u for u in exact) and not is_literal_key(
                       single_index(s) or cst.Name("x"))]
@@ -143,11 +146,16 @@ class LoopAnalysis(MethodState):
         lead = [k[6:] for k in sorted(keys) if k.startswith("exact:")]
         if lead:
             attrs = [lead[0]] + [a for a in attrs if a != lead[0]]
-        for attr in attrs:
-            if not self.cls.covers(keys, attr):
-                return self.refuse_sites(exact, f"`{code_of(loop.iter)}` in {what} cannot be "
-                                         f"shown to cover every entry of self.{attr}; "
-                                         "not rewritten")
+        uncovered = [a for a in attrs if not self.cls.covers(keys, a)]
+        for attr in uncovered:
+            self.defer_sites([n for n in exact if self_attr(n.value, self.self_var) == attr],
+                             f"`{code_of(loop.iter)}` in {what} cannot be shown to cover every "
+                             f"entry of self.{attr}")
+        if len(uncovered) == len(attrs):
+            return None
+        # The lists the range covers are iterated; the others keep their index (selected).
+        attrs = [a for a in attrs if a not in uncovered]
+        exact = [n for n in exact if self_attr(n.value, self.self_var) in attrs]
         # Is the index needed besides the replaced subscripts (in the body, or after the loop)?
         replaced = {id(n) for node in exact for n in find_all(node, cst.Name)}
         need_index = self.read_outside(loop, index) or any(
@@ -193,7 +201,7 @@ class LoopAnalysis(MethodState):
         message = f"reversed({short(call.args[0].value)})"
         refusal = self._common_refusal(loop, element, what)
         if refusal is not None:
-            return self.refuse(call, TSF202, message, refusal)
+            return self.refuse(call, TSF202, message, f"{refusal}; not rewritten")
         self.chosen[id(loop)] = set()
         self.plan.loops[id(loop)] = LoopPlan(
             self.rule.line_of(loop), header, element, f"{self.self_var}.{attr}[::-1]", {}, None,
@@ -213,7 +221,7 @@ class LoopAnalysis(MethodState):
         what = f"`{header}` (line {self.rule.line_of(loop)})"
         refusal = self._common_refusal(loop, key, what)
         if refusal is not None:
-            return self.refuse_sites(exact, refusal)
+            return self.refuse_sites(exact, f"{refusal}; not rewritten")
         replaced = {id(n) for node in exact for n in find_all(node, cst.Name)}
         need_key = self.read_outside(loop, key) or any(
             n.value == key and id(n) not in replaced for n in find_all(loop.body, cst.Name))

@@ -5,7 +5,15 @@ from __future__ import annotations
 
 import libcst as cst
 from tsfix.codemods.facts.syntax import code_of, self_attr
-from tsfix.codemods.rules.modulelist_iter._common import Hoist, LoopPlan, MethodPlan, single_index
+from tsfix.codemods.rules.modulelist_iter._common import (
+    Hoist,
+    LoopPlan,
+    MethodPlan,
+    Selection,
+    SelectPlan,
+    single_index,
+    source_key,
+)
 
 
 class BodyRewriter(cst.CSTTransformer):
@@ -63,6 +71,9 @@ class MethodRewriter(cst.CSTTransformer):
     def leave_SimpleStatementLine(
             self, original_node: cst.SimpleStatementLine, updated_node: cst.SimpleStatementLine,
     ) -> cst.BaseStatement | cst.FlattenSentinel[cst.BaseStatement]:
+        select = self.plan.selects.get(id(original_node))
+        if select is not None:
+            return cst.FlattenSentinel(_selected(self.self_var, select, updated_node))
         hoist = self.plan.hoists.get(id(original_node))
         if hoist is None:
             return updated_node
@@ -104,3 +115,138 @@ class CallExtractor(cst.CSTTransformer):
             return cst.Name(self.hoist.result).with_changes(lpar=updated_node.lpar,
                                                              rpar=updated_node.rpar)
         return updated_node
+
+
+# ---- the enumerate+if form ----------------------------------------------------------------------
+
+def _selected(self_var: str, plan: SelectPlan,
+              line: cst.SimpleStatementLine) -> list[cst.BaseStatement]:
+    """The statements replacing ``line`` (the module doc shows the three forms)."""
+    statement = line.with_changes(leading_lines=[])
+    picks = ElementCalls(self_var, plan.selections)
+    lines: list[str] = []
+    if plan.form != "return":
+        for selection in plan.selections:
+            lines.extend(_range_check(self_var, selection))
+    new: list[cst.BaseStatement] = [_parsed(text) for text in _joined(lines)]
+    if plan.form == "result":
+        assert plan.result is not None and len(plan.selections) == 1
+        selection = plan.selections[0]
+        found: list[cst.Call] = []
+        rest = statement.visit(ResultCall(self_var, selection, plan.result, found))
+        assert isinstance(rest, cst.SimpleStatementLine) and len(found) == 1
+        call = found[0].with_changes(func=cst.Name(selection.element))
+        assign = cst.SimpleStatementLine([cst.Assign([cst.AssignTarget(cst.Name(plan.result))],
+                                                     call)])
+        new.append(_parsed(f"{plan.result}: Optional[{plan.tensor}] = None"))
+        new.append(_loop(self_var, selection, [assign]))
+        new.append(_parsed(f"assert {plan.result} is not None"))
+        if plan.keep_statement:
+            new.append(rest)
+    else:
+        inner = statement.visit(picks)
+        assert isinstance(inner, cst.SimpleStatementLine)
+        body: cst.BaseStatement = inner
+        for selection in reversed(plan.selections):
+            body = _loop(self_var, selection, [body])
+        new.append(body)
+        if plan.form == "return":
+            new.append(_parsed(_out_of_range(plan.selections[0])))
+    new[0] = new[0].with_changes(leading_lines=line.leading_lines)
+    return new
+
+
+def _range_check(self_var: str, selection: Selection) -> list[str]:
+    """What the container's own ``__getitem__`` raises for an index out of range, raised before
+    the statement runs (the original raises before calling the element, too)."""
+    if not selection.checked:
+        return []
+    length = f"len({self_var}.{selection.attr})"
+    index = selection.index
+    test = (f"{index} >= {length}" if selection.nonnegative
+            else f"not -{length} <= {index} < {length}")
+    return [f"if {test}:", f"    {_out_of_range(selection)}"]
+
+
+def _out_of_range(selection: Selection) -> str:
+    return f'raise IndexError(f"index {{{selection.index}}} is out of range")'
+
+
+def _joined(lines: list[str]) -> list[str]:
+    """Source lines grouped into statements (an ``if`` and its indented body)."""
+    grouped: list[str] = []
+    for text in lines:
+        if text.startswith(" ") and grouped:
+            grouped[-1] += "\n" + text
+        else:
+            grouped.append(text)
+    return grouped
+
+
+def _parsed(text: str) -> cst.BaseStatement:
+    return cst.parse_statement(text + "\n")
+
+
+def _loop(self_var: str, selection: Selection, body: list[cst.BaseStatement]) -> cst.For:
+    """``for counter, element in enumerate(self.attr): if counter == index: <body>``."""
+    counter, index = selection.counter, selection.index
+    test = f"{counter} == {index}"
+    if not selection.nonnegative:
+        # A negative index counts from the end, as the container's own indexing does.
+        test += f" or {counter} == {index} + len({self_var}.{selection.attr})"
+    loop = _parsed(f"for {counter}, {selection.element} in enumerate("
+                   f"{self_var}.{selection.attr}):\n    if {test}:\n        pass")
+    assert isinstance(loop, cst.For) and isinstance(loop.body, cst.IndentedBlock)
+    branch = loop.body.body[0]
+    assert isinstance(branch, cst.If) and isinstance(branch.body, cst.IndentedBlock)
+    branch = branch.with_changes(body=branch.body.with_changes(body=body))
+    return loop.with_changes(body=loop.body.with_changes(body=[branch]))
+
+
+def _picked(self_var: str, selections: list[Selection],
+            node: cst.CSTNode) -> Selection | None:
+    """The selection whose element ``node`` (a subscript) is, if any."""
+    if not isinstance(node, cst.Subscript):
+        return None
+    attr = self_attr(node.value, self_var)
+    index = single_index(node)
+    if attr is None or index is None:
+        return None
+    key = source_key(index)
+    for selection in selections:
+        if selection.attr == attr and source_key(cst.parse_expression(selection.index)) == key:
+            return selection
+    return None
+
+
+class ElementCalls(cst.CSTTransformer):
+    """``self.attr[index](...)`` -> ``element(...)`` for each selection."""
+
+    def __init__(self, self_var: str, selections: list[Selection]) -> None:
+        self.self_var = self_var
+        self.selections = selections
+
+    def leave_Call(self, original_node: cst.Call, updated_node: cst.Call) -> cst.Call:
+        selection = _picked(self.self_var, self.selections, original_node.func)
+        if selection is None:
+            return updated_node
+        return updated_node.with_changes(func=cst.Name(selection.element))
+
+
+class ResultCall(cst.CSTTransformer):
+    """Replaces the selected call with the result variable, keeping the call."""
+
+    def __init__(self, self_var: str, selection: Selection, result: str,
+                 found: list[cst.Call]) -> None:
+        self.self_var = self_var
+        self.selection = selection
+        self.result = result
+        self.found = found
+
+    def leave_Call(self, original_node: cst.Call,
+                   updated_node: cst.Call) -> cst.BaseExpression:
+        if self.found or _picked(self.self_var, [self.selection], original_node.func) is None:
+            return updated_node
+        self.found.append(updated_node)
+        return cst.Name(self.result).with_changes(lpar=updated_node.lpar,
+                                                  rpar=updated_node.rpar)
