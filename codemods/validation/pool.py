@@ -10,8 +10,11 @@ worker's stderr is read from where the job began).
 
 A :class:`WorkerPool` keeps its workers between rounds of jobs (observe, validate, re-validate
 without one rule), so a run imports torch once per worker. Workers start only when a round has
-jobs. Two kinds of job: ``validate`` (a rewritten file's classes, verdicts back) and ``observe``
-(run the original file's examples eagerly, argument types back).
+jobs. Three kinds of job: ``validate`` (a rewritten file's classes, verdicts back), ``observe``
+(run the original file's examples eagerly, argument types back) and ``model`` (a configured model
+built from the original tree and from the tree as tsfix leaves it: types, per-class verdicts and
+the model verdict back). The pool is an :class:`~tsfix.codemods.validation.executor.Executor`:
+the pipeline needs no more of it than ``run``.
 """
 
 from __future__ import annotations
@@ -27,51 +30,42 @@ import sys
 import tempfile
 import threading
 from collections.abc import Callable, Iterable, Sequence
-from dataclasses import dataclass, field
 from pathlib import Path
 from typing import IO, TypeVar
 
+from tsfix.codemods.validation import executor
+from tsfix.codemods.validation.executor import (
+    Executor,
+    ObservedTypes,
+    Outcome,
+    model_result_of,
+    observed_of,
+    verdicts_of,
+)
 from tsfix.codemods.validation.protocol import (
     NOT_SCRIPTABLE_EITHER,
-    UNVERIFIED,
     ClassVerdict,
     Job,
     JobClass,
-    JobFailure,
-    ObservationResult,
+    ModelJob,
+    ModelResult,
     ObserveClass,
     ObserveJob,
-    Result,
-    TypeTable,
     ValidationJob,
-    ValidationResult,
     encode,
     result_from_json,
 )
 
-__all__ = ["NOT_SCRIPTABLE_EITHER", "ClassVerdict", "JobClass", "ObserveClass", "ObserveJob",
-           "ObservedTypes", "ValidationJob", "WorkerPool", "run_jobs"]
+__all__ = ["NOT_SCRIPTABLE_EITHER", "ClassVerdict", "Executor", "JobClass", "ModelJob",
+           "ModelResult", "ObserveClass", "ObserveJob", "ObservedTypes", "Outcome",
+           "ValidationJob", "WorkerPool", "model_result_of", "observed_of", "run_jobs",
+           "verdicts_of"]
 
 WORKER_MODULE = "tsfix.codemods.validation.worker"
 STARTUP_TIMEOUT = 300.0   # importing torch on a loaded machine
 OUTPUT_TAIL = 65536       # bytes of a dead worker's last job's output looked at
 
-# A job's raw outcome: the worker's result, or a string saying why there is none (timeout,
-# worker death).
-Outcome = Result | str
 J = TypeVar("J", bound=Job)
-
-
-@dataclass(frozen=True)
-class ObservedTypes:
-    """What an observe job found: class -> method -> parameter or "return" -> type string, and
-    for each class without observations, why."""
-
-    types: TypeTable = field(default_factory=dict)
-    failures: dict[str, str] = field(default_factory=dict)
-    # The job outlived its timeout: running the original's examples hangs (validation, which
-    # runs them too, would only hang again).
-    timed_out: str | None = None
 
 
 class _Worker:
@@ -216,27 +210,24 @@ class WorkerPool:
                  on_result: Callable[[ValidationJob, list[ClassVerdict]], None] | None = None
                  ) -> dict[int, list[ClassVerdict]]:
         """Validate every job; returns job id -> verdicts."""
-        def report(job: ValidationJob, outcome: Outcome) -> None:
-            if on_result is not None:
-                on_result(job, verdicts_of(job, outcome))
-
-        by_id = {job.id: job for job in jobs}
-        outcomes = self.run(jobs, timeout=timeout, on_result=report if on_result else None)
-        return {job_id: verdicts_of(by_id[job_id], outcome)
-                for job_id, outcome in outcomes.items()}
+        return executor.validate(self, jobs, timeout=timeout, on_result=on_result)
 
     def observe(self, jobs: Sequence[ObserveJob], *, timeout: float,
                 on_result: Callable[[ObserveJob], None] | None = None
                 ) -> dict[int, ObservedTypes]:
         """Run observe jobs; returns job id -> the types seen (or why none were)."""
-        by_id = {job.id: job for job in jobs}
+        return executor.observe(self, jobs, timeout=timeout, on_result=on_result)
 
-        def done(job: ObserveJob, _: Outcome) -> None:
-            if on_result is not None:
-                on_result(job)
+    def models(self, jobs: Sequence[ModelJob], *, timeout: float,
+               on_result: Callable[[ModelJob, ModelResult], None] | None = None
+               ) -> dict[int, ModelResult]:
+        """Run model jobs; returns job id -> result (a timeout, a dead worker or an internal
+        error is the result's ``failure``)."""
+        return executor.models(self, jobs, timeout=timeout, on_result=on_result)
 
-        return {job_id: observed_of(by_id[job_id], outcome)
-                for job_id, outcome in self.run(jobs, timeout=timeout, on_result=done).items()}
+
+# The pool is an executor (checked by mypy here).
+_POOL_IS_AN_EXECUTOR: type[Executor] = WorkerPool
 
 
 def run_jobs(jobs: Iterable[ValidationJob], *, workers: int, timeout: float,
@@ -245,35 +236,6 @@ def run_jobs(jobs: Iterable[ValidationJob], *, workers: int, timeout: float,
     """Validate every job in a pool of its own; returns job id -> verdicts."""
     with WorkerPool(workers) as pool:
         return pool.validate(list(jobs), timeout=timeout, on_result=on_result)
-
-
-def verdicts_of(job: ValidationJob, outcome: Outcome) -> list[ClassVerdict]:
-    """One verdict per class of ``job``: the worker's, or ``unverified`` with why there is
-    none (timeout, worker death, an internal error)."""
-    if isinstance(outcome, str):
-        return [ClassVerdict(c.name, UNVERIFIED, outcome) for c in job.classes]
-    if isinstance(outcome, JobFailure):
-        reason = f"internal validation error: {_last_line(outcome.error)}"
-        return [ClassVerdict(c.name, UNVERIFIED, reason) for c in job.classes]
-    if not isinstance(outcome, ValidationResult):
-        reason = f"internal validation error: unexpected answer {type(outcome).__name__}"
-        return [ClassVerdict(c.name, UNVERIFIED, reason) for c in job.classes]
-    return list(outcome.classes)
-
-
-def observed_of(job: ObserveJob, outcome: Outcome) -> ObservedTypes:
-    if isinstance(outcome, str):
-        reason = outcome.replace("validation worker", "worker").replace(
-            "validation timed out", "timed out")
-        return ObservedTypes(failures={c.name: reason for c in job.classes},
-                             timed_out=reason if reason.startswith("timed out") else None)
-    if isinstance(outcome, JobFailure):
-        reason = f"internal observation error: {_last_line(outcome.error)}"
-        return ObservedTypes(failures={c.name: reason for c in job.classes})
-    if not isinstance(outcome, ObservationResult):
-        reason = f"internal observation error: unexpected answer {type(outcome).__name__}"
-        return ObservedTypes(failures={c.name: reason for c in job.classes})
-    return ObservedTypes(outcome.observed, dict(outcome.failures))
 
 
 # What a signal that ended a worker means, in a verdict.
@@ -341,8 +303,3 @@ def _installed_file(file: str) -> bool:
 
 
 _INSTALLATION: tuple[str, ...] | None = None
-
-
-def _last_line(text: object) -> str:
-    last = str(text).strip().splitlines()[-1:]
-    return last[0] if last else "unknown"
