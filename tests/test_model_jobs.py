@@ -113,8 +113,9 @@ def test_observe_types_every_class_the_model_holds_and_their_bases_in_other_file
     assert result.types[base]["BaseBlock"]["residual"] == {"x": "Tensor", "y": "Tensor",
                                                            "return": "Tensor"}
     assert result.types[model]["SepNet"]["forward"]["local sources"] == "List[Tensor]"
+    # Classes the model holds instances of, a base in the tree included (its methods run).
     assert {path: set(names) for path, names in result.reached.items()} == {
-        model: {"SepNet"}, blocks: {"Stack", "ConvBlock"}}
+        model: {"SepNet"}, blocks: {"Stack", "ConvBlock"}, base: {"BaseBlock"}}
     assert set(result.files) == {str(SEPNET / "sepnet" / f)
                                  for f in ("__init__.py", "base.py", "blocks.py", "model.py")}
     # The original does not script: where, in the helper file.
@@ -421,3 +422,65 @@ def test_the_worker_pool_is_an_executor() -> None:
     local: Executor = WorkerPool(1)     # mypy checks the Protocol; nothing starts
     assert callable(local.run)
     assert local.run([], timeout=1) == {}
+
+
+BASE_CONV = """\
+    import torch.nn as nn
+
+
+    class Conv(nn.Module):
+        def __init__(self, channels, skip_transpose=False):
+            super().__init__()
+            self.conv = nn.Conv1d(channels, channels, 1)
+            self.skip_transpose = skip_transpose
+
+        def forward(self, x):
+            if not self.skip_transpose:
+                x = x.transpose(1, 2)
+            y = self.conv(x)
+            if not self.skip_transpose:
+                y = y.transpose(1, 2)
+            return y
+"""
+
+# speechbrain's ECAPA_TDNN.py: a subclass that only changes __init__ (skip_transpose=True).
+NET_OF_SUBCLASSES = """\
+    import torch.nn as nn
+
+    from pkg.base import Conv
+
+
+    class Conv1d(Conv):
+        def __init__(self, *args, **kwargs):
+            super().__init__(skip_transpose=True, *args, **kwargs)
+
+
+    class Net(nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.first = Conv1d(4)
+            self.second = Conv(4)
+
+        def forward(self, x):
+            return self.second(self.first(x).transpose(1, 2))
+"""
+
+
+@pytest.mark.slow
+def test_a_rewritten_base_class_is_judged_on_the_instances_of_its_subclasses(
+        pool: WorkerPool, tmp_path: Path) -> None:
+    job = package(tmp_path, {"net.py": NET_OF_SUBCLASSES, "base.py": BASE_CONV}, {},
+                  [randn(2, 4, 6)])
+    base = (tmp_path / "pkg" / "base.py").resolve()
+    text, classes = rewritten(base, "lift-branch")
+    assert [(c.name, c.lifted) for c in classes] == [
+        ("Conv", {"skip_transpose": "skip_transpose"})]
+    result = run_one(pool, ModelJob(1, job.path, job.name, job.example, "validate",
+                                    {str(base): text}, tuple(classes), (), job.root))
+    assert set(result.reached[str(base)]) == {"Conv"}
+    verdict, reason = verdicts(result)["Conv"]
+    assert verdict == "verified"
+    # The Conv1d (skip_transpose=True) and the Conv (False): one artifact serves both.
+    assert "2 instance(s) on their real inputs" in reason
+    assert "one artifact served 2 of 2" in reason
+    assert result.model is not None and result.model.status == "scripts"

@@ -171,14 +171,14 @@ def class_origin(cls: type, rename: Mapping[str, str]) -> tuple[str, str] | None
 
 # ---- recording submodule calls ---------------------------------------------------------------
 
-@dataclass
+@dataclass(eq=False)
 class RecordedCall:
     args: tuple[Any, ...]
     kwargs: dict[str, Any]
     output: Any
 
 
-@dataclass
+@dataclass(eq=False)
 class Seen:
     """One submodule instance of the original model (of a tree class) and its recorded calls."""
 
@@ -187,6 +187,9 @@ class Seen:
     module: torch.nn.Module
     file: str                           # resolved file of its class
     name: str                           # the class's __qualname__
+    # (file, qualname) of its class and of each base defined in the tree: an instance of a
+    # subclass runs the methods a base defines (a wrapper that only changes __init__).
+    lineage: tuple[tuple[str, str], ...] = ()
     calls: list[RecordedCall] = field(default_factory=list)
     called: int = 0                     # calls seen, recorded or not
     not_recorded: str | None = None     # why a call was not recorded
@@ -337,16 +340,15 @@ def types_by_file(recorder: _TypeRecorder, wanted: set[tuple[str, str]]) -> dict
     return found
 
 
-def with_tree_bases(reached: set[tuple[str, str]], classes: Sequence[type],
-                    rename: Mapping[str, str], tree: Tree) -> set[tuple[str, str]]:
-    """``reached`` and every base of those classes defined in a tree file."""
-    wanted = set(reached)
-    for cls in classes:
-        for base in cls.__mro__[1:]:
-            origin = class_origin(base, rename)
-            if origin is not None and tree.holds(origin[0]):
-                wanted.add(origin)
-    return wanted
+def lineage(cls: type, rename: Mapping[str, str], tree: Tree) -> tuple[tuple[str, str], ...]:
+    """(file, qualname) of ``cls`` and of its bases defined in tree files (a class of the
+    rewritten tree by the original file it stands for)."""
+    found = []
+    for base in cls.__mro__:
+        origin = class_origin(base, rename)
+        if origin is not None and tree.holds(origin[0]):
+            found.append(origin)
+    return tuple(found)
 
 
 # ---- the rewritten tree: overlay files served from temporary copies ---------------------------
@@ -550,9 +552,10 @@ def run_model_job(job: ModelJob) -> ModelResult:
             return ModelResult(job.id, failure=str(failure))
         reached: dict[str, list[str]] = {}
         for seen in original.seen:
-            names = reached.setdefault(seen.file, [])
-            if seen.name not in names:
-                names.append(seen.name)
+            for file, class_name in seen.lineage:
+                names = reached.setdefault(file, [])
+                if class_name not in names:
+                    names.append(class_name)
         originals = tree_modules(tree)
         files = tuple(sorted({str(Path(f).resolve()) for m in originals.values()
                               if (f := module_file(m)) is not None and tree.holds(f)}))
@@ -613,7 +616,8 @@ def run_original(job: ModelJob, name: str, path: Path, tree: Tree, *,
             origin = class_origin(type(sub), {})
             if (origin is not None and tree.holds(origin[0])
                     and not isinstance(sub, torch.jit.ScriptModule)):
-                mine.append(Seen(k, sub_path, sub, *origin))
+                mine.append(Seen(k, sub_path, sub, *origin,
+                                 lineage=lineage(type(sub), {}, tree)))
         wanted = []
         with calls.attached(mine):
             for j, (args, kwargs) in enumerate(inst.calls):
@@ -633,9 +637,7 @@ def run_original(job: ModelJob, name: str, path: Path, tree: Tree, *,
         seen.extend(mine)
     found = Original(configs, models, outputs, seen, module)
     if observe:
-        reached = {(s.file, s.name) for s in seen}
-        wanted_classes = with_tree_bases(reached, [type(s.module) for s in seen], {}, tree)
-        found.types = types_by_file(recorder, wanted_classes)
+        found.types = types_by_file(recorder, {key for s in seen for key in s.lineage})
     return found
 
 
@@ -650,7 +652,7 @@ def script_original(original: Original, tree: Tree, texts: Texts
     return ModelVerdict("scripts", "the original scripts", True), True
 
 
-@dataclass
+@dataclass(eq=False)
 class Pair:
     """An instance of the original model and the same instance of the rewritten model."""
 
@@ -673,7 +675,7 @@ def validate(job: ModelJob, name: str, path: Path, tree: Tree, original: Origina
     started = time.perf_counter()
     listed = {(str(Path(c.path).resolve()), c.name): c for c in job.classes}
     reached_listed = [c for key, c in listed.items()
-                      if any((s.file, s.name) == key for s in original.seen)]
+                      if any(key in s.lineage for s in original.seen)]
 
     def nobody(culprit: tuple[str, str | None] | None, why: str) -> list[ModelClassVerdict]:
         """Verdicts when no rewritten model exists to take instances from."""
@@ -711,7 +713,7 @@ def validate(job: ModelJob, name: str, path: Path, tree: Tree, original: Origina
         verdicts = []
         for model_class in reached_listed:
             key = (str(Path(model_class.path).resolve()), model_class.name)
-            pairs, unpaired = pair_instances(key, original, models, finder.rename)
+            pairs, unpaired = pair_instances(key, original, models, finder.rename, tree)
             class_started = time.perf_counter()
             verdict: VerdictName
             try:
@@ -761,18 +763,17 @@ def _model_label(job: ModelJob, path: Path, tree: Tree) -> str:
 
 
 def pair_instances(key: tuple[str, str], original: Original,
-                   models: Sequence[torch.nn.Module], rename: Mapping[str, str]
+                   models: Sequence[torch.nn.Module], rename: Mapping[str, str], tree: Tree
                    ) -> tuple[list[Pair], str | None]:
     """Each original instance of the class ``key`` with the rewritten model's module at the
     same path; or why they cannot be paired."""
     pairs = []
     by_config = [dict(model.named_modules()) for model in models]
     for seen in original.seen:
-        if (seen.file, seen.name) != key:
+        if key not in seen.lineage:
             continue
         new = by_config[seen.config].get(seen.path)
-        origin = class_origin(type(new), rename) if new is not None else None
-        if new is None or origin != key:
+        if new is None or lineage(type(new), rename, tree) != seen.lineage:
             where = seen.path or "the model"
             held = type(new).__qualname__ if new is not None else "nothing"
             return [], (f"the rewritten model holds {held} at {where}, where the original "
@@ -834,13 +835,21 @@ def check_reached_class(model_class: ModelClass, pairs: list[Pair], many_configs
     # Which instances one artifact must serve: the first's parameter shapes. One that also
     # differs in a setting that is not lifted is served when it can be; when it cannot, that
     # setting explains it (not comparable), as worker.check_class does.
-    first = called[0]
+    # With lifted arguments, only instances that run this class's forward take them (a
+    # subclass may define a forward of its own).
+    key = (str(Path(model_class.path).resolve()), name)
     notes: list[str] = []
+    lifting = [p for p in called if not lifted or _forward_owner(type(p.new), rename) == key]
+    for p in called:
+        if p not in lifting:
+            notes.append(f"{p.seen.label(many_configs)} is a {type(p.new).__qualname__}, whose "
+                         "forward is its own")
+    first = lifting[0] if lifting else called[0]
     base_shapes = _shapes(first.seen.module)
     base_settings = settings_of(first.new, set(lifted.values()))
     candidates: list[Pair] = []
     excusable: dict[int, str] = {}
-    for p in called:
+    for p in lifting:
         if _shapes(p.seen.module) != base_shapes:
             notes.append(f"{p.seen.label(many_configs)} has other parameter shapes")
             continue
@@ -858,20 +867,21 @@ def check_reached_class(model_class: ModelClass, pairs: list[Pair], many_configs
                            f"attribute {missing[0]} (lifted)")
         return {param: getattr(p.new, attr) for param, attr in lifted.items()}
 
-    def check_artifact(module: Any, step: str, serving: list[Pair], lenient: bool
-                       ) -> list[Pair]:
+    def check_artifact(module: Any, step: str, serving: list[Pair], lenient: bool,
+                       with_lifted: bool = True) -> list[Pair]:
         # A scripted module shares its parameters with the instance it was scripted from (a
         # module of the rewritten model, which the model verdict still runs): put them back.
         kept = {key: value.detach().clone() for key, value in module.state_dict().items()}
         try:
-            return serve(module, step, serving, lenient)
+            return serve(module, step, serving, lenient, with_lifted)
         finally:
             module.load_state_dict(kept)
 
-    def serve(module: Any, step: str, serving: list[Pair], lenient: bool) -> list[Pair]:
+    def serve(module: Any, step: str, serving: list[Pair], lenient: bool,
+              with_lifted: bool) -> list[Pair]:
         served = []
         for p in serving:
-            values = lifted_values(p)
+            values = lifted_values(p) if with_lifted else {}
             module.load_state_dict(p.seen.module.state_dict())
             failure = None
             for j, recorded in enumerate(p.seen.calls):
@@ -918,9 +928,8 @@ def check_reached_class(model_class: ModelClass, pairs: list[Pair], many_configs
                 script(p.seen.module)
             except BaseException as original_exc:
                 before = short_error(original_exc)
-                module_name = type(p.seen.module).__module__
-                old_module = originals.get(module_name)
-                new_module = rewritten.get(module_name)
+                old_module = module_at(originals, model_class.path, {})
+                new_module = module_at(rewritten, model_class.path, rename)
                 if old_module is None or new_module is None or same_error(
                         original_exc, exc, old_module, new_module):
                     raise unverified(
@@ -948,7 +957,7 @@ def check_reached_class(model_class: ModelClass, pairs: list[Pair], many_configs
         scripted.append(artifact)
 
     # One artifact, scripted: the first instance's scripted module serves them too.
-    artifact = scripted[0]
+    artifact = scripted[called.index(first)]
     served = check_artifact(artifact, "one artifact", served, not eager_checked)
 
     buffer = io.BytesIO()
@@ -961,7 +970,9 @@ def check_reached_class(model_class: ModelClass, pairs: list[Pair], many_configs
             raise rejected(f"save/load: {short_error(exc, rename)}") from exc
         save_step = f"save fails as expected ({PYTHON_ONLY_SAVE})"
     else:
-        check_artifact(loaded, "save/load", served, False)
+        # Without an instance the artifact serves (every one a subclass with a forward of its
+        # own), the first instance checks the loaded copy of itself.
+        check_artifact(loaded, "save/load", served or [first], False, bool(served))
         save_step = "save/load"
         if model_class.python_only:
             save_step = "save/load (no ignored method is called)"
@@ -994,6 +1005,23 @@ def settings_of(module: torch.nn.Module, skip: set[str]) -> dict[str, Any]:
             elif isinstance(value, types.FunctionType | types.BuiltinFunctionType):
                 found[name] = getattr(value, "__qualname__", repr(value))
     return found
+
+
+def _forward_owner(cls: type, rename: Mapping[str, str]) -> tuple[str, str] | None:
+    """The class that defines the ``forward`` instances of ``cls`` run."""
+    owner = next((c for c in cls.__mro__ if "forward" in vars(c)), None)
+    return class_origin(owner, rename) if owner is not None else None
+
+
+def module_at(modules: Mapping[str, types.ModuleType], path: str, rename: Mapping[str, str]
+              ) -> types.ModuleType | None:
+    """The module of ``modules`` loaded from ``path`` (or from its overlay copy)."""
+    wanted = str(Path(path).resolve())
+    for module in modules.values():
+        file = module_file(module)
+        if file is not None and str(Path(rename.get(file, file)).resolve()) == wanted:
+            return module
+    return None
 
 
 def _shapes(module: torch.nn.Module) -> dict[str, Any]:
