@@ -32,11 +32,49 @@ What it does
             raise KeyError(task)
         return head_out
 
+    A ModuleList or Sequential element picked by an index that no iteration replaces (an
+    offset ``self.blocks[i - 1]``, a partial range ``for k in range(1, self.depth)``, a list of
+    another length indexed by the same counter, a list a base class builds, an ``int``
+    argument) is picked by the enumerate+if form instead: the statement holding the call moves
+    into a loop over ``enumerate(self.blocks)`` under ``if j == <index>:``, where only the
+    matching element runs. The statement keeps its place and the loop around it stays as it is
+    (``break`` and ``continue`` in it are fine)::
+
+        for i in range(1, len(self.blocks)):     ->  for i in range(1, len(self.blocks)):
+            x = x + self.blocks[i - 1](x)                for j, block in enumerate(self.blocks):
+                                                             if j == i - 1:
+                                                                 x = x + block(x)
+
+    An index that may be out of range is checked first, raising what the list itself raises
+    (``IndexError("index 5 is out of range")``); an index that may be negative also matches
+    ``j == index + len(self.blocks)``, counting from the end as the list does. A statement that
+    binds a name for the first time (``out_k = self.spp_dw[k](output[-1])``, SuDORMRF's UBlock)
+    gets the call's result first, typed as a Tensor, since TorchScript needs a name bound on
+    every path before it is read::
+
+        if k >= len(self.spp_dw):
+            raise IndexError(f"index {k} is out of range")
+        out_k: Optional[torch.Tensor] = None
+        for j, spp_dw_layer in enumerate(self.spp_dw):
+            if j == k:
+                out_k = spp_dw_layer(output[-1])
+        assert out_k is not None
+
+    A ``return self.experts[k](x)`` returns from inside the loop and raises the list's
+    ``IndexError`` after it. Iteration stays the rewrite wherever its proof holds; a loop may
+    mix both (``for i, conv in enumerate(self.convs)`` with ``self.skips[i]`` selected when
+    ``self.skips`` has another length).
+
     Containers are recognised from their assignment in ``__init__`` (``nn.ModuleList(...)``,
     ``torch.nn.Sequential(*[...])``, ``ModuleDict`` imported from ``torch.nn``, or an empty
-    ``nn.ModuleList()`` filled by ``append`` in one ``for`` loop). Loop variables are named after
-    the attribute (``self.layers`` -> ``layer``, ``self.downs`` -> ``down``, ``self.body`` ->
-    ``body_layer``) and never shadow a name the method already uses.
+    ``nn.ModuleList()`` filled by ``append`` in one ``for`` loop), in this class or in a base
+    class defined in the same file or in another file of the user's tree (read, not imported).
+    An attribute a class never assigns, called as ``self.x[k](...)`` while a base's source cannot
+    be read (an installed package's class), is reported (``TSF201``, with the base named), not
+    rewritten. Loop variables are named after the attribute (``self.layers`` -> ``layer``,
+    ``self.downs`` -> ``down``, ``self.body`` -> ``body_layer``) and never shadow a name the
+    method already uses; a module-typed loop variable is never bound again in a nested block
+    (TorchScript rejects that).
 
 Why it breaks export
     TorchScript compiles a loop over a module container by unrolling it, one copy of the body per
@@ -62,12 +100,24 @@ Example
 
 Fix safety
     Parameter names are unchanged (the modules are not moved), so existing checkpoints load
-    strictly. The loop visits exactly the entries the index visited: the range must provably cover
-    every entry of each indexed container (same length source in ``__init__``), otherwise the loop
-    is left alone. Not rewritten, with the reason reported: ``break``/``continue`` in the loop
-    (TorchScript cannot unroll them), ``for ... else``, a reassigned loop variable, offsets
-    (``self.layers[i - 1]``), a range that cannot be shown to cover the whole list, nested
-    containers indexed by two variables, and indexing outside such loops with computed values.
+    strictly. Iteration visits exactly the entries the index visited: the range must provably
+    cover every entry of each indexed container (same length source in ``__init__``), and the
+    loop must have no ``break``/``continue`` (TorchScript cannot unroll them) and not reassign its
+    variable. Otherwise the enumerate+if form runs the same calls on the same elements in the
+    same order. It needs an index that is provably an int and reads the same each time (a loop
+    counter, a parameter annotated ``int``, an int attribute set in ``__init__``, ``len(...)``,
+    and ``+ - * // %`` of those): a float would make the list raise ``TypeError`` where the
+    comparison would silently match nothing. An index out of range raises the list's own
+    ``IndexError`` with the same message, before the statement runs (so parts of the statement
+    left of the call, which the original evaluated first, are not evaluated then). Where the
+    call's result is bound first (the result form), nothing else in the statement may be called
+    before it (moving the call ahead would reorder calls), its result is taken to be a Tensor (a
+    result unpacked later is refused), and a selected module that returns None raises
+    ``AssertionError`` instead of binding None. Not rewritten, with the reason reported:
+    ``for ... else`` (TorchScript rejects it anyway), nested containers indexed by two
+    variables, elements used other than by a call, a call inside a lambda, comprehension,
+    conditional expression or the right side of ``and``/``or``, in a compound statement's header
+    or on a line shared with other statements, and a ``return`` that calls elements of two lists.
     Every site is reported: ``TSF201`` (a container indexed by a variable) and ``TSF202``
     (``reversed()`` of a container) are either fixed by the rewrite or refused with the reason,
     which ``tsfix check`` shows instead of promising a fix.
@@ -119,7 +169,7 @@ class ModuleListIter(Rule):
                "over the container; parameter names are unchanged.")
 
     VALID = (
-        # break in the loop body: TorchScript cannot unroll it.
+        # for ... else: TorchScript rejects the loop whatever its body does.
         """
 import torch.nn as nn
 class M(nn.Module):
@@ -129,43 +179,42 @@ class M(nn.Module):
     def forward(self, x):
         for i in range(len(self.layers)):
             x = self.layers[i](x)
-            if x.sum() > 0:
-                break
+        else:
+            x = x + 1
         return x
 """,
-        # An offset from the loop variable.
+        # The element is used other than by calling it.
         """
 import torch.nn as nn
 class M(nn.Module):
     def __init__(self, n=3):
         super().__init__()
         self.layers = nn.ModuleList([nn.Linear(4, 4) for _ in range(n)])
-    def forward(self, x):
-        for i in range(1, len(self.layers)):
-            x = x + self.layers[i - 1](x)
-        return x
+    def forward(self, x, k: int):
+        return x @ self.layers[k].weight
 """,
-        # A range that does not cover the whole list.
+        # The result of a first binding is unpacked: it is no single Tensor.
         """
+import torch
 import torch.nn as nn
 class M(nn.Module):
-    def __init__(self, n=3, depth=2):
+    def __init__(self, n=3):
         super().__init__()
-        self.depth = depth
-        self.layers = nn.ModuleList([nn.Linear(4, 4) for _ in range(n)])
-    def forward(self, x):
-        for i in range(self.depth):
-            x = self.layers[i](x)
-        return x
+        self.cells = nn.ModuleList([nn.LSTMCell(4, 4) for _ in range(n)])
+    def forward(self, x, h, c):
+        for i in range(1, len(self.cells)):
+            state = self.cells[i](x, (h, c))
+            h, c = state
+        return h
 """,
-        # A computed index outside any loop.
+        # An index that is not provably an int.
         """
 import torch.nn as nn
 class M(nn.Module):
     def __init__(self):
         super().__init__()
         self.experts = nn.ModuleList([nn.Linear(4, 4), nn.Linear(4, 4)])
-    def forward(self, x, k: int):
+    def forward(self, x, k):
         return self.experts[k](x)
 """,
     )
@@ -287,6 +336,106 @@ class M(torch.nn.Module):
         for block in self.blocks[::-1]:
             x = block.forward(x)
         return x
+""",
+        ),
+        # An offset index: the element is matched in a loop over the list (the index is
+        # provably in range, so no check).
+        Example(
+            """
+import torch.nn as nn
+class M(nn.Module):
+    def __init__(self, n=3):
+        super().__init__()
+        self.blocks = nn.ModuleList([nn.Linear(4, 4) for _ in range(n)])
+    def forward(self, x):
+        for i in range(1, len(self.blocks)):
+            x = x + self.blocks[i - 1](x)
+        return x
+""",
+            """
+import torch.nn as nn
+class M(nn.Module):
+    def __init__(self, n=3):
+        super().__init__()
+        self.blocks = nn.ModuleList([nn.Linear(4, 4) for _ in range(n)])
+    def forward(self, x):
+        for i in range(1, len(self.blocks)):
+            for j, block in enumerate(self.blocks):
+                if j == i - 1:
+                    x = x + block(x)
+        return x
+""",
+        ),
+        # A partial range over a list a base class builds (SuDORMRF's UBlock): the first binding
+        # of out_k gets the result, the list's IndexError is checked first.
+        Example(
+            """
+import torch
+import torch.nn as nn
+class Base(nn.Module):
+    def __init__(self, depth=3):
+        super().__init__()
+        self.depth = depth
+        self.spp = nn.ModuleList()
+        for _ in range(depth):
+            self.spp.append(nn.Linear(4, 4))
+class M(Base):
+    def forward(self, x):
+        output = [self.spp[0](x)]
+        for k in range(1, self.depth):
+            out_k = self.spp[k](output[-1])
+            output.append(out_k)
+        return output[-1]
+""",
+            """
+from typing import Optional
+
+import torch
+import torch.nn as nn
+class Base(nn.Module):
+    def __init__(self, depth=3):
+        super().__init__()
+        self.depth = depth
+        self.spp = nn.ModuleList()
+        for _ in range(depth):
+            self.spp.append(nn.Linear(4, 4))
+class M(Base):
+    def forward(self, x):
+        output = [self.spp[0](x)]
+        for k in range(1, self.depth):
+            if k >= len(self.spp):
+                raise IndexError(f"index {k} is out of range")
+            out_k: Optional[torch.Tensor] = None
+            for j, spp_layer in enumerate(self.spp):
+                if j == k:
+                    out_k = spp_layer(output[-1])
+            assert out_k is not None
+            output.append(out_k)
+        return output[-1]
+""",
+        ),
+        # An int argument: returned from inside the loop; negative indexes count from the end.
+        Example(
+            """
+import torch.nn as nn
+class M(nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.experts = nn.ModuleList([nn.Linear(4, 4), nn.Linear(4, 4)])
+    def forward(self, x, k: int = 0):
+        return self.experts[k](x)
+""",
+            """
+import torch.nn as nn
+class M(nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.experts = nn.ModuleList([nn.Linear(4, 4), nn.Linear(4, 4)])
+    def forward(self, x, k: int = 0):
+        for j, expert in enumerate(self.experts):
+            if j == k or j == k + len(self.experts):
+                return expert(x)
+        raise IndexError(f"index {k} is out of range")
 """,
         ),
         # A ModuleDict chosen by a string argument.

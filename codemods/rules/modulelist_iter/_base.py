@@ -38,6 +38,7 @@ class MethodState:
         self.block_of: dict[int, int] = {}
         # Sites no iteration replaces, and why: the enumerate+if form is tried on them next.
         self.deferred: list[tuple[cst.Subscript, str]] = []
+        self.deferred_ids: set[int] = set()
 
     # ---- sites --------------------------------------------------------------------------------
 
@@ -83,7 +84,10 @@ class MethodState:
     def defer_sites(self, nodes: list[cst.Subscript], reason: str) -> None:
         """Sites the loop rewrite cannot replace, for the enumerate+if form (``reason``: why
         not iteration, without the closing "not rewritten")."""
-        self.deferred.extend((node, reason) for node in nodes if id(node) not in self.handled)
+        for node in nodes:
+            if id(node) not in self.handled and id(node) not in self.deferred_ids:
+                self.deferred.append((node, reason))
+                self.deferred_ids.add(id(node))
 
     def refuse_sites(self, nodes: list[cst.Subscript], reason: str) -> None:
         for node in nodes:

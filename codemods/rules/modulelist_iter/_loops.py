@@ -126,6 +126,10 @@ class LoopAnalysis(MethodState):
                     self.defer_sites([node], f"{what} also indexes {first}, computed from the "
                                      "loop variable, which has no iteration equivalent")
             return None
+        if loop.orelse is not None:
+            # The enumerate+if form would keep the loop, whose `else` TorchScript rejects too.
+            return self.refuse_sites(exact, f"{what} has an `else` clause, which TorchScript "
+                                     "does not support either; not rewritten")
         refusal = self._common_refusal(loop, index, what)
         if refusal is not None:
             return self.defer_sites(exact, refusal)

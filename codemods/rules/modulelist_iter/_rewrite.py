@@ -125,9 +125,8 @@ def _selected(self_var: str, plan: SelectPlan,
     statement = line.with_changes(leading_lines=[])
     picks = ElementCalls(self_var, plan.selections)
     lines: list[str] = []
-    if plan.form != "return":
-        for selection in plan.selections:
-            lines.extend(_range_check(self_var, selection))
+    for selection in plan.selections:
+        lines.extend(_range_check(self_var, selection))
     new: list[cst.BaseStatement] = [_parsed(text) for text in _joined(lines)]
     if plan.form == "result":
         assert plan.result is not None and len(plan.selections) == 1

@@ -36,6 +36,7 @@ class Selections(MethodState):
 
     def select_sites(self, deferred: list[tuple[cst.Subscript, str]]) -> None:
         self.parents = _parents(self.func)
+        self.int_names_pending: set[str] = set()
         deferred_ids = {id(node) for node, _ in deferred}
         by_line: dict[int, tuple[cst.BaseStatement | None, list[tuple[cst.Subscript, str]]]] = {}
         for node, why in deferred:
@@ -116,8 +117,6 @@ class Selections(MethodState):
             assert isinstance(parent, cst.Call)
             calls.append(parent)
         if isinstance(small, cst.Return):
-            if len(keys) > 1:
-                return "a return statement calls elements of several lists"
             form = "return"
         elif isinstance(small, cst.Expr | cst.Assign | cst.AugAssign | cst.AnnAssign):
             new = [n for n in bound_names(small) if not self._bound_before(n, line, small)]
@@ -149,11 +148,6 @@ class Selections(MethodState):
         parent = self.parents.get(id(site))
         if not isinstance(parent, cst.Call) or parent.func is not site:
             return f"{code} is used other than by calling it"
-        index = single_index(site)
-        assert index is not None
-        if not self._is_int(index, 0):
-            return (f"the index `{code_of(index)}` is not known to be an int (a loop counter, "
-                    "a parameter annotated `int`, an int attribute, or arithmetic on those)")
         chain = [site, *self._ancestors(site)]
         for child, ancestor in itertools.pairwise(chain):
             if ancestor is line:
@@ -165,6 +159,11 @@ class Selections(MethodState):
                 return f"{code} is inside a conditional expression"
             if isinstance(ancestor, cst.BooleanOperation) and child is ancestor.right:
                 return f"{code} is evaluated only conditionally (and/or)"
+        index = single_index(site)
+        assert index is not None
+        if not self._is_int(index, 0):
+            return (f"the index `{code_of(index)}` is not known to be an int (a loop counter, "
+                    "a parameter annotated `int`, an int attribute, or arithmetic on those)")
         return None
 
     def _result_refusal(self, small: cst.BaseSmallStatement, calls: list[cst.Call],
@@ -219,11 +218,16 @@ class Selections(MethodState):
             assert attr is not None and index is not None
             element = element_name(attr, "list", taken | {s.element for s in selections}
                                    | counters)
-            counter = fresh("j", taken | counters | {element}, f"{element}_index")
+            counter = fresh("j", taken | counters | {element}, "j")
             counters.add(counter)
             lower = self._lower_bound(index, 0)
             nonnegative = lower is not None and lower >= 0
             checked = not (nonnegative and self._below_length(index, attr, line))
+            if form == "return":
+                # One selection: the list's IndexError is raised after the loop, where the
+                # function would otherwise fall off its end. Several: each index is checked
+                # first, since an inner mismatch falls through to the outer loop.
+                checked = len(sites) > 1
             selections.append(Selection(attr, code_of(index), element, counter, nonnegative,
                                         checked))
         self.select_names.setdefault(block, set()).update(s.element for s in selections)
@@ -333,10 +337,22 @@ class Selections(MethodState):
         return False
 
     def _int_name(self, name: str, depth: int) -> bool:
+        """Every binding of ``name`` gives an int. A binding that reads ``name`` itself
+        (``i = i + 1``) is judged taking ``name`` to be an int: the others decide."""
+        if name in self.int_names_pending:
+            return True
         param = parameters_of(self.func).get(name)
         bindings = self._bindings(name)
         if bindings is None or depth > _MAX_DEPTH:
             return False
+        self.int_names_pending.add(name)
+        try:
+            return self._int_bindings(name, param, bindings, depth)
+        finally:
+            self.int_names_pending.discard(name)
+
+    def _int_bindings(self, name: str, param: cst.Param | None, bindings: list[cst.CSTNode],
+                      depth: int) -> bool:
         if param is not None:
             annotated = param.annotation is not None and code_of(
                 param.annotation.annotation) == "int"
