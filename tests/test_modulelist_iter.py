@@ -506,9 +506,54 @@ def test_moduledict_key_loop_iterates_items_or_values() -> None:
         """)
 
 
-# ---- refused, with the reason ------------------------------------------------------------------
+# ---- the enumerate+if form ----------------------------------------------------------------------
 
-@pytest.mark.parametrize(("forward", "reason"), [
+@pytest.mark.parametrize(("forward", "expected"), [
+    # An offset that stays in range: no check, and no match from the end.
+    ("""
+     def forward(self, x):
+         for i in range(1, len(self.layers)):
+             x = x + self.layers[i - 1](x)
+         return x
+     """, """
+     def forward(self, x):
+         for i in range(1, len(self.layers)):
+             for j, layer in enumerate(self.layers):
+                 if j == i - 1:
+                     x = x + layer(x)
+         return x
+     """),
+    # A stop one past the length, read back by the offset: still in range.
+    ("""
+     def forward(self, x):
+         for i in range(1, self.num_layers + 1):
+             x = self.layers[i - 1](x)
+         return x
+     """, """
+     def forward(self, x):
+         for i in range(1, self.num_layers + 1):
+             for j, layer in enumerate(self.layers):
+                 if j == i - 1:
+                     x = layer(x)
+         return x
+     """),
+    # A partial range of another length source: the list's IndexError is checked first.
+    ("""
+     def forward(self, x, n: int):
+         for i in range(n):
+             x = self.layers[i](x)
+         return x
+     """, """
+     def forward(self, x, n: int):
+         for i in range(n):
+             if i >= len(self.layers):
+                 raise IndexError(f"index {i} is out of range")
+             for j, layer in enumerate(self.layers):
+                 if j == i:
+                     x = layer(x)
+         return x
+     """),
+    # `break` stays in the range loop, where TorchScript takes it.
     ("""
      def forward(self, x):
          for i in range(len(self.layers)):
@@ -516,15 +561,234 @@ def test_moduledict_key_loop_iterates_items_or_values() -> None:
              if x.sum() > 0:
                  break
          return x
-     """, "has `break` in its body"),
+     """, """
+     def forward(self, x):
+         for i in range(len(self.layers)):
+             for j, layer in enumerate(self.layers):
+                 if j == i:
+                     x = layer(x)
+             if x.sum() > 0:
+                 break
+         return x
+     """),
+    # An index that may be negative counts from the end, as the list does.
+    ("""
+     def forward(self, x, k: int):
+         y = x * 2
+         y = self.layers[k](y) + x
+         return y
+     """, """
+     def forward(self, x, k: int):
+         y = x * 2
+         if not -len(self.layers) <= k < len(self.layers):
+             raise IndexError(f"index {k} is out of range")
+         for j, layer in enumerate(self.layers):
+             if j == k or j == k + len(self.layers):
+                 y = layer(y) + x
+         return y
+     """),
+    # A reassigned counter: an int still, but no longer bounded.
     ("""
      def forward(self, x):
          for i in range(len(self.layers)):
-             if x.sum() > 0:
-                 continue
              x = self.layers[i](x)
+             i = i + 1
          return x
-     """, "has `continue` in its body"),
+     """, """
+     def forward(self, x):
+         for i in range(len(self.layers)):
+             if not -len(self.layers) <= i < len(self.layers):
+                 raise IndexError(f"index {i} is out of range")
+             for j, layer in enumerate(self.layers):
+                 if j == i or j == i + len(self.layers):
+                     x = layer(x)
+             i = i + 1
+         return x
+     """),
+    # A return: the element's call is returned from inside the loop; the error follows it.
+    ("""
+     def forward(self, x, k: int):
+         return self.layers[k](x)
+     """, """
+     def forward(self, x, k: int):
+         for j, layer in enumerate(self.layers):
+             if j == k or j == k + len(self.layers):
+                 return layer(x)
+         raise IndexError(f"index {k} is out of range")
+     """),
+    # A name bound for the first time: the result is bound before the statement.
+    ("""
+     def forward(self, x, k: int):
+         y = torch.tanh(self.layers[k](x)) * 2
+         return y
+     """, """
+     def forward(self, x, k: int):
+         if not -len(self.layers) <= k < len(self.layers):
+             raise IndexError(f"index {k} is out of range")
+         layer_out: Optional[torch.Tensor] = None
+         for j, layer in enumerate(self.layers):
+             if j == k or j == k + len(self.layers):
+                 layer_out = layer(x)
+         assert layer_out is not None
+         y = torch.tanh(layer_out) * 2
+         return y
+     """),
+    # `name = call` where nothing else binds the name: the name itself holds the result.
+    ("""
+     def forward(self, x):
+         outs = [x]
+         for k in range(1, self.num_layers):
+             out_k = self.layers[k](outs[-1])
+             outs.append(out_k)
+         return outs[-1]
+     """, """
+     def forward(self, x):
+         outs = [x]
+         for k in range(1, self.num_layers):
+             out_k: Optional[torch.Tensor] = None
+             for j, layer in enumerate(self.layers):
+                 if j == k:
+                     out_k = layer(outs[-1])
+             assert out_k is not None
+             outs.append(out_k)
+         return outs[-1]
+     """),
+    # Bound earlier in an enclosing block: assigned in place.
+    ("""
+     def forward(self, x):
+         h = x
+         for i in range(1, self.num_layers):
+             if h.sum() > 0:
+                 h = self.layers[i](x)
+         return h
+     """, """
+     def forward(self, x):
+         h = x
+         for i in range(1, self.num_layers):
+             if h.sum() > 0:
+                 for j, layer in enumerate(self.layers):
+                     if j == i:
+                         h = layer(x)
+         return h
+     """),
+    # Two elements in one statement: nested selections, distinct names.
+    ("""
+     def forward(self, x):
+         for i in range(1, len(self.layers)):
+             x = self.layers[i](x) - self.layers[i - 1](x)
+         return x
+     """, """
+     def forward(self, x):
+         for i in range(1, len(self.layers)):
+             for j, layer in enumerate(self.layers):
+                 if j == i:
+                     for j2, layer_module in enumerate(self.layers):
+                         if j2 == i - 1:
+                             x = layer(x) - layer_module(x)
+         return x
+     """),
+    # An int attribute outside any loop, and a list of another length: checked.
+    ("""
+     def forward(self, x):
+         return self.other[self.num_layers - 1](x)
+     """, """
+     def forward(self, x):
+         for j, other_layer in enumerate(self.other):
+             if j == self.num_layers - 1 or j == self.num_layers - 1 + len(self.other):
+                 return other_layer(x)
+         raise IndexError(f"index {self.num_layers - 1} is out of range")
+     """),
+])
+def test_selected_elements(forward: str, expected: str) -> None:
+    result = rewrite(model(LAYERS, forward))
+    assert body(result) == textwrap.dedent(expected).lstrip("\n"), reasons(result)
+    assert result.skips == [] and {f.code for f in result.fixes} == {"TSF201"}
+
+
+def test_lists_of_other_lengths_in_one_loop_mix_both_forms() -> None:
+    """The covered list is iterated; the one of another length keeps its index, selected."""
+    result = rewrite(model("""
+        (self, a=2, b=2):
+            super().__init__()
+            self.layers = nn.ModuleList([nn.Linear(4, 4) for _ in range(a)])
+            self.norms = nn.ModuleList([nn.LayerNorm(4) for _ in range(b)])
+        """, """
+        def forward(self, x):
+            for i in range(len(self.layers)):
+                x = self.norms[i](self.layers[i](x))
+            return x
+        """))
+    assert body(result) == textwrap.dedent("""\
+        def forward(self, x):
+            for i, layer in enumerate(self.layers):
+                if i >= len(self.norms):
+                    raise IndexError(f"index {i} is out of range")
+                for j, norm in enumerate(self.norms):
+                    if j == i:
+                        x = norm(layer(x))
+            return x
+        """)
+    summary = result.changes[0].summary
+    assert "`for i in range(len(self.layers))` -> `for i, layer in enumerate(self.layers)`" in (
+        summary)
+    assert "`self.norms[i]` -> the element matched in a loop over enumerate(self.norms)" in (
+        summary)
+
+
+def test_length_from_a_reassigned_argument_is_not_trusted() -> None:
+    """The range is not shown to equal the list's length: no iteration, and the index is
+    checked against the list."""
+    result = rewrite(model("""
+        (self, n=2):
+            super().__init__()
+            self.n = n
+            n = n + 1
+            self.layers = nn.ModuleList([nn.Linear(4, 4) for _ in range(n)])
+        """, """
+        def forward(self, x):
+            for i in range(self.n):
+                x = self.layers[i](x)
+            return x
+        """))
+    assert "for layer in self.layers" not in result.text
+    assert "if i >= len(self.layers):" in body(result)
+
+
+def test_result_form_notes_the_tensor_assumption_and_imports_optional() -> None:
+    result = rewrite(model(LAYERS, """
+        def forward(self, x, k: int):
+            y = self.layers[k](x) * 2
+            return y
+        """))
+    assert result.changes[0].notes == [
+        "line 14: the selected module's result is taken to be a Tensor (layer_out: "
+        "Optional[torch.Tensor], asserted not None after the loop)"]
+    assert result.text.startswith("from typing import List, Optional\n")
+
+
+def test_select_names_avoid_names_in_use_and_nested_rebinding() -> None:
+    """The counter avoids a name the method uses; an element name bound in an enclosing block is
+    not bound again in a nested one (TorchScript rejects that), while sibling blocks share."""
+    result = rewrite(model(LAYERS, """
+        def forward(self, x, k: int, flag: bool):
+            j = 1
+            x = self.layers[k](x) * j
+            if flag:
+                x = self.layers[k](x)
+            else:
+                x = self.layers[k](x)
+            return x
+        """))
+    text = body(result)
+    assert "for j2, layer in enumerate(self.layers):" in text.splitlines()[4]
+    nested = [line.strip() for line in text.splitlines()
+              if line.startswith("        for ")]
+    assert nested == ["for j2, layer_module in enumerate(self.layers):"] * 2, text
+
+
+# ---- refused, with the reason ------------------------------------------------------------------
+
+@pytest.mark.parametrize(("forward", "reason"), [
     ("""
      def forward(self, x):
          for i in range(len(self.layers)):
@@ -532,46 +796,68 @@ def test_moduledict_key_loop_iterates_items_or_values() -> None:
          else:
              x = x + 1
          return x
-     """, "has an `else` clause"),
-    ("""
-     def forward(self, x):
-         for i in range(1, len(self.layers)):
-             x = self.layers[i - 1](x)
-         return x
-     """, "self.layers[i - 1] in `for i in range(1, len(self.layers))`"),
-    ("""
-     def forward(self, x):
-         for i in range(len(self.layers) - 1):
-             x = self.layers[i](x)
-         return x
-     """, "cannot be shown to cover every entry of self.layers"),
-    ("""
-     def forward(self, x, n: int):
-         for i in range(n):
-             x = self.layers[i](x)
-         return x
-     """, "`range(n)` in `for i in range(n)`"),
-    ("""
-     def forward(self, x):
-         for i in range(len(self.layers)):
-             x = self.other[i](self.layers[i](x))
-         return x
-     """, "cannot be shown to cover every entry of self.other"),
-    ("""
-     def forward(self, x):
-         for i in range(len(self.layers)):
-             x = self.layers[i](x)
-             i = i + 1
-         return x
-     """, "reassigns `i` in its body"),
-    ("""
-     def forward(self, x, k: int):
-         return self.layers[k](x)
-     """, "self.layers[k] (line 14) is indexed with a computed value outside a loop"),
+     """, "has an `else` clause, which TorchScript does not support either"),
     ("""
      def forward(self, x):
          return [self.layers[i](x) for i in range(len(self.layers))]
-     """, "is indexed with a computed value"),
+     """, "inside a lambda or comprehension"),
+    ("""
+     def forward(self, x, k):
+         return self.layers[k](x)
+     """, "the index `k` is not known to be an int"),
+    ("""
+     def forward(self, x, k: float):
+         return self.layers[int(k)](x)
+     """, "the index `int(k)` is not known to be an int"),
+    ("""
+     def forward(self, x, k: int):
+         return self.layers[k].weight
+     """, "self.layers[k] is used other than by calling it"),
+    ("""
+     def forward(self, x, k: int):
+         h, c = self.layers[k](x)
+         return h
+     """, "the call's result is unpacked"),
+    ("""
+     def forward(self, x, k: int):
+         state = self.layers[k](x)
+         h, c = state
+         return h
+     """, "`state` is unpacked later (`h, c = state`)"),
+    ("""
+     def forward(self, x, k: int):
+         y = self.norms[0](x) + self.layers[k](x)
+         return y
+     """, "`self.norms[0](...)` runs before the indexed call"),
+    ("""
+     def forward(self, x, k: int):
+         y = self.layers[k](x) + self.other[k](x)
+         return y
+     """, "binds `y` for the first time and calls several indexed elements"),
+    ("""
+     def forward(self, x, k: int):
+         if self.layers[k](x).sum() > 0:
+             x = x + 1
+         return x
+     """, "in the header of a compound statement"),
+    ("""
+     def forward(self, x, k: int):
+         if k: x = self.layers[k](x)
+         return x
+     """, "shares its line with the statement it is under"),
+    ("""
+     def forward(self, x, k: int):
+         x = x + 1; x = self.layers[k](x)
+         return x
+     """, "the statement shares its line with others"),
+    ("""
+     def forward(self, x, k: int):
+         return x if k < 0 else self.layers[k](x)
+     """, "inside a conditional expression"),
+    ("""
+     def forward(self, x, k: int):
+         return k < 0 or self.layers[k](x)
+     """, "evaluated only conditionally"),
 ])
 def test_refusals(forward: str, reason: str) -> None:
     code = model(LAYERS, forward)
@@ -599,38 +885,101 @@ def test_nested_container_indexed_by_two_variables() -> None:
     assert any("a nested container indexed by another variable" in r for r in reasons(result))
 
 
-def test_zip_partner_of_another_length_source_is_refused() -> None:
-    result = rewrite(model("""
-        (self, a=2, b=2):
-            super().__init__()
-            self.layers = nn.ModuleList([nn.Linear(4, 4) for _ in range(a)])
-            self.norms = nn.ModuleList([nn.LayerNorm(4) for _ in range(b)])
-        """, """
+# ---- containers built by a base class ------------------------------------------------------------
+
+BASE = """\
+import torch
+import torch.nn as nn
+
+
+class _Base(nn.Module):
+    def __init__(self, depth=3):
+        super().__init__()
+        self.depth = depth
+        self.spp = nn.Sequential(*[nn.Linear(4, 4) for _ in range(depth)])
+"""
+
+BLOCK = """\
+class Block(_Base):
+    def forward(self, x):
+        for k in range(1, self.depth):
+            x = self.spp[k](x)
+        for i in range(len(self.spp)):
+            x = self.spp[i](x)
+        return x
+"""
+
+
+def test_a_container_built_in_a_base_class_of_the_file() -> None:
+    result = rewrite(BASE + "\n\n" + BLOCK)
+    assert body(result) == textwrap.dedent("""\
         def forward(self, x):
-            for i in range(len(self.layers)):
-                x = self.norms[i](self.layers[i](x))
+            for k in range(1, self.depth):
+                if k >= len(self.spp):
+                    raise IndexError(f"index {k} is out of range")
+                for j, spp_layer2 in enumerate(self.spp):
+                    if j == k:
+                        x = spp_layer2(x)
+            for spp_layer in self.spp:
+                x = spp_layer(x)
             return x
-        """))
-    assert not result.changed
-    assert any("cover every entry of self.norms" in r for r in reasons(result))
+        """), reasons(result)
+    assert sorted((f.line, f.class_name, f.message) for f in result.fixes) == [
+        (15, "Block", "Sequential 'self.spp' indexed by 'k'"),
+        (17, "Block", "Sequential 'self.spp' indexed by 'i'")]
 
 
-def test_length_from_a_reassigned_argument_is_not_trusted() -> None:
-    result = rewrite(model("""
-        (self, n=2):
-            super().__init__()
-            self.n = n
-            n = n + 1
-            self.layers = nn.ModuleList([nn.Linear(4, 4) for _ in range(n)])
-        """, """
-        def forward(self, x):
-            for i in range(self.n):
-                x = self.layers[i](x)
-            return x
-        """))
-    assert not result.changed
-    assert any("cannot be shown to cover" in r for r in reasons(result))
+def test_a_subclass_that_assigns_the_attribute_itself_decides_it() -> None:
+    """The subclass stores a plain list of floats under the base's container name: not a
+    container, so nothing to rewrite or report."""
+    code = BASE + "\n\n" + BLOCK.replace(
+        "    def forward", "    def __init__(self):\n        super().__init__()\n"
+        "        self.spp = [1.0, 2.0, 3.0]\n\n    def forward").replace(
+        "x = self.spp[k](x)", "x = x * self.spp[k]").replace(
+        "x = self.spp[i](x)", "x = x * self.spp[i]")
+    result = rewrite(code)
+    assert result.text == code and result.skips == []
 
+
+def test_a_base_class_in_another_file_of_the_tree(tmp_path: Path) -> None:
+    package = tmp_path / "pkg"
+    package.mkdir()
+    (package / "__init__.py").write_text("")
+    (package / "base.py").write_text(BASE)
+    block = package / "block.py"
+    block.write_text("from .base import _Base\n\n\n" + BLOCK)
+    result = rewrite_source(block.read_text(), str(block), [ModuleListIter])
+    assert "for j, spp_layer2 in enumerate(self.spp):" in result.text, reasons(result)
+    assert "for spp_layer in self.spp:" in result.text
+    assert (package / "base.py").read_text() == BASE
+
+
+def test_a_base_whose_source_is_not_read_is_reported(tmp_path: Path) -> None:
+    """Issue 18: a list built by a base class was skipped silently. A base from outside the
+    tree cannot be read: each called site is a TSF201 refusal naming the base."""
+    code = textwrap.dedent("""\
+        import torch.nn as nn
+        from somewhere.layers import PyramidBase
+
+
+        class Block(PyramidBase):
+            def forward(self, x):
+                for k in range(1, self.depth):
+                    x = self.spp_dw[k](x) + self.scales[k]
+                return x
+        """)
+    path = tmp_path / "block.py"
+    path.write_text(code)
+    result = rewrite_source(code, str(path), [ModuleListIter])
+    assert result.text == code
+    assert [(s.code, s.message, s.reason) for s in result.skips] == [
+        ("TSF201", "'self.spp_dw' indexed by 'k'",
+         "self.spp_dw[k] (line 8): self.spp_dw is not assigned in Block; it may be a ModuleList "
+         "built by its base somewhere.layers.PyramidBase, whose source is not read; "
+         "not rewritten")]
+
+
+# ---- ModuleDict refusals -----------------------------------------------------------------------
 
 @pytest.mark.parametrize(("forward", "reason"), [
     ("""
@@ -793,9 +1142,9 @@ def test_an_export_method_is_rewritten() -> None:
 
 # ---- what tsfix check reports -------------------------------------------------------------------
 
-def test_offset_index_is_a_refusal_with_its_reason() -> None:
-    """Issue 14: check once recommended modulelist-iter for `self.blocks[i - 1]`, which the
-    rule refuses; the rule now reports the site as a TSF201 refusal."""
+def test_offset_index_is_fixed_and_reported() -> None:
+    """Issue 14 had check promise modulelist-iter for `self.blocks[i - 1]`, which the rule then
+    refused; issue 18: the rule fixes it (the enumerate+if form) and reports both sites fixed."""
     code = textwrap.dedent("""\
         import torch.nn as nn
 
@@ -811,14 +1160,11 @@ def test_offset_index_is_a_refusal_with_its_reason() -> None:
                 return x
         """)
     result = rewrite(code)
-    assert result.text == code and result.fixes == []
-    assert [(s.code, s.line, s.column, s.message, s.reason) for s in result.skips] == [
-        ("TSF201", 11, 17, "ModuleList 'self.blocks' indexed by 'i - 1'",
-         "self.blocks[i - 1] in `for i in range(1, len(self.blocks))` (line 10): an index "
-         "computed from the loop variable has no iteration equivalent; not rewritten"),
-        ("TSF201", 11, 41, "ModuleList 'self.blocks' indexed by 'i'",
-         "`for i in range(1, len(self.blocks))` (line 10) also indexes self.blocks[i - 1], "
-         "computed from the loop variable, which has no iteration equivalent; not rewritten")]
+    assert result.skips == []
+    assert [(f.code, f.line, f.column, f.message) for f in result.fixes] == [
+        ("TSF201", 11, 17, "ModuleList 'self.blocks' indexed by 'i - 1'"),
+        ("TSF201", 11, 41, "ModuleList 'self.blocks' indexed by 'i'")]
+    assert "x = block(x) + block_module(x)" in result.text
 
 
 def test_reversed_outside_a_loop_header_and_a_reassigned_container_are_refused() -> None:
@@ -858,7 +1204,10 @@ def test_fixtures_rewrite_exactly_these_classes() -> None:
         result = rewrite_source(before.read_text(), before.name, [ModuleListIter])
         rewritten |= {c.class_name for c in result.changes}
     assert rewritten == {"TransformerEncoder", "JumpingKnowledgeReadout", "UNet",
-                         "MultiTaskModel", "AllTasksModel", "MultiScaleBackbone"}
+                         "MultiTaskModel", "AllTasksModel", "MultiScaleBackbone",
+                         "EarlyExitClassifier", "ProgressiveGenerator", "CascadeRefiner",
+                         "ExpertSelector", "TaskHeads", "PyramidDecoder", "UBlock",
+                         "UConvBlock", "Res2NetBlock", "RNNCell", "MultiScaleDiscriminator"}
 
 
 def test_kept_loops_fixture_reports_every_refusal() -> None:
@@ -869,10 +1218,23 @@ def test_kept_loops_fixture_reports_every_refusal() -> None:
     for s in result.skips:
         assert s.code == "TSF201", s
         by_class.setdefault(s.class_name, []).append(s.reason)
-    assert any("`break`" in r for r in by_class["EarlyExitClassifier"])
-    assert any("cannot be shown to cover" in r for r in by_class["ProgressiveGenerator"])
-    assert any("self.stages[i - 1]" in r for r in by_class["CascadeRefiner"])
-    assert any("computed value outside a loop" in r for r in by_class["ExpertSelector"])
+    assert by_class == {
+        "RepeatedBlocks": [
+            "self.TCN[i] (line 39) is indexed with a computed value, not the counter of a loop "
+            "over the whole list; the enumerate+if form does not apply: `tcn_out` is unpacked "
+            "later (`residual, skip = tcn_out`), so the call's result is no single Tensor; "
+            "not rewritten"],
+        "RefinedUntilDone": [
+            "`for i in range(len(self.layers))` (line 54) has an `else` clause, which "
+            "TorchScript does not support either; not rewritten"],
+        "HeadOutputs": [
+            "self.heads[i] (line 70) is indexed with a computed value, not the counter of a "
+            "loop over the whole list; the enumerate+if form does not apply: self.heads[i] is "
+            "inside a lambda or comprehension; not rewritten"],
+        "TiedProjection": [
+            "self.layers[k] (line 81) is indexed with a computed value, not the counter of a "
+            "loop over the whole list; the enumerate+if form does not apply: self.layers[k] is "
+            "used other than by calling it; not rewritten"]}
 
 
 @pytest.mark.slow
@@ -929,3 +1291,41 @@ def test_embedded_examples_script_only_after_the_rewrite(index: int, tmp_path: P
         except Exception as exc:
             assert "literal" in str(exc) or "reversed" in str(exc), exc
     assert compiled == ["after"]
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize(("name", "init", "kwargs"), [
+    ("ExpertSelector", {}, {"expert": -1}),
+    ("ExpertSelector", {}, {"expert": -4}),
+    ("ExpertSelector", {}, {"expert": 4}),
+    ("ExpertSelector", {}, {"expert": -5}),
+    ("TaskHeads", {}, {"task_id": 3}),
+    ("ProgressiveGenerator", {"active_stages": 5}, {}),
+    ("ProgressiveGenerator", {"active_stages": 1}, {}),
+])
+def test_selected_elements_match_the_list_also_out_of_range(
+        name: str, init: dict[str, int], kwargs: dict[str, int]) -> None:
+    """The enumerate+if form picks what indexing picked, from the end too, and an index out of
+    range raises the list's own IndexError, eagerly and from the scripted artifact."""
+    torch = pytest.importorskip("torch")
+    original = load_module(FIXTURES / "index_select.in.py", "_mli_select_in")
+    rewritten = load_module(FIXTURES / "index_select.out.py", "_mli_select_out")
+    torch.manual_seed(0)
+    before = getattr(original, name)(**init).eval()
+    after = getattr(rewritten, name)(**init).eval()
+    after.load_state_dict(before.state_dict())
+    scripted = torch.jit.script(after)
+    x = torch.randn(2, 16)
+    try:
+        expected = before(x, **kwargs)
+    except IndexError as exc:
+        message = str(exc)
+        assert "out of range" in message
+        with pytest.raises(IndexError, match=f"^{message}$"):
+            after(x, **kwargs)
+        with pytest.raises(torch.jit.Error, match=f"IndexError: {message}"):
+            scripted(x, **kwargs)
+        return
+    with torch.no_grad():
+        assert torch.equal(after(x, **kwargs), expected)
+        assert torch.allclose(scripted(x, **kwargs), expected, rtol=1e-5, atol=1e-6)
