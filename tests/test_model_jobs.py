@@ -213,7 +213,8 @@ def test_a_class_that_scripts_neither_before_nor_after_is_unverified_with_the_pr
     # Two Res2Blocks with other dilations: not comparable for one artifact, each verified.
     assert found["Res2Block"][0] == "verified"
     assert "2 instance(s) on their real inputs" in found["Res2Block"][1]
-    assert "not comparable: blocks.1 also differs in" in found["Res2Block"][1]
+    assert ("not comparable: 1 also differing in a setting that is not lifted (blocks.1: "
+            "convs.0.conv.dilation") in found["Res2Block"][1]
     # The model now stops at the next blocker: pooling.py, at the line of the overlay's text.
     assert result.model is not None
     assert result.model.status == "fails"
@@ -484,3 +485,22 @@ def test_a_rewritten_base_class_is_judged_on_the_instances_of_its_subclasses(
     assert "2 instance(s) on their real inputs" in reason
     assert "one artifact served 2 of 2" in reason
     assert result.model is not None and result.model.status == "scripts"
+
+
+@pytest.mark.slow
+def test_an_instance_whose_inputs_are_too_large_to_record_says_so(
+        pool: WorkerPool, tmp_path: Path) -> None:
+    """72 MB of input (over the 64 MB recorded per call): the Gate has no recorded inputs, and
+    its verdict says why instead of pretending it was never called."""
+    job = package(tmp_path, {"net.py": NET_WITH_AUX, "parts.py": PARTS}, {},
+                  [randn(4_718_592, 4)])
+    parts = str((tmp_path / "pkg" / "parts.py").resolve())
+    result = run_one(pool, ModelJob(1, job.path, job.name, job.example, "validate", {},
+                                    (ModelClass(parts, "Gate"),), (), job.root))
+    verdict, reason = verdicts(result)["Gate"]
+    assert verdict == "unverified"
+    assert "were not recorded: a call's tensors (72 MB) exceed the 64 MB recorded per call" \
+        in reason
+    # The model verdict is decided all the same (nothing rewritten: it scripts as it is).
+    assert result.model is not None and result.model.status == "scripts"
+    assert result.model.scripted_before is True

@@ -801,7 +801,8 @@ def check_reached_class(model_class: ModelClass, pairs: list[Pair], many_configs
             raise unverified(f"from model {model_label}: the inputs of its {len(pairs)} "
                              f"instance(s) ({where}) were not recorded: {why}")
         raise unverified(f"from model {model_label}: the model holds {len(pairs)} instance(s) "
-                         f"of {name} ({where}), and its examples never call them")
+                         f"of {name} ({where}), and its examples never call them (a call "
+                         "through .forward() directly is not seen)")
 
     # Each original instance alone on its recorded inputs reproduces its recorded output.
     for p in called:
@@ -838,20 +839,24 @@ def check_reached_class(model_class: ModelClass, pairs: list[Pair], many_configs
     # With lifted arguments, only instances that run this class's forward take them (a
     # subclass may define a forward of its own).
     key = (str(Path(model_class.path).resolve()), name)
-    notes: list[str] = []
+    notes = Notes()
     lifting = [p for p in called if not lifted or _forward_owner(type(p.new), rename) == key]
     for p in called:
         if p not in lifting:
-            notes.append(f"{p.seen.label(many_configs)} is a {type(p.new).__qualname__}, whose "
-                         "forward is its own")
-    first = lifting[0] if lifting else called[0]
+            notes.add("of a subclass with a forward of its own", p.seen.label(many_configs))
+    # The artifact is the first instance of the largest group with equal weight shapes (the
+    # check then covers the most instances).
+    groups: dict[str, list[Pair]] = {}
+    for p in lifting:
+        groups.setdefault(repr(sorted(_shapes(p.seen.module).items())), []).append(p)
+    first = max(groups.values(), key=len)[0] if groups else called[0]
     base_shapes = _shapes(first.seen.module)
     base_settings = settings_of(first.new, set(lifted.values()))
     candidates: list[Pair] = []
     excusable: dict[int, str] = {}
     for p in lifting:
         if _shapes(p.seen.module) != base_shapes:
-            notes.append(f"{p.seen.label(many_configs)} has other parameter shapes")
+            notes.add("with other parameter shapes", p.seen.label(many_configs))
             continue
         settings = settings_of(p.new, set(lifted.values()))
         differing = sorted(k for k in settings.keys() | base_settings.keys()
@@ -899,7 +904,8 @@ def check_reached_class(model_class: ModelClass, pairs: list[Pair], many_configs
             if failure is None:
                 served.append(p)
             elif lenient and id(p) in excusable:
-                notes.append(f"{p.seen.label(many_configs)} also differs in {excusable[id(p)]}")
+                notes.add("also differing in a setting that is not lifted",
+                          f"{p.seen.label(many_configs)}: {excusable[id(p)]}")
             else:
                 raise rejected(failure)
         return served
@@ -917,9 +923,16 @@ def check_reached_class(model_class: ModelClass, pairs: list[Pair], many_configs
         served = check_artifact(eager_copy, "one artifact (eager)", candidates, True)
         eager_note = f"one artifact holds in eager mode for {len(served)} of {len(called)}"
 
-    # Re-script every called instance; the first failure decides.
-    scripted = []
-    for p in called:
+    # Re-script: every called instance's outputs from a scripted module. Instances alike in
+    # weight shapes and settings share one scripted instance given their weights (TorchScript
+    # compiles one type for them); one it does not reproduce is scripted itself.
+    scripted: dict[int, Any] = {}
+    alike: dict[str, Any] = {}
+    for p in [first, *(q for q in called if q is not first)]:
+        signature = _signature(p)
+        shared = alike.get(signature)
+        if shared is not None and _reproduces(shared, p, rename):
+            continue
         try:
             artifact = script(p.new)
         except BaseException as exc:
@@ -954,10 +967,11 @@ def check_reached_class(model_class: ModelClass, pairs: list[Pair], many_configs
             found = difference(recorded.output, got)
             if found:
                 raise rejected(f"re-script: {found} for {where}")
-        scripted.append(artifact)
+        scripted[id(p)] = artifact
+        alike.setdefault(signature, artifact)
 
     # One artifact, scripted: the first instance's scripted module serves them too.
-    artifact = scripted[called.index(first)]
+    artifact = scripted[id(first)]
     served = check_artifact(artifact, "one artifact", served, not eager_checked)
 
     buffer = io.BytesIO()
@@ -984,8 +998,57 @@ def check_reached_class(model_class: ModelClass, pairs: list[Pair], many_configs
         summary += (f"; {len(never)} other instance(s) never called "
                     f"({', '.join(p.seen.label(many_configs) for p in never[:3])})")
     if notes:
-        summary += f" (not comparable: {'; '.join(notes)})"
+        summary += f" (not comparable: {notes})"
     return summary
+
+
+class Notes:
+    """Instances one artifact was not asked to serve, by why: counted, a few named."""
+
+    def __init__(self) -> None:
+        self.by_why: dict[str, list[str]] = {}
+
+    def add(self, why: str, label: str) -> None:
+        self.by_why.setdefault(why, []).append(label)
+
+    def __bool__(self) -> bool:
+        return bool(self.by_why)
+
+    def __str__(self) -> str:
+        parts = []
+        for why, labels in self.by_why.items():
+            shown = "; ".join(labels[:2]) + ("; ..." if len(labels) > 2 else "")
+            parts.append(f"{len(labels)} {why} ({shown})")
+        return ", ".join(parts)
+
+
+def _signature(p: Pair) -> str:
+    """Weight shapes, settings and container attributes of an instance: equal signatures,
+    same scripted type."""
+    extra = {}
+    for prefix, sub in p.new.named_modules():
+        for key, value in vars(sub).items():
+            if not key.startswith("_") and isinstance(value, list | dict) and len(value) <= 64:
+                extra[f"{prefix}.{key}"] = repr(value)[:2000]
+    return repr((sorted(_shapes(p.seen.module).items()),
+                 sorted(settings_of(p.new, set()).items(), key=lambda item: item[0]),
+                 sorted(extra.items())))
+
+
+def _reproduces(shared: Any, p: Pair, rename: Mapping[str, str]) -> bool:
+    """``shared`` (a scripted instance alike ``p``), given ``p``'s weights, gives ``p``'s
+    recorded outputs; its own weights are put back."""
+    kept = {key: value.detach().clone() for key, value in shared.state_dict().items()}
+    try:
+        shared.load_state_dict(p.seen.module.state_dict())
+        for recorded in p.seen.calls:
+            if difference(recorded.output, call(shared, recorded.args, recorded.kwargs)):
+                return False
+        return True
+    except Exception:
+        return False
+    finally:
+        shared.load_state_dict(kept)
 
 
 def settings_of(module: torch.nn.Module, skip: set[str]) -> dict[str, Any]:
