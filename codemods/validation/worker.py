@@ -320,12 +320,35 @@ def guess_input(instance: Any) -> tuple[torch.Tensor, str] | None:
     return None
 
 
+# What a guess may cost. A class without a table is built with its defaults only to guess an
+# input, and validation then builds it twice more and runs it: for full-size default models
+# (timm's: 86M parameters for a ViT-Base) that took minutes of a run, for guesses that prove
+# little. Classes a configured model reaches get real inputs instead; above these caps the user
+# is told to add a table. 20M parameters keeps building blocks and small models (ResNet-18 has
+# 11.7M) and refuses full-size defaults; 10 s is far beyond any block's build (milliseconds).
+GUESS_MAX_PARAMETERS = 20_000_000
+GUESS_MAX_BUILD_SECONDS = 10.0
+
+
 def automatic_instance(cls: type, key: str) -> Instance:
+    """The class built with its defaults and an input guessed from its first layer, unless the
+    default build costs more than the caps above (then unverified, naming the cost)."""
+    size = meta_parameter_count(cls)
+    if size is not None and size > GUESS_MAX_PARAMETERS:
+        raise unverified(too_big_to_guess(size, key))
+    started = time.perf_counter()
     try:
         probe = build(cls, {})
     except BaseException as exc:
         raise unverified(f"{COULD_NOT_INFER}: the constructor needs arguments "
                          f"({short_error(exc)}); {add_table(key)}") from exc
+    seconds = time.perf_counter() - started
+    size = sum(p.numel() for p in probe.parameters())
+    if size > GUESS_MAX_PARAMETERS:
+        raise unverified(too_big_to_guess(size, key))
+    if seconds > GUESS_MAX_BUILD_SECONDS:
+        raise unverified(f"{COULD_NOT_INFER}: building the default model took {seconds:.1f} s "
+                         f"(cap {GUESS_MAX_BUILD_SECONDS:g} s); {add_table(key)}")
     guessed = guess_input(probe)
     if guessed is None:
         raise unverified(f"{COULD_NOT_INFER}: no first layer fixes the input shape; "
@@ -334,6 +357,26 @@ def automatic_instance(cls: type, key: str) -> Instance:
     inst = Instance(0, {}, [((tensor,), {})], False)
     inst.guessed = how
     return inst
+
+
+def meta_parameter_count(cls: type) -> int | None:
+    """Parameters of the default build, counted on the meta device (no memory, no weight
+    init: a 100M-parameter default is refused in milliseconds); None when the constructor
+    does not run there (it reads values, calls numpy, ...): the real build counts them then."""
+    try:
+        with torch.device("meta"), warnings.catch_warnings():
+            warnings.simplefilter("ignore")
+            probe = cls()
+        size: int = sum(p.numel() for p in probe.parameters())
+        return size
+    except (Exception, SystemExit):
+        return None
+
+
+def too_big_to_guess(size: int, key: str) -> str:
+    return (f"{COULD_NOT_INFER}: the default model has {size:,} parameters (cap "
+            f"{GUESS_MAX_PARAMETERS:,}): too costly to build just to guess an input; "
+            f"{add_table(key)}")
 
 
 # ---- modules -----------------------------------------------------------------------------------
