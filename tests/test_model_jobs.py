@@ -504,3 +504,34 @@ def test_an_instance_whose_inputs_are_too_large_to_record_says_so(
     # The model verdict is decided all the same (nothing rewritten: it scripts as it is).
     assert result.model is not None and result.model.status == "scripts"
     assert result.model.scripted_before is True
+
+
+@pytest.mark.slow
+def test_a_python_only_rewrite_scripts_and_runs_and_its_save_fails_as_expected(
+        pool: WorkerPool, tmp_path: Path) -> None:
+    """What ignore-numpy makes: part of forward moved into a @torch.jit.ignore method. The
+    class and the model script and run from Python; torch.jit.save cannot export them."""
+    job = package(tmp_path, {"net.py": NET_WITH_AUX, "parts.py": PARTS}, {}, [randn(2, 4)])
+    parts = str((tmp_path / "pkg" / "parts.py").resolve())
+    ignored = textwrap.dedent(PARTS).replace(
+        "        return torch.sigmoid(self.fc(x)) * x",
+        "        return self.gate(self.fc(x)) * x\n\n"
+        "    @torch.jit.ignore\n"
+        "    def gate(self, y: torch.Tensor) -> torch.Tensor:\n"
+        "        return torch.sigmoid(y)")
+    gate = ModelClass(parts, "Gate", ("ignore-numpy",), python_only=True)
+    result = run_one(pool, ModelJob(1, job.path, job.name, job.example, "validate",
+                                    {parts: ignored}, (gate,), (), job.root))
+    verdict, reason = verdicts(result)["Gate"]
+    assert verdict == "verified"
+    assert "save fails as expected (a @torch.jit.ignore method runs in Python only)" in reason
+    assert result.model is not None
+    assert (result.model.status, result.model.python_only) == ("scripts", True)
+    assert result.model.reason.endswith("save fails as expected (a @torch.jit.ignore method "
+                                        "runs in Python only)")
+    # The same rewrite not marked Python-only: its save failing is a rejection.
+    result = run_one(pool, ModelJob(2, job.path, job.name, job.example, "validate",
+                                    {parts: ignored}, (ModelClass(parts, "Gate"),), (),
+                                    job.root))
+    verdict, reason = verdicts(result)["Gate"]
+    assert verdict == "rejected" and reason.startswith("save/load: ")
