@@ -535,3 +535,21 @@ def test_a_python_only_rewrite_scripts_and_runs_and_its_save_fails_as_expected(
                                     job.root))
     verdict, reason = verdicts(result)["Gate"]
     assert verdict == "rejected" and reason.startswith("save/load: ")
+
+
+@pytest.mark.slow
+def test_a_rewritten_class_whose_constructor_raises_is_rejected_and_the_model_fails(
+        pool: WorkerPool, tmp_path: Path) -> None:
+    job = package(tmp_path, {"net.py": NET_WITH_AUX, "parts.py": PARTS}, {}, [randn(2, 4)])
+    parts = str((tmp_path / "pkg" / "parts.py").resolve())
+    raising = textwrap.dedent(PARTS).replace("self.fc = nn.Linear(4, 4)",
+                                             "self.fc = nn.Linear(4, 4)\n"
+                                             "        raise ValueError('no')")
+    result = run_one(pool, ModelJob(1, job.path, job.name, job.example, "validate",
+                                    {parts: raising}, (ModelClass(parts, "Gate"),), (),
+                                    job.root))
+    verdict, reason = verdicts(result)["Gate"]
+    assert verdict == "rejected"
+    assert reason == ("the rewritten model does not build for init[0]: ValueError: no")
+    assert result.model is not None and result.model.status == "fails"
+    assert result.model.reason == "build: " + reason

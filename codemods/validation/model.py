@@ -35,6 +35,7 @@ import importlib
 import importlib.abc
 import importlib.machinery
 import importlib.util
+import inspect
 import io
 import os
 import sys
@@ -43,7 +44,6 @@ import traceback
 import types
 from collections.abc import Callable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
-from functools import lru_cache
 from pathlib import Path
 from typing import Any
 
@@ -70,6 +70,7 @@ from tsfix.codemods.validation.worker import (
     PYTHON_ONLY_SAVE,
     Imports,
     Instance,
+    TypeRecorder,
     Verdict,
     build,
     call,
@@ -86,7 +87,6 @@ from tsfix.codemods.validation.worker import (
     short_error,
     unverified,
 )
-from tsfix.codemods.validation.worker import TypeRecorder as _TypeRecorder
 
 __all__ = ["MAX_CALL_BYTES", "MAX_TOTAL_BYTES", "RECORDED_CALLS", "OverlayFinder", "Tree",
            "blocker_of", "check_reached_class", "headline", "model_verdict", "run_model_job",
@@ -109,16 +109,20 @@ class Tree:
     def __init__(self, root: Path) -> None:
         self.root = root
         self._prefix = str(root) + os.sep
+        self._known: dict[str, bool] = {}       # a job asks about a few thousand files
 
-    @lru_cache(maxsize=4096)  # noqa: B019 - one Tree per job, a few thousand module files
     def holds(self, file: str | None) -> bool:
         if not file or file.startswith("<"):
             return False
-        try:
-            resolved = str(Path(file).resolve())
-        except (OSError, RuntimeError, ValueError):
-            return False
-        return resolved.startswith(self._prefix) and not resolved.startswith(_INSTALLATION)
+        known = self._known.get(file)
+        if known is None:
+            try:
+                resolved = str(Path(file).resolve())
+            except (OSError, RuntimeError, ValueError):
+                resolved = ""
+            known = self._known[file] = (resolved.startswith(self._prefix)
+                                         and not resolved.startswith(_INSTALLATION))
+        return known
 
 
 def tree_of(job: ModelJob, path: Path, package: str, package_root: Path) -> Tree:
@@ -313,7 +317,7 @@ def _class_methods(cls: type, key: str, file: str) -> Methods:
         if not isinstance(function, types.FunctionType):
             continue
         with contextlib.suppress(ValueError):
-            function = inspect_unwrap(function)
+            function = inspect.unwrap(function)
         code = getattr(function, "__code__", None)
         if not isinstance(code, types.CodeType) or code.co_filename != file:
             continue
@@ -324,13 +328,7 @@ def _class_methods(cls: type, key: str, file: str) -> Methods:
     return found
 
 
-def inspect_unwrap(function: Any) -> Any:
-    import inspect
-
-    return inspect.unwrap(function)
-
-
-def types_by_file(recorder: _TypeRecorder, wanted: set[tuple[str, str]]) -> dict[str, TypeTable]:
+def types_by_file(recorder: TypeRecorder, wanted: set[tuple[str, str]]) -> dict[str, TypeTable]:
     """The recorder's tables of the ``wanted`` (file, class) pairs, by file."""
     found: dict[str, TypeTable] = {}
     for key, methods in recorder.strings().items():
@@ -596,7 +594,7 @@ def run_original(job: ModelJob, name: str, path: Path, tree: Tree, *,
         configs = instances(job.example, cls)
     except Verdict as outcome:
         raise ModelFailure(outcome.reason) from outcome
-    recorder = _TypeRecorder(tree_methods(tree_modules(tree), tree) if observe else {})
+    recorder = TypeRecorder(tree_methods(tree_modules(tree), tree) if observe else {})
     typing = recorder.active if observe else contextlib.nullcontext
     calls = Recorder()
     models: list[torch.nn.Module] = []
@@ -677,9 +675,11 @@ def validate(job: ModelJob, name: str, path: Path, tree: Tree, original: Origina
     reached_listed = [c for key, c in listed.items()
                       if any(key in s.lineage for s in original.seen)]
 
-    def nobody(culprit: tuple[str, str | None] | None, why: str) -> list[ModelClassVerdict]:
+    def nobody(culprit: tuple[str, str | None] | None, why: str, *, whole_file: bool
+               ) -> list[ModelClassVerdict]:
         """Verdicts when no rewritten model exists to take instances from."""
-        return [ModelClassVerdict(c.path, ClassVerdict(c.name, *_blame(c, culprit, why)))
+        return [ModelClassVerdict(c.path, ClassVerdict(c.name,
+                                                       *_blame(c, culprit, why, whole_file)))
                 for c in reached_listed]
 
     with installed(finder):
@@ -690,7 +690,8 @@ def validate(job: ModelJob, name: str, path: Path, tree: Tree, original: Origina
             error = short_error(exc, finder.rename)
             site = error_site(exc, finder.rename, tree)
             culprit = _culprit(site, texts)
-            verdicts = nobody(culprit, f"the rewritten tree does not import: {error}")
+            verdicts = nobody(culprit, f"the rewritten tree does not import: {error}",
+                              whole_file=True)
             blocker = Blocker(site[0], site[1], scope_at(texts.get(site[0]) or "", site[1]),
                               error) if site else None
             return verdicts, ModelVerdict("fails", f"the rewritten tree does not import: "
@@ -705,7 +706,7 @@ def validate(job: ModelJob, name: str, path: Path, tree: Tree, original: Origina
                 culprit = _culprit(error_site(exc, finder.rename, tree), texts)
                 why = f"the rewritten model does not build for {inst.label(show_init=True)}: " \
                       f"{error}"
-                return (nobody(culprit, why),
+                return (nobody(culprit, why, whole_file=False),
                         ModelVerdict("fails", f"build: {why}"))
             models.append(new)
         label = _model_label(job, path, tree)
@@ -743,12 +744,12 @@ def _culprit(site: tuple[str, int] | None, texts: Texts) -> tuple[str, str | Non
     return site[0], class_at(texts.get(site[0]), site[1])
 
 
-def _blame(model_class: ModelClass, culprit: tuple[str, str | None] | None, why: str
-           ) -> tuple[VerdictName, str]:
-    """Rejected for the class the error is in (or every class of a file that does not
-    import); not checked for the others."""
-    if culprit is not None and culprit[0] == str(Path(model_class.path).resolve()) \
-            and culprit[1] in (None, model_class.name):
+def _blame(model_class: ModelClass, culprit: tuple[str, str | None] | None, why: str,
+           whole_file: bool) -> tuple[VerdictName, str]:
+    """Rejected for the class the error is in (``whole_file``: every class of a file that
+    does not import, wherever in it); not checked for the others."""
+    if culprit is not None and culprit[0] == str(Path(model_class.path).resolve()) and (
+            culprit[1] == model_class.name or whole_file):
         return REJECTED, why
     return UNVERIFIED, f"not checked: {why}"
 
