@@ -687,22 +687,32 @@ def test_moduledict_key_loop_iterates_items_or_values() -> None:
                              x = layer(x) - layer_module(x)
          return x
      """),
-    # An int attribute outside any loop, and a list of another length: checked.
-    ("""
-     def forward(self, x):
-         return self.other[self.num_layers - 1](x)
-     """, """
-     def forward(self, x):
-         for j, other_layer in enumerate(self.other):
-             if j == self.num_layers - 1 or j == self.num_layers - 1 + len(self.other):
-                 return other_layer(x)
-         raise IndexError(f"index {self.num_layers - 1} is out of range")
-     """),
 ])
 def test_selected_elements(forward: str, expected: str) -> None:
     result = rewrite(model(LAYERS, forward))
     assert body(result) == textwrap.dedent(expected).lstrip("\n"), reasons(result)
     assert result.skips == [] and {f.code for f in result.fixes} == {"TSF201"}
+
+
+def test_an_attribute_set_to_an_int_in_init_is_an_index() -> None:
+    """``self.last`` derives from a parameter annotated int: an int for certain. Outside any
+    loop, and possibly negative: matched from the end too."""
+    result = rewrite(model("""
+        (self, num_layers: int = 3):
+            super().__init__()
+            self.last = num_layers - 1
+            self.layers = nn.ModuleList([nn.Linear(4, 4) for _ in range(num_layers)])
+        """, """
+        def forward(self, x):
+            return self.layers[self.last](x)
+        """))
+    assert body(result) == textwrap.dedent("""\
+        def forward(self, x):
+            for j, layer in enumerate(self.layers):
+                if j == self.last or j == self.last + len(self.layers):
+                    return layer(x)
+            raise IndexError(f"index {self.last} is out of range")
+        """), reasons(result)
 
 
 def test_lists_of_other_lengths_in_one_loop_mix_both_forms() -> None:
@@ -804,11 +814,16 @@ def test_select_names_avoid_names_in_use_and_nested_rebinding() -> None:
     ("""
      def forward(self, x, k):
          return self.layers[k](x)
-     """, "the index `k` is not known to be an int"),
+     """, "the index `k` of self.layers[k] is not known to be an int"),
     ("""
      def forward(self, x, k: float):
          return self.layers[int(k)](x)
-     """, "the index `int(k)` is not known to be an int"),
+     """, "the index `int(k)` of self.layers[int(k)] is not known to be an int"),
+    # An int default is no proof: a caller may pass a float, which the list rejects.
+    ("""
+     def forward(self, x):
+         return self.other[self.num_layers - 1](x)
+     """, "the index `self.num_layers - 1` of self.other[self.num_layers - 1] is not known"),
     ("""
      def forward(self, x, k: int):
          return self.layers[k].weight
@@ -974,8 +989,8 @@ def test_a_base_whose_source_is_not_read_is_reported(tmp_path: Path) -> None:
     assert result.text == code
     assert [(s.code, s.message, s.reason) for s in result.skips] == [
         ("TSF201", "'self.spp_dw' indexed by 'k'",
-         "self.spp_dw[k] (line 8): self.spp_dw is not assigned in Block; it may be a ModuleList "
-         "built by its base somewhere.layers.PyramidBase, whose source is not read; "
+         "self.spp_dw[k] (line 8): self.spp_dw is not assigned in Block; it may be a module "
+         "container built by its base somewhere.layers.PyramidBase, whose source is not read; "
          "not rewritten")]
 
 

@@ -528,10 +528,11 @@ class M(Module):
                                      ".forward(...), which skips their forward hooks and "
                                      "pre-hooks in eager mode")
                 for select in sorted(plan.selects.values(), key=lambda p: p.line):
+                    lists = list(dict.fromkeys(s.attr for s in select.selections))
                     parts.append(f"line {select.line}: " + ", ".join(
                         f"`{self_var}.{s.attr}[{s.index}]`" for s in select.selections)
-                        + " -> the element matched in a loop over enumerate("
-                        + ", ".join(f"{self_var}.{s.attr}" for s in select.selections) + ")")
+                        + " -> the element matched in a loop over " + ", ".join(
+                            f"enumerate({self_var}.{a})" for a in lists))
                     if select.form == "result":
                         self.need_typing("Optional")
                         notes.append(f"line {select.line}: the selected module's result is "

@@ -68,8 +68,8 @@ class MethodAnalysis(LoopAnalysis, Selections, DictLookups):
             named = ", ".join(bases)
             self.refuse(node, TSF201, f"'self.{attr}' indexed by {short(index)!r}",
                         f"{code_of(node)} (line {self.rule.line_of(node)}): self.{attr} is not "
-                        f"assigned in {self.cls.name}; it may be a ModuleList built by its base "
-                        f"{named}, whose source is not read; not rewritten")
+                        f"assigned in {self.cls.name}; it may be a module container built by "
+                        f"its base {named}, whose source is not read; not rewritten")
 
     def report_leftovers(self) -> None:
         for node in find_all(self.func.body, cst.Subscript):

@@ -162,8 +162,9 @@ class Selections(MethodState):
         index = single_index(site)
         assert index is not None
         if not self._is_int(index, 0):
-            return (f"the index `{code_of(index)}` is not known to be an int (a loop counter, "
-                    "a parameter annotated `int`, an int attribute, or arithmetic on those)")
+            return (f"the index `{code_of(index)}` of {code} is not known to be an int (a loop "
+                    "counter, a parameter annotated `int`, an attribute set to an int in "
+                    "`__init__`, or arithmetic on those)")
         return None
 
     def _result_refusal(self, small: cst.BaseSmallStatement, calls: list[cst.Call],
@@ -329,11 +330,48 @@ class Selections(MethodState):
                     and len(args) == 1 and not find_all(args[0], cst.Call))
         attr = self_attr(expr, self.self_var)
         if attr is not None:
-            facts = self.cls.facts
-            return (attr not in self.cls.containers and facts.attributes.get(attr) == "int"
-                    and attr not in facts.assigned_outside_init)
+            return self._int_attribute(attr, depth)
         if isinstance(expr, cst.Name):
             return self._int_name(expr.value, depth)
+        return False
+
+    def _int_attribute(self, attr: str, depth: int) -> bool:
+        """``self.attr`` is assigned only in ``__init__``, each time an int for certain: a
+        literal, ``len()``, ``int()``, a parameter annotated ``int``, another such attribute, or
+        arithmetic on those. A parameter's int default is no proof: a caller may pass 2.5, which
+        the list rejects (TypeError) where a comparison would match nothing."""
+        assigned = [a for a in self.cls.assignments if a.attr == attr]
+        init = self.cls.init
+        if (not assigned or init is None or depth > _MAX_DEPTH
+                or any(a.method != "__init__" or a.value is None for a in assigned)):
+            return False
+        return all(self._init_int(a.value, init, depth + 1) for a in assigned
+                   if a.value is not None)
+
+    def _init_int(self, expr: cst.BaseExpression, init: cst.FunctionDef, depth: int) -> bool:
+        if int_value(expr) is not None:
+            return True
+        if isinstance(expr, cst.UnaryOperation):
+            return isinstance(expr.operator, cst.Minus | cst.Plus) and self._init_int(
+                expr.expression, init, depth)
+        if isinstance(expr, cst.BinaryOperation):
+            return (isinstance(expr.operator, _INT_OPERATORS)
+                    and self._init_int(expr.left, init, depth)
+                    and self._init_int(expr.right, init, depth))
+        if isinstance(expr, cst.Call):
+            return get_full_name_for_node(expr.func) in ("len", "int") and len(expr.args) == 1
+        attr = self_attr(expr, self.cls.init_self)
+        if attr is not None:
+            return self._int_attribute(attr, depth + 1)
+        if isinstance(expr, cst.Name) and self.cls.init_counts.get(expr.value) == 1:
+            param = parameters_of(init).get(expr.value)
+            if param is not None:
+                return param.annotation is not None and code_of(
+                    param.annotation.annotation) == "int"
+            for node in find_all(init.body, cst.Assign):
+                if (len(node.targets) == 1 and isinstance(node.targets[0].target, cst.Name)
+                        and node.targets[0].target.value == expr.value and depth < _MAX_DEPTH):
+                    return self._init_int(node.value, init, depth + 1)
         return False
 
     def _int_name(self, name: str, depth: int) -> bool:
