@@ -105,9 +105,10 @@ Fix safety
     loop must have no ``break``/``continue`` (TorchScript cannot unroll them) and not reassign its
     variable. Otherwise the enumerate+if form runs the same calls on the same elements in the
     same order. It needs an index that is provably an int and reads the same each time (a loop
-    counter, a parameter annotated ``int``, an int attribute set in ``__init__``, ``len(...)``,
-    and ``+ - * // %`` of those): a float would make the list raise ``TypeError`` where the
-    comparison would silently match nothing. An index out of range raises the list's own
+    counter, a parameter annotated ``int``, an attribute ``__init__`` sets to an int for certain
+    (a literal, ``len()``, ``int()``, a parameter annotated ``int``; an int default is no
+    proof), ``len(...)``, and ``+ - * // %`` of those): a float would make the list raise
+    ``TypeError`` where the comparison would silently match nothing. An index out of range raises the list's own
     ``IndexError`` with the same message, before the statement runs (so parts of the statement
     left of the call, which the original evaluated first, are not evaluated then). Where the
     call's result is bound first (the result form), nothing else in the statement may be called
