@@ -776,6 +776,33 @@ def test_result_form_notes_the_tensor_assumption_and_imports_optional() -> None:
     assert result.text.startswith("from typing import List, Optional\n")
 
 
+def test_comments_stay_with_the_statement() -> None:
+    result = rewrite(model(LAYERS, """
+        def forward(self, x, k: int):
+            # the k-th level
+            out_k = self.layers[k](x)  # keep me
+            x = self.layers[k](out_k)  # and me
+            return x
+        """))
+    assert body(result) == textwrap.dedent("""\
+        def forward(self, x, k: int):
+            # the k-th level
+            if not -len(self.layers) <= k < len(self.layers):
+                raise IndexError(f"index {k} is out of range")
+            out_k: Optional[torch.Tensor] = None
+            for j, layer in enumerate(self.layers):
+                if j == k or j == k + len(self.layers):
+                    out_k = layer(x)  # keep me
+            assert out_k is not None
+            if not -len(self.layers) <= k < len(self.layers):
+                raise IndexError(f"index {k} is out of range")
+            for j, layer in enumerate(self.layers):
+                if j == k or j == k + len(self.layers):
+                    x = layer(out_k)  # and me
+            return x
+        """)
+
+
 def test_select_names_avoid_names_in_use_and_nested_rebinding() -> None:
     """The counter avoids a name the method uses; an element name bound in an enclosing block is
     not bound again in a nested one (TorchScript rejects that), while sibling blocks share."""

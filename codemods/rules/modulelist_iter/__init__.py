@@ -108,9 +108,10 @@ Fix safety
     counter, a parameter annotated ``int``, an attribute ``__init__`` sets to an int for certain
     (a literal, ``len()``, ``int()``, a parameter annotated ``int``; an int default is no
     proof), ``len(...)``, and ``+ - * // %`` of those): a float would make the list raise
-    ``TypeError`` where the comparison would silently match nothing. An index out of range raises the list's own
-    ``IndexError`` with the same message, before the statement runs (so parts of the statement
-    left of the call, which the original evaluated first, are not evaluated then). Where the
+    ``TypeError`` where the comparison would silently match nothing. An index out of range
+    raises the list's own ``IndexError`` with the same message, before the statement runs (so
+    parts of the statement left of the call, which the original evaluated first, are not
+    evaluated then). Where the
     call's result is bound first (the result form), nothing else in the statement may be called
     before it (moving the call ahead would reorder calls), its result is taken to be a Tensor (a
     result unpacked later is refused), and a selected module that returns None raises

@@ -134,9 +134,17 @@ def _selected(self_var: str, plan: SelectPlan,
         found: list[cst.Call] = []
         rest = statement.visit(ResultCall(self_var, selection, plan.result, found))
         assert isinstance(rest, cst.SimpleStatementLine) and len(found) == 1
-        call = found[0].with_changes(func=cst.Name(selection.element))
-        assign = cst.SimpleStatementLine([cst.Assign([cst.AssignTarget(cst.Name(plan.result))],
-                                                     call)])
+        assign: cst.BaseStatement
+        if plan.keep_statement:
+            call = found[0].with_changes(func=cst.Name(selection.element))
+            assign = cst.SimpleStatementLine([cst.Assign(
+                [cst.AssignTarget(cst.Name(plan.result))], call)])
+        else:
+            # The statement is `result = call`: it moves into the loop as written (its
+            # trailing comment too).
+            moved = statement.visit(picks)
+            assert isinstance(moved, cst.SimpleStatementLine)
+            assign = moved
         new.append(_parsed(f"{plan.result}: Optional[{plan.tensor}] = None"))
         new.append(_loop(self_var, selection, [assign]))
         new.append(_parsed(f"assert {plan.result} is not None"))
