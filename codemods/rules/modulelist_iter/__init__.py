@@ -111,15 +111,16 @@ Fix safety
     ``TypeError`` where the comparison would silently match nothing. An index out of range
     raises the list's own ``IndexError`` with the same message, before the statement runs (so
     parts of the statement left of the call, which the original evaluated first, are not
-    evaluated then). Where the
-    call's result is bound first (the result form), nothing else in the statement may be called
-    before it (moving the call ahead would reorder calls), its result is taken to be a Tensor (a
-    result unpacked later is refused), and a selected module that returns None raises
-    ``AssertionError`` instead of binding None. Not rewritten, with the reason reported:
-    ``for ... else`` (TorchScript rejects it anyway), nested containers indexed by two
-    variables, elements used other than by a call, a call inside a lambda, comprehension,
-    conditional expression or the right side of ``and``/``or``, in a compound statement's header
-    or on a line shared with other statements, and a ``return`` that calls elements of two lists.
+    evaluated then). Where the call's result is bound first (the result form), nothing else in
+    the statement may be called before it (moving the call ahead would reorder calls), its
+    result is taken to be a Tensor (a result unpacked later is refused), and a selected module
+    that returns None raises ``AssertionError`` instead of binding None. A statement calling two
+    selected elements nests one loop in the other (TorchScript compiles n x m copies of it).
+    Not rewritten, with the reason reported: ``for ... else`` (TorchScript rejects it anyway),
+    nested containers indexed by two variables, elements used other than by a call, a call
+    inside a lambda, comprehension, conditional expression or the right side of ``and``/``or``,
+    in a compound statement's header or on a line shared with other statements, and a first
+    binding whose statement calls two selected elements.
     Every site is reported: ``TSF201`` (a container indexed by a variable) and ``TSF202``
     (``reversed()`` of a container) are either fixed by the rewrite or refused with the reason,
     which ``tsfix check`` shows instead of promising a fix.
