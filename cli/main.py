@@ -123,6 +123,13 @@ def main() -> None:
                    "arguments, and validation also exports each class to ONNX and runs it in "
                    "onnxruntime (pip install 'tsfix[onnx]'). Default: [tool.tsfix] target, "
                    "else torchscript.")
+@click.option("--allow-unscriptable", is_flag=True, default=None,
+              help="Report a configured model (a class with an example table) that does not "
+                   "script after the run without failing the run (default: exit 3). Default: "
+                   "[tool.tsfix] allow-unscriptable, else off.")
+@click.option("--fix-rounds", type=click.IntRange(min=0), default=5, show_default=True,
+              help="Rounds of the fix loop per configured model that stops in a file of the "
+                   "tree outside PATHS (0: no loop).")
 @click.option("-q", "--quiet", is_flag=True, help="Only errors (and the diff with --dry-run).")
 @click.option("-v", "--verbose", is_flag=True,
               help="Also say what each rewrite did and why candidates were skipped.")
@@ -130,13 +137,14 @@ def apply(paths: tuple[Path, ...], rule_names: tuple[str, ...], dry_run: bool, c
           interactive: bool, no_verify: bool, require_verified: bool | None,
           unsafe_fixes: bool | None, report_path: Path | None,
           config_path: Path | None, jobs: int, no_cache: bool, timeout: float | None,
-          target: Literal["torchscript", "onnx"] | None, quiet: bool, verbose: bool) -> None:
+          target: Literal["torchscript", "onnx"] | None, allow_unscriptable: bool | None,
+          fix_rounds: int, quiet: bool, verbose: bool) -> None:
     """Rewrite the model files under PATHS, validating every rewritten class."""
     state = _ApplyState()
     try:
         code = _apply(state, paths, rule_names, dry_run, check, interactive, no_verify,
                       require_verified, unsafe_fixes, report_path, config_path, jobs, no_cache,
-                      timeout, target, quiet, verbose)
+                      timeout, target, quiet, verbose, allow_unscriptable, fix_rounds)
     except (KeyboardInterrupt, RuntimeError) as exc:
         if not _is_interrupt(exc):
             raise
@@ -172,7 +180,8 @@ def _apply(state: _ApplyState, paths: tuple[Path, ...], rule_names: tuple[str, .
            dry_run: bool, check: bool, interactive: bool, no_verify: bool,
            require_verified: bool | None, unsafe_fixes: bool | None, report_path: Path | None,
            config_path: Path | None, jobs: int, no_cache: bool, timeout: float | None,
-           target: Literal["torchscript", "onnx"] | None, quiet: bool, verbose: bool) -> int:
+           target: Literal["torchscript", "onnx"] | None, quiet: bool, verbose: bool,
+           allow_unscriptable: bool | None = None, fix_rounds: int = 5) -> int:
     """``tsfix apply``; returns the exit code."""
     from tsfix.cli.progress import ProgressDisplay
     from tsfix.codemods.pipeline.config import ConfigError
@@ -198,7 +207,8 @@ def _apply(state: _ApplyState, paths: tuple[Path, ...], rule_names: tuple[str, .
     options = Options(rules=rules or None, mode=mode, verify=not no_verify,
                       require_verified=require_verified, config=config_path, jobs=jobs,
                       timeout=timeout, unsafe_fixes=unsafe_fixes, progress=display,
-                      cache=not no_cache, target=target)
+                      cache=not no_cache, target=target,
+                      allow_unscriptable=allow_unscriptable, fix_rounds=fix_rounds)
     try:
         result = run(list(paths), options)
     except (ConfigError, UnknownRuleError) as exc:
@@ -343,7 +353,25 @@ def _print_outcome(result: RunResult, *, quiet: bool, verbose: bool,
                            f"{p(s.reason)}", err=True)
         if file.status == "changed":
             action = "rewrote" if file.written else "would rewrite"
-            click.echo(f"{action} {shown}", err=True)
+            loop = " (the fix loop: a configured model imports it)" if file.fix_loop else ""
+            click.echo(f"{action} {shown}{loop}", err=True)
+    for model in result.models():
+        if quiet and model.ok:
+            continue
+        click.secho(p(model.line()), err=True, fg="green" if model.ok else "red")
+        if not model.ok and model.explain:
+            click.echo(f"    explain: {p(model.explain)}", err=True)
+        if not model.ok and model.message and verbose:
+            for line in model.message.splitlines():
+                click.echo(f"    | {p(line)}", err=True)
+        if verbose or (not model.ok and model.rounds):
+            for line in model.rounds:
+                click.echo(f"    fix loop: {p(line)}", err=True)
+    if (not quiet and not result.allow_unscriptable
+            and any(m.status == "fails" for m in result.models())):
+        click.echo("a configured model that does not script fails the run (exit 3); "
+                   "--allow-unscriptable (or [tool.tsfix] allow-unscriptable = true) reports "
+                   "it without failing", err=True)
     if not quiet:
         if table or len(result.files) >= SUMMARY_TABLE_MIN_FILES:
             click.echo("summary:", err=True)

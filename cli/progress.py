@@ -18,13 +18,14 @@ from tsfix.codemods.pipeline.report import REJECTED, UNVERIFIED, VERIFIED
 REDRAW_INTERVAL_S = 0.1
 LOG_INTERVAL_S = 10.0
 
-_UNITS = {"observe": "files", "rewrite": "files", "validate": "classes", "trials": "trials",
-          "recheck": "trials", "final": "files"}
+_UNITS = {"observe": "models", "rewrite": "files", "validate": "classes", "trials": "trials",
+          "recheck": "trials", "final": "files", "models": "models", "fix": "models"}
 # Rule-drop trials: each rejected class is rewritten without each of its rules ("trials"),
 # then validated so ("recheck"); "final": files rewritten again without what was held back.
 _LABELS = {"observe": "observing", "rewrite": "rewriting", "validate": "validating",
            "trials": "rewriting without each rule", "recheck": "rechecking",
-           "final": "leaving rejected rewrites out"}
+           "final": "leaving rejected rewrites out", "models": "scripting configured models",
+           "fix": "fix loop"}
 
 
 def describe(progress: Progress, elapsed: float) -> str:

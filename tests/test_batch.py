@@ -303,12 +303,12 @@ def test_cached_verdicts_skip_observation_and_validation(project: Project,
     project.pyproject({"model.py:Net": TWO_CONFIGS})
     project.write("model.py", model_source())
     rounds: list[str] = []
-    for name in ("validate", "observe"):
+    for name in ("validate", "observe", "models"):
         real = getattr(WorkerPool, name)
 
         def counting(self: WorkerPool, jobs: list[Any], *args: Any, _name: str = name,
                      _real: Any = real, **kwargs: Any) -> Any:
-            rounds.extend([_name] * len(jobs))
+            rounds.extend([f"{_name} {getattr(job, 'mode', '')}".strip() for job in jobs])
             return _real(self, jobs, *args, **kwargs)
 
         monkeypatch.setattr(WorkerPool, name, counting)
@@ -317,7 +317,9 @@ def test_cached_verdicts_skip_observation_and_validation(project: Project,
     jobs_first = list(rounds)
     second = project.run(mode="diff", cache=True, rules=["all"])
 
-    assert jobs_first == ["observe", "validate"]
+    # The configured model observed, the class validated, the model's run (its verdict is
+    # final: nothing was held back, so it is not scripted a second time).
+    assert jobs_first == ["models observe", "validate", "models validate"]
     assert rounds == jobs_first                       # the second run started no job
     assert second.cache_hits == 1
     [c] = second.classes()
@@ -428,8 +430,12 @@ def test_rule_drop_trials_run_in_the_rewrite_processes_with_progress(
     result = project.run(jobs=2, progress=seen.append)
 
     assert result.rewrite_processes >= 1
-    assert list(dict.fromkeys(p.phase for p in seen)) == ["rewrite", "validate", "trials",
-                                                          "recheck"]
+    # "models": the configured models' run, before the trials and again for their verdicts on
+    # the final texts (a rule was dropped).
+    phases_seen = [p.phase for p in seen]
+    assert list(dict.fromkeys(phases_seen)) == ["rewrite", "validate", "models", "trials",
+                                                "recheck"]
+    assert phases_seen[-1] == "models"
     trials = [p for p in seen if p.phase == "trials"]
     assert (trials[0].done, trials[-1].done, trials[-1].total) == (0, 4, 4)  # 2 classes x 2
     for file in result.files:

@@ -58,7 +58,8 @@ def test_codes_are_the_linters_and_those_the_rules_declare() -> None:
 
 
 def test_a_site_the_rule_refuses_names_the_reason_not_the_rule() -> None:
-    """check once promised modulelist-iter for an offset index the rule refuses."""
+    """check once promised modulelist-iter for a site the rule refuses (an element used other
+    than by calling it)."""
     source = textwrap.dedent("""\
         import torch.nn as nn
 
@@ -68,10 +69,8 @@ def test_a_site_the_rule_refuses_names_the_reason_not_the_rule() -> None:
                 super().__init__()
                 self.blocks = nn.ModuleList([nn.Linear(4, 4) for _ in range(n)])
 
-            def forward(self, x):
-                for i in range(1, len(self.blocks)):
-                    x = self.blocks[i - 1](x)
-                return x
+            def forward(self, x, k: int):
+                return x @ self.blocks[k].weight
         """)
     [finding] = [f for f in check_source(source, "stack.py") if f.code == "TSF201"]
     assert finding.fix is None

@@ -252,6 +252,29 @@ def explain_class(path: Path, class_name: str, *, config_path: Path | None = Non
     return _explain(outcome, class_name, shown, path, text, hints, notes)
 
 
+def explain_error(message: str, path: Path, display: str, text: str, class_name: str) -> str:
+    """One line on a TorchScript error met elsewhere (a model's blocker): the construct (its
+    ``tsfix check`` code and title), then the rule that fixes that site, why the rule leaves
+    it, or the hand fix; the same matching as ``tsfix explain path:Class``."""
+    try:
+        findings = check_source(text, display)
+    except CheckSyntaxError:
+        findings = []
+    hints = [f for f in findings if f.class_name == class_name] if class_name else []
+    found = _explain({"outcome": SCRIPT_FAILED, "error": message}, class_name or "?", display,
+                     path, text, hints, [])
+    title = (f"{CODES[found.code].summary} [{found.code}]" if found.code
+             else "not an error tsfix knows" if "not an error tsfix knows" in found.explanation
+             else found.explanation.split(". ")[0])
+    if found.fix:
+        return f"{title}; fix: tsfix apply --rule {found.fix} {display}"
+    if found.refused:
+        return f"{title}; not fixed by tsfix here ({found.refused}): change the code by hand"
+    if found.code:
+        return f"{title}; no tsfix rule rewrites this yet: change the code by hand"
+    return title
+
+
 def _example_key(path: Path, root: Path | None) -> str:
     resolved = path.resolve()
     if root is not None and resolved.is_relative_to(root):

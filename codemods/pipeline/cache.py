@@ -9,9 +9,11 @@ whether validation ran and under which torch version, ``--require-verified``, an
 specs configured for the file. It holds the file's status, its class verdicts, skips, notes
 and the rewritten text.
 
-What the key cannot see: other files the model imports (a changed base class in another module
-changes a verdict without changing this file). ``--no-cache`` bypasses the cache for such runs;
-entries are also never stored for outcomes that depend on the machine rather than the code
+Other files the outcome depends on: a configured model's verdict, and the verdicts its run gave
+to classes of other files, depend on every file of the tree the model imports. Such an entry
+lists those files with the sha256 of their bytes when the run ended (``depends``); when one of
+them differs or is gone, the entry is not used. Entries are also never stored for outcomes
+that depend on the machine rather than the code
 (timeouts, worker crashes, internal errors).
 
 Entries are small JSON files under ``$TSFIX_CACHE_DIR`` (default ``~/.cache/tsfix``), written
@@ -30,7 +32,7 @@ from dataclasses import asdict
 from pathlib import Path
 from typing import Any
 
-from tsfix.codemods.pipeline.report import ClassResult, FileResult, SkipResult
+from tsfix.codemods.pipeline.report import ClassResult, FileResult, ModelRecord, SkipResult
 
 # Reasons that say the machine, not the code, decided: never cached.
 _TRANSIENT = ("timed out", "internal validation error", "worker", "internal error",
@@ -81,7 +83,6 @@ class Cache:
     def __init__(self, directory: Path, salt: str) -> None:
         self.directory = directory
         self.salt = salt
-        self.hits = 0
 
     @classmethod
     def for_run(cls, directory: Path | None, *, rules: list[str], unsafe_fixes: bool,
@@ -112,7 +113,8 @@ class Cache:
             entry: dict[str, Any] = json.loads(self._path(key).read_text(encoding="utf-8"))
         except (OSError, ValueError):
             return None
-        self.hits += 1
+        if dependencies_changed(entry):
+            return None
         return entry
 
     def put(self, key: str, entry: dict[str, Any]) -> None:
@@ -136,7 +138,8 @@ class Cache:
 def cacheable(result: FileResult) -> bool:
     if result.status == "failed" and (result.error is None or "cannot parse" not in result.error):
         return False
-    reasons = [c.reason for c in result.classes] + [result.error or ""] + result.notes
+    reasons = ([c.reason for c in result.classes] + [result.error or ""] + result.notes
+               + [m.reason for m in result.models])
     return not any(word in reason for reason in reasons for word in _TRANSIENT)
 
 
@@ -145,7 +148,29 @@ def entry_of(result: FileResult, text: str | None) -> dict[str, Any]:
     return {"status": result.status, "error": result.error,
             "classes": [asdict(c) for c in result.classes],
             "skips": [asdict(s) for s in result.skips], "notes": result.notes,
-            "observed": result.observed, "diff": result.diff, "text": text}
+            "observed": result.observed, "diff": result.diff, "text": text,
+            "models": [m.to_json() for m in result.models], "depends": result.depends}
+
+
+def dependencies_changed(entry: dict[str, Any]) -> bool:
+    """A file the entry's outcome depends on (a configured model's imports) has other bytes
+    than when the entry was stored, or is gone."""
+    for path, digest in (entry.get("depends") or {}).items():
+        try:
+            if hashlib.sha256(Path(path).read_bytes()).hexdigest() != digest:
+                return True
+        except OSError:
+            return True
+    return False
+
+
+def file_digests(paths: list[str] | set[str]) -> dict[str, str]:
+    """sha256 of each readable file's bytes, by path (for ``FileResult.depends``)."""
+    found = {}
+    for path in sorted(paths):
+        with contextlib.suppress(OSError):
+            found[path] = hashlib.sha256(Path(path).read_bytes()).hexdigest()
+    return found
 
 
 def restore(path: Path, display: str, entry: dict[str, Any]) -> tuple[FileResult, str | None]:
@@ -156,6 +181,8 @@ def restore(path: Path, display: str, entry: dict[str, Any]) -> tuple[FileResult
         [ClassResult(**{**c, "lines": tuple(c["lines"])}) for c in entry["classes"]],
         [SkipResult(**s) for s in entry["skips"]], entry["diff"],
         notes=list(entry["notes"]), observed=entry["observed"], cached=True,
-        new_text=entry["text"] if entry["status"] == "changed" else None)
+        new_text=entry["text"] if entry["status"] == "changed" else None,
+        models=[ModelRecord.from_json(m) for m in entry.get("models") or []],
+        depends=dict(entry.get("depends") or {}))
     text: str | None = entry["text"]
     return result, text

@@ -76,7 +76,7 @@ TENSOR_KEY = "__tensor__"
 
 _LOOKS_LIKE_CALL = re.compile(r"^\s*[A-Za-z_][\w.]*\(")   # name( ... : meant as a tensor
 _KNOWN_KEYS = {"rules", "exclude", "line-length", "timeout", "require-verified", "unsafe-fixes",
-               "auto-examples", "target",
+               "auto-examples", "target", "allow-unscriptable",
                "examples"}
 TARGETS = ("torchscript", "onnx")
 _EXAMPLE_KEYS = {"init", "inputs", "kwargs", "calls", "factory"}
@@ -152,6 +152,8 @@ class Config:
     unsafe_fixes: bool = False
     # Classes without an example table are validated on a guessed input (validation_worker).
     auto_examples: bool = True
+    # A configured model that does not script end to end fails the run unless this is set.
+    allow_unscriptable: bool = False
     # "torchscript", or "onnx": lift-branch emits the exportable form, and validation also
     # exports every rewritten class and runs it in onnxruntime.
     target: str = "torchscript"
@@ -232,6 +234,8 @@ def load_config(path: Path | None) -> Config:
     config.unsafe_fixes = _typed(table.get("unsafe-fixes", False), bool, f"{where} unsafe-fixes")
     config.auto_examples = _typed(table.get("auto-examples", True), bool,
                                   f"{where} auto-examples")
+    config.allow_unscriptable = _typed(table.get("allow-unscriptable", False), bool,
+                                       f"{where} allow-unscriptable")
     config.target = _typed(table.get("target", "torchscript"), str, f"{where} target")
     if config.target not in TARGETS:
         raise ConfigError(f"{where} target: expected one of {', '.join(map(repr, TARGETS))}, "

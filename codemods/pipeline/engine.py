@@ -12,17 +12,23 @@ in :mod:`~tsfix.codemods.pipeline.phases`, loaded only when a file is not cached
 1. discover and **cache** (:mod:`~tsfix.codemods.pipeline.cache`): a file whose outcome is
    cached is answered from it; when every file is, neither LibCST, black nor the rules are
    imported (the rewrite machinery loads on the first file that needs rewriting);
-2. **observe** (validation on, a selected rule ``needs_observations``): the original files'
-   examples run eagerly in the workers, the types seen are passed to the rules;
+2. **observe** (validation on, a selected rule ``needs_observations``): the configured models
+   (classes with example tables) run eagerly in the workers, and the types seen in every class
+   of the tree they hold an instance of are passed to the rules
+   (:mod:`~tsfix.codemods.pipeline.models`);
 3. **rewrite** (:func:`~tsfix.codemods.pipeline.rewrite.rewrite_source`): read (keeping
    encoding and line endings), skip ``@generated`` files and files that cannot define an
    nn.Module, parse, run the rules, format the touched lines. A file that cannot be read,
    decoded or parsed is reported and left untouched; the run goes on;
 4. **validate** every rewritten class in the worker pool
    (:class:`~tsfix.codemods.validation.pool.WorkerPool`, typed jobs and verdicts from
-   :mod:`~tsfix.codemods.validation.protocol`);
+   :mod:`~tsfix.codemods.validation.protocol`): a class with its own example table alone, the
+   others from the configured models that hold instances of them, the rest on a guessed input;
 5. **rule-drop trials** (below), rewritten and validated in parallel like the first round;
-6. **final texts**: the rewrite without what was held back; then every file is written through
+6. **final texts**: the rewrite without what was held back;
+7. **models**: each configured model's verdict on the tree as the run leaves it, and the fix
+   loop for a model that stops in a file of the tree outside the run (those files join the
+   run's outcomes); then every file is written through
    :func:`~tsfix.codemods.pipeline.sources.write_source`, the one function that writes.
 
 Rewrites run in this process for small rounds, else in spawn processes started once and kept
@@ -74,7 +80,13 @@ from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import TYPE_CHECKING, Literal
 
-from tsfix.codemods.pipeline.cache import Cache, cacheable, entry_of, restore
+from tsfix.codemods.pipeline.cache import (
+    Cache,
+    cacheable,
+    entry_of,
+    file_digests,
+    restore,
+)
 from tsfix.codemods.pipeline.config import (
     TARGETS,
     Config,
@@ -126,6 +138,11 @@ class Options:
     # "onnx": lift-branch emits the exportable form and validation also exports to ONNX and
     # runs onnxruntime (needs the onnx extra). None: [tool.tsfix] target, else "torchscript".
     target: Literal["torchscript", "onnx"] | None = None
+    # A configured model that does not script end to end is reported without failing the run.
+    # None: [tool.tsfix] allow-unscriptable.
+    allow_unscriptable: bool | None = None
+    # Rounds of the fix loop per configured model (0: no loop, the model verdict only).
+    fix_rounds: int = 5
 
 
 # ---- the run -----------------------------------------------------------------------------------
@@ -147,6 +164,8 @@ def run(targets: Sequence[str | os.PathLike[str]], options: Options) -> RunResul
     require_verified = (config.require_verified if options.require_verified is None
                         else options.require_verified)
     unsafe_fixes = config.unsafe_fixes if options.unsafe_fixes is None else options.unsafe_fixes
+    allow_unscriptable = (config.allow_unscriptable if options.allow_unscriptable is None
+                          else options.allow_unscriptable)
     warnings: list[str] = []
     found: list[Path | SourceError] = list(discover(paths, config.root, config.exclude,
                                                     warnings))
@@ -170,6 +189,7 @@ def run(targets: Sequence[str | os.PathLike[str]], options: Options) -> RunResul
     keys, cached = _from_cache(found, resolved, displays, cache, config, skip=bad_tables)
 
     outcomes: dict[int, Outcome] = {}
+    extra: list[Outcome] = []               # files the fix loop rewrote, not among `found`
     processes = 0
     if any(isinstance(f, Path) and i not in cached and i not in bad_tables
            for i, f in enumerate(found)):
@@ -178,11 +198,12 @@ def run(targets: Sequence[str | os.PathLike[str]], options: Options) -> RunResul
         session = phases.Session(
             rule_names, config, require_verified, unsafe_fixes, target, verify=options.verify,
             workers=options.jobs or os.cpu_count() or 1,
-            timeout=options.timeout or config.timeout, progress=options.progress)
-        outcomes = phases.run_phases([phases.File(i, f, resolved[i], displays[i])
-                                      for i, f in enumerate(found)
-                                      if isinstance(f, Path) and i not in cached
-                                      and i not in bad_tables], session)
+            timeout=options.timeout or config.timeout, progress=options.progress,
+            fix_rounds=options.fix_rounds)
+        outcomes, extra = phases.run_phases([phases.File(i, f, resolved[i], displays[i])
+                                             for i, f in enumerate(found)
+                                             if isinstance(f, Path) and i not in cached
+                                             and i not in bad_tables], session)
         processes = session.processes
 
     # Nothing is written before every phase is over; then each file in one atomic rename.
@@ -208,17 +229,29 @@ def run(targets: Sequence[str | os.PathLike[str]], options: Options) -> RunResul
                     if result.written:
                         written.append(result.display)
             files.append(result)
+        for outcome in extra:
+            result = outcome.result
+            if outcome.text is not None and result.status == "changed" and options.mode == "write":
+                with interrupts_deferred():
+                    result = _written(result, outcome.text, outcome.source)
+                    if result.written:
+                        written.append(result.display)
+            files.append(result)
         files.extend(missing)
         if cache is not None:
             for i, key in keys.items():
                 if i not in cached and cacheable(files[i]):
-                    cache.put(key, entry_of(files[i],
+                    result = files[i]
+                    if result.depends:
+                        # The bytes the next run will see (this run may have written them).
+                        result = replace(result, depends=file_digests(set(result.depends)))
+                    cache.put(key, entry_of(result,
                                             outcomes[i].text if i in outcomes else None))
     except KeyboardInterrupt:
         raise Interrupted(written) from None
     return RunResult(files, rule_names, options.mode, options.verify, require_verified,
-                     unsafe_fixes, processes, cache.hits if cache is not None else 0,
-                     warnings=tuple(warnings))
+                     unsafe_fixes, processes, len(cached),
+                     warnings=tuple(warnings), allow_unscriptable=allow_unscriptable)
 
 
 def _rule_names(names: list[str], target: str) -> list[str]:
@@ -272,7 +305,17 @@ def _from_cache(found: list[Path | SourceError], resolved: dict[int, Path], disp
         entry = cache.get(keys[i])
         if entry is not None:
             cached[i] = restore(path, displays[i], entry)
-    return keys, cached
+    # An outcome that depends on a file the run redoes (a model's imports) is redone too: the
+    # model's run gives that file's classes their verdicts.
+    redone = {str(resolved[i]) for i, f in enumerate(found)
+              if isinstance(f, Path) and i not in cached}
+    while True:
+        stale = [i for i, (result, _) in cached.items() if redone & set(result.depends)]
+        if not stale:
+            return keys, cached
+        for i in stale:
+            del cached[i]
+            redone.add(str(resolved[i]))
 
 
 def _table_problems(found: list[Path | SourceError], resolved: dict[int, Path],

@@ -19,13 +19,16 @@ from functools import cached_property
 from pathlib import Path
 from typing import TYPE_CHECKING, Literal, TypeVar
 
+from tsfix.codemods.pipeline import models as configured
 from tsfix.codemods.pipeline.config import Config, ExampleError, ExampleSpec
 from tsfix.codemods.pipeline.report import (
+    MODEL_FAILS,
     REJECTED,
     UNVERIFIED,
     VERIFIED,
     ClassResult,
     FileResult,
+    ModelRecord,
     Phase,
     Progress,
     SkipResult,
@@ -36,8 +39,7 @@ from tsfix.codemods.validation.protocol import (
     NOT_SCRIPTABLE_EITHER,
     ClassVerdict,
     JobClass,
-    ObserveClass,
-    ObserveJob,
+    ModelResult,
     TypeTable,
     ValidationJob,
 )
@@ -205,6 +207,7 @@ class Session:
     # Running totals for the progress display: "rewrites" and one entry per verdict.
     counts: dict[str, int] = field(default_factory=dict)
     processes: int = 0                      # other processes that rewrote files
+    fix_rounds: int = 5                     # per configured model (models.py)
 
     @cached_property
     def rules(self) -> tuple[type[Rule], ...]:
@@ -269,21 +272,26 @@ class Outcome:
     source: SourceText | None = None
 
 
-def run_phases(todo: list[File], session: Session) -> dict[int, Outcome]:
-    """Every phase over ``todo``; returns each file's outcome by its index. Nothing is
-    written here."""
+def run_phases(todo: list[File], session: Session) -> tuple[dict[int, Outcome], list[Outcome]]:
+    """Every phase over ``todo``; returns each file's outcome by its index, and the outcomes
+    of files the fix loop rewrote (not among ``todo``). Nothing is written here."""
     observed: dict[int, _Observed] = {}
+    models = configured.configured_models(todo, session) if session.verify else []
+    observations = configured.Observations()
+    validated: dict[str, ModelResult] = {}
+    found_models = _Models()
     # Validation workers start only when a round has jobs; with verify=False none runs.
     with WorkerPool(session.workers) as pool, _Rewriters(session) as rewriters:
-        if session.verify and any(rule.needs_observations for rule in session.rules):
-            observed = _observe(todo, session, pool)
+        if models and any(rule.needs_observations for rule in session.rules):
+            observations = configured.observe(models, session, pool)
+            observed = _observed_files(todo, models, observations)
         rewritten = _rewrite_all(todo, observed, session, rewriters)
         by_index = {file.index: file for file in todo}
         pending = [_Pending(by_index[r.index], r.source, r.text, r.classes,
                             observed.get(r.index, _Observed()))
                    for r in rewritten.values() if r.status == "changed" and r.source]
         if session.verify:
-            checked = _validate(pending, session, pool)
+            checked, validated = _validate(pending, models, session, pool)
             drops = _drop_rules(pending, checked, session, pool, rewriters)
         else:
             checked = {item.index: _Checked({c.class_name: ClassVerdict(
@@ -291,14 +299,41 @@ def run_phases(todo: list[File], session: Session) -> dict[int, Outcome]:
                 for c in item.classes}) for item in pending}
             drops = {}
         finals = _final_texts(pending, checked, drops, session, rewriters)
+        if models:
+            found_models = _model_verdicts(models, todo, pending, finals, validated,
+                                           observations, session, pool)
     outcomes = {}
     for file in todo:
         answer = rewritten[file.index]
         result, text = _file_result(file.path, file.display, answer,
                                     observed.get(file.index, _Observed()),
                                     finals.get(file.index))
+        result = replace(result, models=found_models.records.get(file.index, []),
+                         depends=dict.fromkeys(sorted(found_models.depends.get(file.index,
+                                                                               ())), ""))
         outcomes[file.index] = Outcome(result, text, answer.source)
-    return outcomes
+    return outcomes, found_models.extra
+
+
+def _observed_files(todo: list[File], models: list[configured.Configured],
+                    observations: configured.Observations) -> dict[int, _Observed]:
+    """Each file's types from the models' runs, and why a model gave none."""
+    observed: dict[int, _Observed] = {}
+    for file in todo:
+        types = observations.types.get(str(file.resolved), {})
+        notes: list[str] = []
+        timed_out = None
+        for model in models:
+            result = observations.results.get(model.display)
+            if model.file.index != file.index or result is None or result.failure is None:
+                continue
+            notes.append(f"no observed types for {model.name} (static inference only): "
+                         f"{result.failure}")
+            if "timed out" in result.failure:
+                timed_out = result.failure
+        if types or notes:
+            observed[file.index] = _Observed(types, tuple(notes), timed_out)
+    return observed
 
 
 def _file_result(path: Path, display: str, rewritten: _Rewritten, observed: _Observed,
@@ -319,30 +354,6 @@ def _file_result(path: Path, display: str, rewritten: _Rewritten, observed: _Obs
         diff = unified_diff(rewritten.source.text, text, display)
     return replace(base, status=final.status, error=final.error, classes=list(final.classes),
                    diff=diff, new_text=text), text
-
-
-# ---- observed types ----------------------------------------------------------------------------
-
-def _observe(todo: list[File], session: Session, pool: WorkerPool) -> dict[int, _Observed]:
-    """Run the original files' examples eagerly, recording argument types for the rules."""
-    jobs: list[ObserveJob] = []
-    by_job: dict[int, int] = {}
-    for file in todo:
-        specs = session.config.examples_in(file.resolved, resolved=True)
-        classes = tuple(ObserveClass(name, spec.to_example())
-                        for name, spec in sorted(specs.items()) if isinstance(spec, ExampleSpec))
-        if not classes:
-            continue
-        job = ObserveJob(len(jobs), str(file.resolved), classes, session.sys_path)
-        jobs.append(job)
-        by_job[job.id] = file.index
-    report = session.reporter("observe", len(jobs))
-    found_types = pool.observe(jobs, timeout=session.timeout, on_result=lambda _: report())
-    return {by_job[job_id]: _Observed(
-        found.types,
-        tuple(f"no observed types for {name} (static inference only): {reason}"
-              for name, reason in sorted(found.failures.items())),
-        found.timed_out) for job_id, found in found_types.items()}
 
 
 # ---- rewrite -----------------------------------------------------------------------------------
@@ -568,30 +579,35 @@ def _skip_set(skip: Mapping[str, frozenset[str]]) -> SkipSet:
 
 # ---- validation --------------------------------------------------------------------------------
 
-def _validate(pending: list[_Pending], session: Session, pool: WorkerPool
-              ) -> dict[int, _Checked]:
+def _validate(pending: list[_Pending], models: list[configured.Configured], session: Session,
+              pool: WorkerPool) -> tuple[dict[int, _Checked], dict[str, ModelResult]]:
+    """A verdict for every rewritten class: a class with its own example table is validated
+    alone; the others from the configured models that hold instances of them (one model job
+    each, over the whole rewritten tree); a class no model reaches is guessed
+    (``auto-examples``) or unverified. Returns the verdicts by file, and each model job's
+    answer by model (its model verdict is the final one when nothing is held back)."""
     config = session.config
     checked: dict[int, _Checked] = {}
     jobs: list[ValidationJob] = []
     by_job: dict[int, int] = {}
+    # file index -> class -> its ClassResults: no table of its own, for the models
+    by_models: dict[int, dict[str, list[ClassResult]]] = {}
     for item in pending:
         verdicts: dict[str, ClassVerdict] = {}
         classes: list[JobClass] = []
         error = None
         for name, group in _by_class(item.classes).items():
-            spec = _example_for(session, item.file, name)
+            spec = config.example_for(item.file.resolved, name, resolved=True)
             if isinstance(spec, ExampleError):
                 error = str(spec)
                 break
             if spec is None:
-                where = _example_key(item.file, config)
-                verdicts[name] = ClassVerdict(
-                    name, UNVERIFIED, f'no example inputs: add [tool.tsfix.examples."{where}:'
-                                      f'{name}"] to {config.source or "pyproject.toml"}')
+                by_models.setdefault(item.index, {})[name] = group
                 continue
             classes.append(_job_class(name, group, spec))
         if error is not None:
             checked[item.index] = _Checked(error=error)
+            by_models.pop(item.index, None)
             continue
         if classes and item.observed.timed_out:
             # Validation runs the same original examples first; do not wait for it twice.
@@ -605,19 +621,76 @@ def _validate(pending: list[_Pending], session: Session, pool: WorkerPool
             jobs.append(job)
             by_job[job.id] = item.index
         checked[item.index] = _Checked(verdicts)
-    report = session.reporter("validate", sum(len(job.classes) for job in jobs))
+    _run_validation(jobs, by_job, checked, session, pool, "validate")
+
+    validated: dict[str, ModelResult] = {}
+    reached: dict[tuple[str, str], ClassVerdict] = {}
+    if models:
+        overlay = {str(item.file.resolved): item.text for item in pending
+                   if checked[item.index].error is None}
+        wanted = [configured.model_class(item.file.resolved, name, group)
+                  for item in pending for name, group in by_models.get(item.index, {}).items()]
+        model_jobs = [configured.model_job(k, model, session, overlay=overlay, classes=wanted)
+                      for k, model in enumerate(models)]
+        report = session.reporter("models", len(model_jobs))
+        answers = pool.models(model_jobs, timeout=session.timeout,
+                              on_result=lambda *_: report())
+        for k, model in enumerate(models):
+            validated[model.display] = answers.get(k) or ModelResult(
+                k, failure="no answer from the worker")
+        reached = configured.merged_verdicts(validated.items())
+
+    # Classes no model reached: a guessed example, else unverified with what to add.
+    guessed: list[ValidationJob] = []
+    by_guess: dict[int, int] = {}
+    for item in pending:
+        left = by_models.get(item.index, {})
+        if not left:
+            continue
+        verdicts = dict(checked[item.index].verdicts)
+        classes = []
+        for name, group in left.items():
+            found = reached.get((str(item.file.resolved), name))
+            if found is not None:
+                verdicts[name] = found
+            elif config.auto_examples:
+                classes.append(_job_class(name, group, ExampleSpec.automatic(
+                    f"{_example_key(item.file, config)}:{name}")))
+            else:
+                where = _example_key(item.file, config)
+                verdicts[name] = ClassVerdict(
+                    name, UNVERIFIED, f'no example inputs: add [tool.tsfix.examples."{where}:'
+                                      f'{name}"] to {config.source or "pyproject.toml"}, or a '
+                                      "table for a model that uses it")
+        checked[item.index] = _Checked(verdicts)
+        if classes:
+            job = ValidationJob(len(guessed), str(item.file.resolved), item.text,
+                                tuple(classes), session.sys_path, target=session.target)
+            guessed.append(job)
+            by_guess[job.id] = item.index
+    _run_validation(guessed, by_guess, checked, session, pool, "validate")
+    return checked, validated
+
+
+def _run_validation(jobs: list[ValidationJob], by_job: dict[int, int],
+                    checked: dict[int, _Checked], session: Session, pool: WorkerPool,
+                    phase: Phase) -> None:
+    """Run per-file validation jobs; their verdicts join ``checked`` (by file index)."""
+    if not jobs:
+        return
+    report = session.reporter(phase, sum(len(job.classes) for job in jobs))
     found = pool.validate(jobs, timeout=session.timeout, on_result=lambda _, found: report(
         len(found), verdicts=[v.verdict for v in found]))
     for job_id, class_verdicts in found.items():
         index = by_job[job_id]
         checked[index] = _Checked({**checked[index].verdicts,
                                    **{v.name: v for v in class_verdicts}})
-    return checked
 
 
 def _example_for(session: Session, file: File, name: str
                  ) -> ExampleSpec | ExampleError | None:
-    """The configured example table, else (``auto-examples``) a guessed one."""
+    """The configured example table, else (``auto-examples``) a guessed one (rule-drop
+    trials)."""
     spec = session.config.example_for(file.resolved, name, resolved=True)
     if spec is None and session.config.auto_examples:
         return ExampleSpec.automatic(f"{_example_key(file, session.config)}:{name}")
@@ -796,3 +869,188 @@ def _decided(item: _Pending, classes: list[ClassResult], text: str) -> _Final:
     if text == item.source.text:
         return _Final("rejected" if classes else "unchanged", tuple(classes))
     return _Final("changed", tuple(classes), text=text)
+
+
+# ---- configured models: the model verdict and the fix loop ------------------------------------
+
+@dataclass(frozen=True)
+class _Models:
+    """What the model phase adds to the run: each model file's records, the files each
+    outcome depends on, and the files the fix loop rewrote."""
+
+    records: dict[int, list[ModelRecord]] = field(default_factory=dict)
+    depends: dict[int, set[str]] = field(default_factory=dict)
+    extra: list[Outcome] = field(default_factory=list)
+
+
+@dataclass
+class _LoopFile:
+    """A file of the tree outside the run that the fix loop rewrote."""
+
+    source: SourceText
+    display: str
+    classes: set[str] = field(default_factory=set)      # classes the loop rewrote in it
+    text: str = ""
+    results: list[ClassResult] = field(default_factory=list)
+
+
+def _model_verdicts(models: list[configured.Configured], todo: list[File],
+                    pending: list[_Pending], finals: dict[int, _Final],
+                    validated: dict[str, ModelResult],
+                    observations: configured.Observations, session: Session,
+                    pool: WorkerPool) -> _Models:
+    """Each configured model's verdict on the tree as the run leaves it, and the fix loop for
+    a model that stops in a file of the tree outside the run (models.py's docstring)."""
+    validated_overlay = {str(item.file.resolved): item.text for item in pending}
+    overlay = {str(item.file.resolved): final.text for item in pending
+               if (final := finals.get(item.index)) is not None and final.status == "changed"
+               and final.text is not None}
+    results: dict[str, ModelResult] = {}
+    again: list[configured.Configured] = []
+    for model in models:
+        known = validated.get(model.display)
+        if (known is not None and known.failure is None and known.model is not None
+                and configured.overlay_for(known.files, overlay)
+                == configured.overlay_for(known.files, validated_overlay)):
+            results[model.display] = known      # nothing it imports was held back
+        elif known is not None and known.failure is not None:
+            results[model.display] = known      # the original does not build or run
+        else:
+            again.append(model)
+    if again:
+        report = session.reporter("models", len(again))
+        answers = pool.models([configured.model_job(k, model, session, overlay=overlay)
+                               for k, model in enumerate(again)],
+                              timeout=session.timeout, on_result=lambda *_: report())
+        for k, model in enumerate(again):
+            results[model.display] = answers.get(k) or ModelResult(
+                k, failure="no answer from the worker")
+
+    run_paths = {str(file.resolved) for file in todo}
+    display = {str(file.resolved): file.display for file in todo}
+    loop_files: dict[str, _LoopFile] = {}
+    out = _Models()
+    failing = [m for m in models if _stops(results[m.display])]
+    fix_report = session.reporter("fix", len(failing)) if session.fix_rounds else None
+    for model in models:
+        result = results[model.display]
+        rounds: list[str] = []
+        if session.fix_rounds and _stops(result):
+            result = _fix_loop(model, result, overlay, loop_files, run_paths, observations,
+                               session, pool, rounds)
+            if fix_report is not None:
+                fix_report()
+        display.update({path: f.display for path, f in loop_files.items()})
+        texts = {**overlay, **{path: f.text for path, f in loop_files.items() if f.text}}
+        out.records.setdefault(model.file.index, []).append(
+            configured.record_of(model, result, texts=texts, display=display, rounds=rounds))
+        for file in todo:
+            if file.index == model.file.index or str(file.resolved) in result.files:
+                out.depends.setdefault(file.index, set()).update(result.files)
+    for path, loop_file in loop_files.items():
+        if not loop_file.text or loop_file.text == loop_file.source.text:
+            continue
+        from tsfix.codemods.pipeline.rewrite import unified_diff
+
+        result_file = FileResult(Path(path), loop_file.display, "changed",
+                                 classes=loop_file.results,
+                                 diff=unified_diff(loop_file.source.text, loop_file.text,
+                                                   loop_file.display),
+                                 new_text=loop_file.text, fix_loop=True)
+        out.extra.append(Outcome(result_file, loop_file.text, loop_file.source))
+    return out
+
+
+def _stops(result: ModelResult) -> bool:
+    """The model does not script, at a known place."""
+    return (result.failure is None and result.model is not None
+            and result.model.status == MODEL_FAILS and result.model.blocker is not None
+            and result.model.blocker.path is not None)
+
+
+def _fix_loop(model: configured.Configured, result: ModelResult, overlay: dict[str, str],
+              loop_files: dict[str, _LoopFile], run_paths: set[str],
+              observations: configured.Observations, session: Session, pool: WorkerPool,
+              rounds: list[str]) -> ModelResult:
+    """Rewrite the class that blocks ``model`` in a file of the tree outside the run, validate
+    that through the model, script it again; ``rounds`` gets one line per round. Returns the
+    last model job's answer."""
+    for number in range(1, session.fix_rounds + 1):
+        if not _stops(result):
+            break
+        assert result.model is not None and result.model.blocker is not None
+        blocker = result.model.blocker
+        path = str(blocker.path)
+        loop_file = loop_files.get(path)
+        shown = loop_file.display if loop_file else configured.shown(path)
+        where = f"{shown}:{blocker.line}" if blocker.line else shown
+        if path in run_paths:
+            rounds.append(f"round {number}: not tried: {where} is in a file of this run "
+                          "(every selected rule ran on it)")
+            break
+        if loop_file is None:
+            try:
+                source = read_source(Path(path))
+            except SourceError as exc:
+                rounds.append(f"round {number}: blocked at {where}: {exc}; the loop stops")
+                break
+            loop_file = _LoopFile(source, shown)
+        current = loop_file.text or loop_file.source.text
+        class_name = configured.class_at(current, blocker.line, blocker.scope)
+        if class_name is None:
+            rounds.append(f"round {number}: blocked at {where}, outside any class (no rule "
+                          "rewrites module-level functions); the loop stops")
+            break
+        if class_name in loop_file.classes:
+            rounds.append(f"round {number}: blocked at {where} in {class_name}, which the "
+                          "loop rewrote already; the loop stops")
+            break
+        chosen = loop_file.classes | {class_name}
+        others = frozenset(configured.top_level_classes(loop_file.source.text)) - chosen
+        skip = _skip_set(dict.fromkeys(session.rule_names, others))
+        try:
+            text, classes, _ = session.settings.rewrite(
+                loop_file.source.text, shown, observations.types.get(path, {}), skip)
+        except Exception as exc:
+            rounds.append(f"round {number}: rewriting {class_name} in {shown} failed: "
+                          f"{_internal_error(shown, exc)}; the loop stops")
+            break
+        changed = [c for c in classes if c.class_name == class_name]
+        if not changed:
+            rounds.append(f"round {number}: blocked at {where} in {class_name}; no selected "
+                          "rule changes it; the loop stops")
+            break
+        wanted = [configured.model_class(Path(path), name, group)
+                  for name, group in _by_class(classes).items()]
+        trial_overlay = {**overlay, **{p: f.text for p, f in loop_files.items() if f.text},
+                         path: text}
+        answer = pool.models([configured.model_job(0, model, session, overlay=trial_overlay,
+                                                   classes=wanted)],
+                             timeout=session.timeout).get(0)
+        if answer is None or answer.failure is not None:
+            why = answer.failure if answer is not None else "no answer from the worker"
+            rounds.append(f"round {number}: {class_name} rewritten, not validated ({why}); "
+                          "the loop stops")
+            break
+        verdicts = {found.verdict.name: found.verdict for found in answer.classes
+                    if found.path == path}
+        judged = configured.with_verdicts(classes, verdicts)
+        bad = [c for c in judged if c.class_name == class_name and (
+            c.verdict == REJECTED or (session.require_verified and c.verdict != VERIFIED))]
+        rules = ", ".join(dict.fromkeys(c.rule for c in changed))
+        if bad:
+            rounds.append(f"round {number}: blocked at {where} in {class_name}; the rewrite "
+                          f"by {rules} is {bad[0].verdict}: {bad[0].reason}; not kept, the "
+                          "loop stops")
+            break
+        loop_file.classes.add(class_name)
+        loop_file.text = text
+        loop_file.results = judged
+        loop_files[path] = loop_file
+        verdict = verdicts.get(class_name)
+        status = answer.model.status if answer.model else "not checked"
+        rounds.append(f"round {number}: blocked at {where} in {class_name}; rewritten by "
+                      f"{rules} ({verdict.verdict if verdict else UNVERIFIED}); the model now "
+                      f"{'scripts' if status == 'scripts' else status}")
+        result = answer
+    return result

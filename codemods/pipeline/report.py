@@ -19,10 +19,11 @@ from tsfix.codemods.validation import (
 )
 
 __all__ = ["REJECTED", "UNVERIFIED", "VERIFIED", "ClassResult", "FileResult", "Interrupted",
-           "Phase", "Progress", "RunResult", "SkipResult", "printable"]
+           "ModelRecord", "Phase", "Progress", "RunResult", "SkipResult", "printable"]
 
 # The phases of a run, as the progress display names them (engine.py's docstring).
-Phase = Literal["observe", "rewrite", "validate", "trials", "recheck", "final"]
+Phase = Literal["observe", "rewrite", "validate", "trials", "recheck", "final", "models",
+                "fix"]
 
 # Exit codes, black/ruff style (documented in the README and `tsfix apply --help`).
 EXIT_OK = 0               # nothing to do, or everything applied
@@ -96,6 +97,55 @@ class SkipResult:
         return cls(**{f.name: getattr(skip, f.name) for f in fields(cls)})
 
 
+# ModelRecord.status
+MODEL_SCRIPTS, MODEL_FAILS, MODEL_ERROR = "scripts", "fails", "error"
+
+
+@dataclass(frozen=True)
+class ModelRecord:
+    """A configured model's verdict once every rewrite is decided: it scripts end to end with
+    the ORIGINAL eager outputs and survives save/load, or where it stops and what tsfix
+    explain says about that."""
+
+    model: str                              # "path:Class", the path as the report shows files
+    status: str                             # scripts | fails | error
+    reason: str
+    scripted_before: bool | None = None     # the original model scripts (None: not known)
+    blocker: str | None = None              # "path:line" where scripting stops
+    scope: str | None = None                # the class, method or function there
+    message: str = ""                       # TorchScript's message, first lines
+    explain: str = ""                       # tsfix explain's answer: construct, fix or hand fix
+    # The fix loop: one line per round (what blocked, what was rewritten, the outcome).
+    rounds: list[str] = field(default_factory=list)
+    python_only: bool = False
+    duration_s: float = 0.0
+
+    @property
+    def ok(self) -> bool:
+        return self.status == MODEL_SCRIPTS
+
+    def line(self) -> str:
+        """The one line the run prints for the model."""
+        before = ("" if self.scripted_before is None else
+                  " (scripted before tsfix)" if self.scripted_before else
+                  " (did not script before tsfix)")
+        if self.ok:
+            return f"{self.model}: model scripts{before}: {self.reason}"
+        if self.status == MODEL_ERROR:
+            return f"{self.model}: model not checked: {self.reason}"
+        where = f" at {self.blocker}" + (f" ({self.scope})" if self.scope else "")
+        return (f"{self.model}: model does not script{before}"
+                f"{where if self.blocker else ''}: {self.reason}")
+
+    def to_json(self) -> dict[str, Any]:
+        return asdict(self)
+
+    @classmethod
+    def from_json(cls, data: dict[str, Any]) -> ModelRecord:
+        known = {f.name for f in fields(cls)}
+        return cls(**{k: v for k, v in data.items() if k in known})
+
+
 @dataclass(frozen=True)
 class FileResult:
     """What a run did to one file. Built once, when the run's phases are over."""
@@ -114,6 +164,13 @@ class FileResult:
     observed: dict[str, dict[str, dict[str, str]]] = field(default_factory=dict)
     rewrite_s: float = 0.0         # reading, rewriting and formatting the file
     cached: bool = False           # restored from the cache: not parsed nor validated again
+    # The configured models (example tables) of this file: one verdict each.
+    models: list[ModelRecord] = field(default_factory=list)
+    # Other files this outcome depends on (a model's imports): resolved path -> sha256 of
+    # their bytes when the run ended; the cache entry is stale when one differs.
+    depends: dict[str, str] = field(default_factory=dict)
+    # Not among the paths given: the fix loop rewrote it (a file a configured model imports).
+    fix_loop: bool = False
     # A changed file's new text (written, or what would be); not in the JSON report.
     new_text: str | None = field(default=None, repr=False, compare=False)
 
@@ -131,9 +188,14 @@ class RunResult:
     cache_hits: int = 0
     # About the run rather than a file: a given folder without Python files.
     warnings: tuple[str, ...] = ()
+    # A configured model that does not script does not fail the run (--allow-unscriptable).
+    allow_unscriptable: bool = False
 
     def classes(self) -> list[ClassResult]:
         return [c for f in self.files for c in f.classes]
+
+    def models(self) -> list[ModelRecord]:
+        return [m for f in self.files for m in f.models]
 
     def after_review(self, written: Collection[Path]) -> RunResult:
         """This dry run once an interactive review wrote the files ``written``: it exits as a
@@ -147,7 +209,12 @@ class RunResult:
         rejected = any(c.verdict == REJECTED for c in self.classes())
         if failed or rejected:
             return EXIT_FAILED
-        if self.require_verified and any(c.verdict == UNVERIFIED for c in self.classes()):
+        # A model that does not script fails the run; one that could not be checked (its
+        # original does not build or run, a timeout) is like an unverified rewrite.
+        if not self.allow_unscriptable and any(m.status == MODEL_FAILS for m in self.models()):
+            return EXIT_FAILED
+        if self.require_verified and (any(c.verdict == UNVERIFIED for c in self.classes())
+                                      or any(m.status == MODEL_ERROR for m in self.models())):
             return EXIT_FAILED
         if self.mode in ("diff", "check") and any(f.status == "changed" for f in self.files):
             return EXIT_PENDING
@@ -173,6 +240,13 @@ class RunResult:
         verdicts = (f"{c['classes']} class rewrite{'s' if c['classes'] != 1 else ''}: "
                     f"{c[VERIFIED]} verified, {c[REJECTED]} rejected, "
                     f"{c[UNVERIFIED]} unverified")
+        models = self.models()
+        if models:
+            scripting = sum(m.ok for m in models)
+            verdicts += (f"; {len(models)} configured model{'s' if len(models) != 1 else ''}: "
+                         f"{scripting} script{'s' if scripting == 1 else ''}, "
+                         f"{len(models) - scripting} "
+                         f"do{'es' if len(models) - scripting == 1 else ''} not")
         return f"{', '.join(parts)}; {verdicts}."
 
     def to_json(self) -> dict[str, Any]:
@@ -189,6 +263,8 @@ class RunResult:
             "exit_code": self.exit_code,
             "summary": self.counts(),
             "warnings": list(self.warnings),
+            "allow_unscriptable": self.allow_unscriptable,
+            "models": [m.to_json() for m in self.models()],
             "files": [{
                 "path": f.display,
                 "status": f.status,
@@ -202,6 +278,8 @@ class RunResult:
                 "observed": f.observed,
                 "rewrite_s": f.rewrite_s,
                 "cached": f.cached,
+                "models": [m.to_json() for m in f.models],
+                "fix_loop": f.fix_loop,
             } for f in self.files],
         }
 
@@ -228,11 +306,14 @@ class RunResult:
                                     notes=list(f.get("notes", [])),
                                     observed=f.get("observed", {}),
                                     rewrite_s=f.get("rewrite_s", 0.0),
-                                    cached=f.get("cached", False)))
+                                    cached=f.get("cached", False),
+                                    models=[ModelRecord.from_json(m)
+                                            for m in f.get("models", [])],
+                                    fix_loop=f.get("fix_loop", False)))
         return cls(files, list(data["rules"]), data["mode"], data["verify"],
                    data.get("require_verified", False), data.get("unsafe_fixes", False),
                    data.get("rewrite_processes", 0), data.get("cache_hits", 0),
-                   tuple(data.get("warnings", ())))
+                   tuple(data.get("warnings", ())), data.get("allow_unscriptable", False))
 
     def summary_table(self, top: int = 5) -> list[str]:
         """End-of-run table: files, rewrites per rule, verdicts, the slowest validations and
@@ -246,6 +327,11 @@ class RunResult:
                                                for rule in self.rules if per_rule[rule])))
             rows.append(("verdicts", f"{c[VERIFIED]} verified, {c[REJECTED]} rejected, "
                                      f"{c[UNVERIFIED]} unverified"))
+        models = self.models()
+        if models:
+            scripting = sum(m.ok for m in models)
+            rows.append(("models", f"{len(models)} configured, {scripting} script, "
+                                   f"{len(models) - scripting} do not"))
         timed: dict[tuple[str, str], float] = {}
         for f in self.files:
             for cl in f.classes:

@@ -1,0 +1,277 @@
+"""Configured models: a class with an example table is a model the user wants to export.
+
+What the run does with them (validation on), besides validating each rewritten class:
+
+1. **Examples flow down.** The model is built from the original tree and run on its example
+   inputs; every submodule instance inside it is seen with its real inputs. The types seen in
+   every class of the tree go to the rules (observe phase), and every rewritten class the model
+   holds an instance of gets its verdict from that run (validate phase): eager parity of each
+   rewritten instance on its inputs, re-script, one artifact across instances that differ in
+   lifted settings, save/load (:mod:`tsfix.codemods.validation.model`). A class with a table of
+   its own keeps its own verdict; a class no model reaches is guessed (``auto-examples``) or
+   unverified, as before.
+2. **A model verdict** (:class:`~tsfix.codemods.pipeline.report.ModelRecord`): the model built
+   from the tree as the run leaves it, with the original's weights, scripts end to end, its
+   outputs match the ORIGINAL eager outputs, and it survives save/load; or where it stops
+   (file:line, TorchScript's message, and what ``tsfix explain`` says about that line). A
+   configured model that does not script fails the run (exit 3) unless ``--allow-unscriptable``
+   (``[tool.tsfix] allow-unscriptable = true``).
+3. **The fix loop.** When the model stops in a file of the tree that is not among the paths of
+   the run (a helper module, a base class in another file), the selected rules are run on the
+   class that holds the blocker (only that class: the diff stays what the model needs), the
+   rewrite is validated through the model, and the model is scripted again; until it scripts,
+   the blocker is in code the run already rewrote, no rule changes the class, or
+   ``Options.fix_rounds`` rounds are done. Each round is one line of the record (``-v`` shows
+   them). A file the loop rewrote is reported and written like the others, marked ``fix_loop``.
+
+Which models: the tables of the files in the run. The tree: the folder of the configuration
+(``pyproject.toml``), else the package of the model's file; files of the Python installation are
+never the tree.
+"""
+
+from __future__ import annotations
+
+import ast
+from collections.abc import Callable, Iterable, Mapping
+from dataclasses import dataclass, field, replace
+from pathlib import Path
+from typing import TYPE_CHECKING, Protocol
+
+from tsfix.codemods.pipeline.config import ExampleSpec
+from tsfix.codemods.pipeline.report import (
+    MODEL_ERROR,
+    MODEL_FAILS,
+    MODEL_SCRIPTS,
+    REJECTED,
+    UNVERIFIED,
+    VERIFIED,
+    ClassResult,
+    ModelRecord,
+    Phase,
+)
+from tsfix.codemods.validation.protocol import (
+    Blocker,
+    ClassVerdict,
+    ModelClass,
+    ModelJob,
+    ModelResult,
+    TypeTable,
+)
+
+if TYPE_CHECKING:
+    from tsfix.codemods.pipeline.config import Config
+    from tsfix.codemods.validation.pool import WorkerPool
+
+
+class File(Protocol):
+    """A file of the run (phases.File)."""
+
+    @property
+    def index(self) -> int: ...
+    @property
+    def resolved(self) -> Path: ...
+    @property
+    def display(self) -> str: ...
+
+
+class Session(Protocol):
+    """What model jobs need of the run (phases.Session)."""
+
+    config: Config
+    target: str
+    timeout: float
+
+    @property
+    def sys_path(self) -> tuple[str, ...]: ...
+
+    def reporter(self, phase: Phase, total: int) -> Callable[..., None]: ...
+
+
+@dataclass(frozen=True)
+class Configured:
+    """A configured model of the run: class ``name`` of ``file``, built with ``spec``."""
+
+    file: File
+    name: str
+    spec: ExampleSpec
+
+    @property
+    def display(self) -> str:
+        return f"{self.file.display}:{self.name}"
+
+
+def configured_models(todo: Iterable[File], session: Session) -> list[Configured]:
+    found: list[Configured] = []
+    for file in todo:
+        specs = session.config.examples_in(file.resolved, resolved=True)
+        found.extend(Configured(file, name, spec) for name, spec in sorted(specs.items())
+                     if isinstance(spec, ExampleSpec))
+    return found
+
+
+def model_job(job_id: int, model: Configured, session: Session, *, observe: bool = False,
+              overlay: Mapping[str, str] | None = None,
+              classes: Iterable[ModelClass] = ()) -> ModelJob:
+    root = session.config.root
+    return ModelJob(job_id, str(model.file.resolved), model.name, model.spec.to_example(),
+                    "observe" if observe else "validate", dict(overlay or {}), tuple(classes),
+                    session.sys_path, str(root) if root else None, session.target)
+
+
+def model_class(path: Path, name: str, results: Iterable[ClassResult]) -> ModelClass:
+    """One rewritten class for a model job, whatever number of rules changed it."""
+    results = list(results)
+    lifted: dict[str, str] = {}
+    for c in results:
+        lifted.update(c.lifted)
+    return ModelClass(str(path), name, tuple(dict.fromkeys(c.rule for c in results)), lifted,
+                      any(c.python_only for c in results))
+
+
+# ---- observe ----------------------------------------------------------------------------------
+
+@dataclass(frozen=True)
+class Observations:
+    """What running the original models found: types by file, and per model its result."""
+
+    types: dict[str, TypeTable] = field(default_factory=dict)       # resolved path -> table
+    results: dict[str, ModelResult] = field(default_factory=dict)   # model display -> result
+
+
+def observe(models: list[Configured], session: Session, pool: WorkerPool) -> Observations:
+    jobs = [model_job(k, m, session, observe=True) for k, m in enumerate(models)]
+    report = session.reporter("observe", len(jobs))
+    found = pool.models(jobs, timeout=session.timeout, on_result=lambda *_: report())
+    types: dict[str, TypeTable] = {}
+    results = {}
+    for k, model in enumerate(models):
+        result = found.get(k) or ModelResult(k, failure="no answer from the worker")
+        results[model.display] = result
+        for path, table in result.types.items():
+            merge_types(types.setdefault(path, {}), table)
+    return Observations(types, results)
+
+
+def merge_types(into: TypeTable, table: TypeTable) -> None:
+    """Types seen by another model join; where two disagree, the first model's stays (each is
+    a type the class really took; the rules type a parameter from one)."""
+    for cls, methods in table.items():
+        for method, params in methods.items():
+            slot = into.setdefault(cls, {}).setdefault(method, {})
+            for name, type_text in params.items():
+                slot.setdefault(name, type_text)
+
+
+# ---- validate ---------------------------------------------------------------------------------
+
+def merged_verdicts(results: Iterable[tuple[str, ModelResult]]
+                    ) -> dict[tuple[str, str], ClassVerdict]:
+    """(path, class) -> one verdict from every model that reached the class: rejected by any
+    model is rejected, else verified by any is verified, else the first reason."""
+    merged: dict[tuple[str, str], ClassVerdict] = {}
+    rank = {REJECTED: 2, VERIFIED: 1, UNVERIFIED: 0}
+    for _, result in results:
+        for found in result.classes:
+            key = (found.path, found.verdict.name)
+            known = merged.get(key)
+            if known is None or rank[found.verdict.verdict] > rank[known.verdict]:
+                merged[key] = found.verdict
+    return merged
+
+
+# ---- the model verdict ------------------------------------------------------------------------
+
+def record_of(model: Configured, result: ModelResult, *, texts: Mapping[str, str],
+              display: Mapping[str, str], rounds: Iterable[str] = ()) -> ModelRecord:
+    """The report's record of a model job's answer. ``texts``: the text of each rewritten file
+    (the blocker's line is read there); ``display``: how the report names files."""
+    rounds = list(rounds)
+    if result.failure is not None or result.model is None:
+        return ModelRecord(model.display, MODEL_ERROR,
+                           result.failure or "the worker gave no model verdict",
+                           rounds=rounds)
+    verdict = result.model
+    blocker = verdict.blocker
+    if verdict.status == MODEL_SCRIPTS or blocker is None or blocker.path is None:
+        return ModelRecord(model.display, verdict.status, verdict.reason,
+                           verdict.scripted_before, rounds=rounds,
+                           python_only=verdict.python_only, duration_s=verdict.duration_s)
+    name = display.get(blocker.path) or shown(blocker.path)
+    return ModelRecord(model.display, MODEL_FAILS, verdict.reason, verdict.scripted_before,
+                       f"{name}:{blocker.line}" if blocker.line else name, blocker.scope,
+                       _first_lines(blocker.message),
+                       explain_blocker(blocker, texts.get(blocker.path), name),
+                       rounds, verdict.python_only, verdict.duration_s)
+
+
+def explain_blocker(blocker: Blocker, text: str | None, shown: str) -> str:
+    """What ``tsfix explain`` says about the blocker: the construct (a ``tsfix check`` code),
+    and the rule that fixes that site or why it is left alone, or the hand fix."""
+    from tsfix.codemods.lint.explain import explain_error
+
+    if blocker.path is None:
+        return ""
+    if text is None:
+        try:
+            text = Path(blocker.path).read_text(encoding="utf-8")
+        except (OSError, UnicodeDecodeError):
+            return ""
+    scope = (blocker.scope or "").split(".")[0]
+    return explain_error(blocker.message, Path(blocker.path), shown, text, scope)
+
+
+def _first_lines(message: str, lines: int = 6) -> str:
+    kept = [line for line in message.strip().splitlines() if line.strip()][:lines]
+    return "\n".join(kept)
+
+
+def shown(path: str) -> str:
+    try:
+        return Path(path).resolve().relative_to(Path.cwd().resolve()).as_posix()
+    except ValueError:
+        return path
+
+
+def class_at(text: str, line: int | None, scope: str | None) -> str | None:
+    """The top-level class of ``text`` that holds ``line`` (else the class ``scope`` names)."""
+    try:
+        tree = ast.parse(text)
+    except (SyntaxError, ValueError, RecursionError):
+        return None
+    classes = [node for node in tree.body if isinstance(node, ast.ClassDef)]
+    if line is not None:
+        for node in classes:
+            if node.lineno <= line <= (node.end_lineno or node.lineno):
+                return node.name
+    wanted = (scope or "").split(".")[0]
+    return wanted if any(node.name == wanted for node in classes) else None
+
+
+def top_level_classes(text: str) -> list[str]:
+    try:
+        tree = ast.parse(text)
+    except (SyntaxError, ValueError, RecursionError):
+        return []
+    return [node.name for node in tree.body if isinstance(node, ast.ClassDef)]
+
+
+def overlay_for(files: Iterable[str], overlay: Mapping[str, str]) -> dict[str, str]:
+    """The part of ``overlay`` a model's run reads (its tree files)."""
+    wanted = set(files)
+    return {path: text for path, text in overlay.items() if path in wanted}
+
+
+def with_verdicts(classes: Iterable[ClassResult], verdicts: Mapping[str, ClassVerdict]
+                  ) -> list[ClassResult]:
+    out = []
+    for c in classes:
+        found = verdicts.get(c.class_name)
+        out.append(c if found is None else replace(c, verdict=found.verdict,
+                                                   reason=found.reason,
+                                                   duration_s=found.duration_s))
+    return out
+
+
+__all__ = ["Configured", "Observations", "class_at", "configured_models", "explain_blocker",
+           "merge_types", "merged_verdicts", "model_class", "model_job", "observe",
+           "overlay_for", "record_of", "shown", "top_level_classes", "with_verdicts"]
