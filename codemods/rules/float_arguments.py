@@ -318,6 +318,9 @@ class _Values:
                 kinds.update(value)
             found = frozenset(kinds) if kinds else None
             break
+        else:
+            if attr == "training":
+                found = frozenset({"bool"})     # nn.Module's own flag
         self._attributes[attr] = found
         return found
 

@@ -515,19 +515,18 @@ class M(torch.nn.Module):
 
 
 def _append(value: cst.List | cst.Tuple, names: list[str]) -> cst.List | cst.Tuple:
-    """``["a"]`` + ``b`` -> ``["a", "b"]``; a trailing comma stays at the end."""
+    """``["a"]`` + ``b`` -> ``["a", "b"]``. A trailing comma stays only in a list written over
+    several lines (on one line it would make black explode the list; ``("a",)`` had it to be a
+    tuple)."""
     elements = list(value.elements)
-    trailing = elements[-1].comma if elements else cst.MaybeSentinel.DEFAULT
     space = cst.Comma(whitespace_after=cst.SimpleWhitespace(" "))
     if elements:
         elements[-1] = elements[-1].with_changes(comma=space)
     elements.extend(cst.Element(_string(n), comma=space) for n in names)
-    last_comma: cst.Comma | cst.MaybeSentinel = (
-        trailing.with_changes(whitespace_after=cst.SimpleWhitespace(""))
-        if isinstance(trailing, cst.Comma) else cst.MaybeSentinel.DEFAULT)
-    if isinstance(value, cst.Tuple) and len(elements) == 1:
-        last_comma = cst.Comma()
-    elements[-1] = elements[-1].with_changes(comma=last_comma)
+    trailing = value.elements[-1].comma if value.elements else cst.MaybeSentinel.DEFAULT
+    keep = isinstance(trailing, cst.Comma) and "\n" in code_of(value)
+    elements[-1] = elements[-1].with_changes(
+        comma=trailing if keep else cst.MaybeSentinel.DEFAULT)
     return value.with_changes(elements=elements)
 
 
