@@ -32,6 +32,7 @@ never the tree.
 from __future__ import annotations
 
 import ast
+import re
 from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, field, replace
 from pathlib import Path
@@ -195,6 +196,7 @@ def record_of(model: Configured, result: ModelResult, *, texts: Mapping[str, str
     if verdict.status == MODEL_SCRIPTS or blocker is None or blocker.path is None:
         return ModelRecord(model.display, verdict.status, verdict.reason,
                            verdict.scripted_before, rounds=rounds,
+                           message=_first_lines(blocker.message) if blocker else "",
                            python_only=verdict.python_only, duration_s=verdict.duration_s)
     name = display.get(blocker.path) or shown(blocker.path)
     return ModelRecord(model.display, MODEL_FAILS, verdict.reason, verdict.scripted_before,
@@ -202,6 +204,41 @@ def record_of(model: Configured, result: ModelResult, *, texts: Mapping[str, str
                        _first_lines(blocker.message),
                        explain_blocker(blocker, texts.get(blocker.path), name),
                        rounds, verdict.python_only, verdict.duration_s)
+
+
+def located(result: ModelResult, texts: Mapping[str, str]) -> ModelResult:
+    """``result`` with its blocker placed in the tree when TorchScript's message names no line
+    there (an error inside torch's own code, such as ``flatten_parameters``): the first
+    ``tsfix check`` finding of the construct the message matches, in a class the model holds
+    an instance of, in the tree files it imports. Unchanged when none is found."""
+    from tsfix.codemods.lint.check import CheckSyntaxError, check_source
+    from tsfix.codemods.lint.explain import KNOWN_ERRORS
+
+    verdict = result.model
+    if verdict is None or verdict.blocker is None or verdict.blocker.path is not None:
+        return result
+    message = verdict.blocker.message
+    known = next((k for k in KNOWN_ERRORS if re.search(k.pattern, message)), None)
+    if known is None or known.code is None:
+        return result
+    for path in sorted(result.reached):
+        text = texts.get(path)
+        if text is None:
+            try:
+                text = Path(path).read_text(encoding="utf-8")
+            except (OSError, UnicodeDecodeError):
+                continue
+        try:
+            findings = check_source(text, path)
+        except CheckSyntaxError:
+            continue
+        reached = set(result.reached[path])
+        for finding in findings:
+            if finding.code == known.code and finding.class_name in reached:
+                scope = ".".join(filter(None, (finding.class_name, finding.method)))
+                blocker = Blocker(path, finding.line, scope or None, message)
+                return replace(result, model=replace(verdict, blocker=blocker))
+    return result
 
 
 def explain_blocker(blocker: Blocker, text: str | None, shown: str) -> str:
@@ -273,5 +310,6 @@ def with_verdicts(classes: Iterable[ClassResult], verdicts: Mapping[str, ClassVe
 
 
 __all__ = ["Configured", "Observations", "class_at", "configured_models", "explain_blocker",
+           "located",
            "merge_types", "merged_verdicts", "model_class", "model_job", "observe",
            "overlay_for", "record_of", "shown", "top_level_classes", "with_verdicts"]

@@ -926,6 +926,8 @@ def _model_verdicts(models: list[configured.Configured], todo: list[File],
             results[model.display] = answers.get(k) or ModelResult(
                 k, failure="no answer from the worker")
 
+    for key, found in results.items():
+        results[key] = configured.located(found, overlay)
     run_paths = {str(file.resolved) for file in todo}
     display = {str(file.resolved): file.display for file in todo}
     loop_files: dict[str, _LoopFile] = {}
@@ -959,6 +961,14 @@ def _model_verdicts(models: list[configured.Configured], todo: list[File],
                                  new_text=loop_file.text, fix_loop=True)
         out.extra.append(Outcome(result_file, loop_file.text, loop_file.source))
     return out
+
+
+def _blocked_in(result: ModelResult, path: str, class_name: str, text: str) -> bool:
+    """The model's blocker is in ``class_name`` of ``path`` (whose text is ``text``)."""
+    assert result.model is not None and result.model.blocker is not None
+    blocker = result.model.blocker
+    return blocker.path == path and configured.class_at(text, blocker.line,
+                                                         blocker.scope) == class_name
 
 
 def _stops(result: ModelResult) -> bool:
@@ -1032,6 +1042,7 @@ def _fix_loop(model: configured.Configured, result: ModelResult, overlay: dict[s
             rounds.append(f"round {number}: {class_name} rewritten, not validated ({why}); "
                           "the loop stops")
             break
+        answer = configured.located(answer, trial_overlay)
         verdicts = {found.verdict.name: found.verdict for found in answer.classes
                     if found.path == path}
         judged = configured.with_verdicts(classes, verdicts)
@@ -1043,11 +1054,18 @@ def _fix_loop(model: configured.Configured, result: ModelResult, overlay: dict[s
                           f"by {rules} is {bad[0].verdict}: {bad[0].reason}; not kept, the "
                           "loop stops")
             break
+        verdict = verdicts.get(class_name)
+        if (_stops(answer) and (verdict is None or verdict.verdict != VERIFIED)
+                and _blocked_in(answer, path, class_name, text)):
+            # Not proven, and the model stops in the same class: the rewrite got it nowhere.
+            rounds.append(f"round {number}: blocked at {where} in {class_name}; the rewrite by "
+                          f"{rules} leaves the model stopping in {class_name}: not kept, the "
+                          "loop stops")
+            break
         loop_file.classes.add(class_name)
         loop_file.text = text
         loop_file.results = judged
         loop_files[path] = loop_file
-        verdict = verdicts.get(class_name)
         status = answer.model.status if answer.model else "not checked"
         rounds.append(f"round {number}: blocked at {where} in {class_name}; rewritten by "
                       f"{rules} ({verdict.verdict if verdict else UNVERIFIED}); the model now "

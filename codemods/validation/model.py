@@ -143,9 +143,12 @@ def module_file(module: object) -> str | None:
     return file if isinstance(file, str) else None
 
 
-def tree_modules(tree: Tree) -> dict[str, types.ModuleType]:
+def tree_modules(tree: Tree, rename: Mapping[str, str] | None = None
+                 ) -> dict[str, types.ModuleType]:
     """Imported modules of the tree by name, with a file of the tree (a lazy module without a
-    file belongs where its top package does)."""
+    file belongs where its top package does). ``rename``: overlay copies (temporary file ->
+    the tree file they stand for) count as their tree file."""
+    rename = rename or {}
     found = {}
     for name, module in list(sys.modules.items()):
         if not isinstance(module, types.ModuleType) or name.startswith("tsfix."):
@@ -155,7 +158,7 @@ def tree_modules(tree: Tree) -> dict[str, types.ModuleType]:
             file = module_file(sys.modules.get(name.partition(".")[0]))
             if file is None:
                 continue
-        if tree.holds(file):
+        if tree.holds(rename.get(file, file)):
             found[name] = module
     return found
 
@@ -710,7 +713,7 @@ def validate(job: ModelJob, name: str, path: Path, tree: Tree, original: Origina
                         ModelVerdict("fails", f"build: {why}"))
             models.append(new)
         label = _model_label(job, path, tree)
-        rewritten_modules = tree_modules(tree)
+        rewritten_modules = tree_modules(tree, finder.rename)
         verdicts = []
         for model_class in reached_listed:
             key = (str(Path(model_class.path).resolve()), model_class.name)
@@ -944,13 +947,18 @@ def check_reached_class(model_class: ModelClass, pairs: list[Pair], many_configs
                 before = short_error(original_exc)
                 old_module = module_at(originals, model_class.path, {})
                 new_module = module_at(rewritten, model_class.path, rename)
-                if old_module is None or new_module is None or same_error(
-                        original_exc, exc, old_module, new_module):
+                if old_module is None or new_module is None:
+                    # Without both modules no line can be compared: the headlines decide.
+                    same = headline(original_exc, {}) == headline(exc, rename)
+                else:
+                    same = same_error(original_exc, exc, old_module, new_module)
+                if same:
                     raise unverified(
                         f"{NOT_SCRIPTABLE_EITHER} this rewrite, for a reason it does not fix: "
                         f"{before} (the rewrite fails with: {error}); {eager_note} (inputs "
                         f"from model {model_label})") from exc
-                if not in_changed_code(exc, old_module, new_module):
+                if (old_module is not None and new_module is not None
+                        and not in_changed_code(exc, old_module, new_module)):
                     raise unverified(
                         f"{NOT_SCRIPTABLE_EITHER} this rewrite: it gets past the original's "
                         f"error ({before}), then fails in code it did not change: {error}; "
