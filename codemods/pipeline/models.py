@@ -171,12 +171,17 @@ def merged_verdicts(results: Iterable[tuple[str, ModelResult]]
     model is rejected, else verified by any is verified, else the first reason."""
     merged: dict[tuple[str, str], ClassVerdict] = {}
     rank = {REJECTED: 2, VERIFIED: 1, UNVERIFIED: 0}
-    for _, result in results:
+    for model, result in results:
         for found in result.classes:
             key = (found.path, found.verdict.name)
             known = merged.get(key)
             if known is None or rank[found.verdict.verdict] > rank[known.verdict]:
-                merged[key] = found.verdict
+                verdict = found.verdict
+                if "from model" not in verdict.reason:
+                    # Which run decided it: the reader reproduces it with that model's table.
+                    verdict = replace(verdict, reason=f"{verdict.reason} (inputs from model "
+                                                      f"{model})")
+                merged[key] = verdict
     return merged
 
 
