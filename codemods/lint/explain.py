@@ -123,6 +123,8 @@ KNOWN_ERRORS = (
                r"'numpy'|Python builtin <built-in function \w+> is currently not supported|"
                r"numpy", "TSF205"),
     KnownError(r"Expected a default value of type Tensor", "TSF206"),
+    KnownError(r"Expected a value of type 'float' for argument '\w+' but instead found type "
+               r"'int'", "TSF224"),
     KnownError(r"Expected a value of type 'Optional\[Tensor\]' for argument|Expected a proper "
                r"Tensor but got None", "TSF207"),
     # sum(list_of_tensors) reaches aten::sum with the list as `self`: sum-tensors, not a
@@ -146,6 +148,9 @@ KNOWN_ERRORS = (
                "forward() assigns an attribute that __init__ never set; TorchScript only "
                "knows the attributes the instance has when it is scripted. Set it in "
                "__init__."),
+    # A property reading a name-mangled attribute (asteroid's BaseModel.sample_rate): compiled
+    # even when nothing reads it; jit-unused-properties lists it.
+    KnownError(r"has no attribute '__\w+'", "TSF225"),
     KnownError(r"Module '\w+' has no attribute '\w+'", None,
                "TorchScript cannot hold this attribute's value (a class-level list, a Python "
                "object, a value of unsupported type). Store a tensor, number, string, list or "
