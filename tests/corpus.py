@@ -139,14 +139,14 @@ def _download(pin: Pin, into: Path) -> Path:
             + "\nThe corpus test needs the registry; set TSFIX_SKIP_CORPUS=1 to skip it "
               "offline (never in CI).")
     wheel = wheels[0]
-    digest = _sha256(wheel)
+    digest = file_sha256(wheel)
     if digest != pin.sha256:
         raise CorpusUnavailable(f"{wheel.name}: sha256 {digest} does not match the pin "
                                 f"{pin.sha256}")
     return wheel
 
 
-def _sha256(path: Path) -> str:
+def file_sha256(path: Path) -> str:
     h = hashlib.sha256()
     with path.open("rb") as handle:
         for block in iter(lambda: handle.read(1 << 20), b""):

@@ -45,7 +45,7 @@ from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from corpus import CorpusUnavailable
+from corpus import CorpusUnavailable, file_sha256
 
 MANIFEST = ".tsfix-zoo.json"
 
@@ -191,21 +191,13 @@ def _download(into: Path) -> list[Path]:
             + "\n  ".join(output)
             + "\nThe whole-model tests need the registry (set TSFIX_SKIP_CORPUS=1 to skip them "
               "offline, never in CI).")
-    by_digest = {_sha256(wheel): wheel for wheel in found}
+    by_digest = {file_sha256(wheel): wheel for wheel in found}
     missing = [f"{w.name}=={w.version}" for w in WHEELS if w.sha256 not in by_digest]
     if missing:
         raise ZooUnavailable(
             "downloaded wheels do not match their pinned sha256: " + ", ".join(missing)
             + " (got " + ", ".join(sorted(wheel.name for wheel in found)) + ")")
     return [by_digest[w.sha256] for w in WHEELS]
-
-
-def _sha256(path: Path) -> str:
-    h = hashlib.sha256()
-    with path.open("rb") as handle:
-        for block in iter(lambda: handle.read(1 << 20), b""):
-            h.update(block)
-    return h.hexdigest()
 
 
 def _pip_install(wheels: Sequence[Path], site: Path) -> None:

@@ -83,6 +83,7 @@ from tsfix.codemods.validation.worker import (
     plain_settings,
     rejected,
     same_error,
+    saved_and_loaded,
     script,
     short_error,
     unverified,
@@ -983,22 +984,11 @@ def check_reached_class(model_class: ModelClass, pairs: list[Pair], many_configs
     artifact = scripted[id(first)]
     served = check_artifact(artifact, "one artifact", served, not eager_checked)
 
-    buffer = io.BytesIO()
-    try:
-        torch.jit.save(artifact, buffer)
-        buffer.seek(0)
-        loaded = torch.jit.load(buffer)  # type: ignore[no-untyped-call]
-    except BaseException as exc:
-        if not model_class.python_only:
-            raise rejected(f"save/load: {short_error(exc, rename)}") from exc
-        save_step = f"save fails as expected ({PYTHON_ONLY_SAVE})"
-    else:
+    loaded, save_step = saved_and_loaded(artifact, model_class.python_only, dict(rename))
+    if loaded is not None:
         # Without an instance the artifact serves (every one a subclass with a forward of its
         # own), the first instance checks the loaded copy of itself.
         check_artifact(loaded, "save/load", served or [first], False, bool(served))
-        save_step = "save/load"
-        if model_class.python_only:
-            save_step = "save/load (no ignored method is called)"
 
     summary = (f"from model {model_label}: {len(called)} instance(s) on their real inputs: "
                f"eager parity, re-script, one artifact served {len(served)} of {len(called)}, "

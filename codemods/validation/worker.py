@@ -756,21 +756,9 @@ def check_class(original: types.ModuleType, rewritten: types.ModuleType,
     check_artifact(artifact, "one artifact")
 
     # 5: save / load; a Python-only artifact (an ignored method) is expected to fail to save.
-    buffer = io.BytesIO()
-    try:
-        torch.jit.save(artifact, buffer)
-        buffer.seek(0)
-        loaded = torch.jit.load(buffer)  # type: ignore[no-untyped-call]
-    except BaseException as exc:
-        if not job_class.python_only:
-            raise rejected(f"save/load: {short_error(exc, rename)}") from exc
-        save_step = f"save fails as expected ({PYTHON_ONLY_SAVE})"
-    else:
+    loaded, save_step = saved_and_loaded(artifact, job_class.python_only, rename)
+    if loaded is not None:
         check_artifact(loaded, "save/load")
-        save_step = "save/load"
-        if job_class.python_only:
-            # The ignored method is not reached from forward: nothing Python-only remains.
-            save_step = "save/load (no ignored method is called)"
 
     onnx_step = ""
     if target == "onnx":
@@ -789,6 +777,25 @@ def check_class(original: types.ModuleType, rewritten: types.ModuleType,
     if notes:
         summary += f" (not comparable: {'; '.join(notes)})"
     return summary
+
+
+def saved_and_loaded(artifact: Any, python_only: bool, rename: dict[str, str]
+                     ) -> tuple[Any | None, str]:
+    """``torch.jit.save`` then ``load`` of a scripted artifact, and how to say it: the loaded
+    copy (None when saving failed as a Python-only artifact's must: an ignored method) and the
+    step's words. A save that fails otherwise rejects the rewrite."""
+    buffer = io.BytesIO()
+    try:
+        torch.jit.save(artifact, buffer)
+        buffer.seek(0)
+        loaded = torch.jit.load(buffer)  # type: ignore[no-untyped-call]
+    except BaseException as exc:
+        if not python_only:
+            raise rejected(f"save/load: {short_error(exc, rename)}") from exc
+        return None, f"save fails as expected ({PYTHON_ONLY_SAVE})"
+    # A Python-only rewrite whose ignored method forward never reaches saves: nothing
+    # Python-only remains.
+    return loaded, ("save/load (no ignored method is called)" if python_only else "save/load")
 
 
 # ---- ONNX (--target onnx) ----------------------------------------------------------------------
