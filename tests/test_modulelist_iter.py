@@ -846,11 +846,11 @@ def test_select_names_avoid_names_in_use_and_nested_rebinding() -> None:
      def forward(self, x, k: float):
          return self.layers[int(k)](x)
      """, "the index `int(k)` of self.layers[int(k)] is not known to be an int"),
-    # An int default is no proof: a caller may pass a float, which the list rejects.
+    # A float default is no int (an int default is: TorchScript and annotate type it int).
     ("""
-     def forward(self, x):
-         return self.other[self.num_layers - 1](x)
-     """, "the index `self.num_layers - 1` of self.other[self.num_layers - 1] is not known"),
+     def forward(self, x, k=0.0):
+         return self.layers[k](x)
+     """, "the index `k` of self.layers[k] is not known"),
     ("""
      def forward(self, x, k: int):
          return self.layers[k].weight
@@ -909,6 +909,26 @@ def test_refusals(forward: str, reason: str) -> None:
     # Each site left is a check finding (TSF201) with the reason, never a promised fix.
     assert result.skips and {s.code for s in result.skips} == {"TSF201"}
     assert result.fixes == []
+
+
+def test_an_int_default_selects_in_the_first_run_so_a_second_run_changes_nothing() -> None:
+    """speechbrain's ``_combine(self, shortcut, x, block_index=0)``: annotate writes
+    ``block_index: int`` in the same run; the index must be taken as an int already then, or a
+    second run rewrites what the first left (the corpus test's idempotence check)."""
+    from tsfix.codemods.pipeline.rewrite import rewrite_source
+    from tsfix.codemods.rules.registry import select_rules
+
+    code = model(LAYERS, """
+        def forward(self, x):
+            return self._combine(x, 1)
+
+        def _combine(self, x, block_index=0):
+            return self.layers[block_index](x)
+        """)
+    rules = select_rules(["modulelist-iter", "annotate"], "torchscript")
+    first = rewrite_source(code, "m.py", rules).text
+    assert "enumerate(self.layers)" in first
+    assert rewrite_source(first, "m.py", rules).text == first
 
 
 def test_nested_container_indexed_by_two_variables() -> None:

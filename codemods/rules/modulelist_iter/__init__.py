@@ -104,14 +104,16 @@ Fix safety
     cover every entry of each indexed container (same length source in ``__init__``), and the
     loop must have no ``break``/``continue`` (TorchScript cannot unroll them) and not reassign its
     variable. Otherwise the enumerate+if form runs the same calls on the same elements in the
-    same order. It needs an index that is provably an int and reads the same each time (a loop
-    counter, a parameter annotated ``int``, an attribute ``__init__`` sets to an int for certain
-    (a literal, ``len()``, ``int()``, a parameter annotated ``int``; an int default is no
-    proof), ``len(...)``, and ``+ - * // %`` of those): a float would make the list raise
-    ``TypeError`` where the comparison would silently match nothing. An index out of range
-    raises the list's own ``IndexError`` with the same message, before the statement runs (so
-    parts of the statement left of the call, which the original evaluated first, are not
-    evaluated then). Where the call's result is bound first (the result form), nothing else in
+    same order. It needs an index that is an int and reads the same each time (a loop
+    counter, a parameter annotated ``int`` or with an int literal default, an attribute
+    ``__init__`` sets to an int for certain (a literal, ``len()``, ``int()``, such a
+    parameter), ``len(...)``, and ``+ - * // %`` of those). An int default counts like the
+    annotation TorchScript and ``annotate`` give it (trusting one and not the other made a
+    second run rewrite what the first left); neither is enforced in eager mode, so a caller
+    passing a float gets a skipped selection where the list raised ``TypeError``. An index out
+    of range raises the list's own ``IndexError`` with the same message, before the statement
+    runs (so parts of the statement left of the call, which the original evaluated first, are
+    not evaluated then). Where the call's result is bound first (the result form), nothing else in
     the statement may be called before it (moving the call ahead would reorder calls), its
     result is taken to be a Tensor (a result unpacked later is refused), and a selected module
     that returns None raises ``AssertionError`` instead of binding None. A statement calling two

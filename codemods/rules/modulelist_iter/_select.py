@@ -338,8 +338,7 @@ class Selections(MethodState):
     def _int_attribute(self, attr: str, depth: int) -> bool:
         """``self.attr`` is assigned only in ``__init__``, each time an int for certain: a
         literal, ``len()``, ``int()``, a parameter annotated ``int``, another such attribute, or
-        arithmetic on those. A parameter's int default is no proof: a caller may pass 2.5, which
-        the list rejects (TypeError) where a comparison would match nothing."""
+        arithmetic on those (see :func:`_declared_int` for parameters)."""
         assigned = [a for a in self.cls.assignments if a.attr == attr]
         init = self.cls.init
         if (not assigned or init is None or depth > _MAX_DEPTH
@@ -366,8 +365,7 @@ class Selections(MethodState):
         if isinstance(expr, cst.Name) and self.cls.init_counts.get(expr.value) == 1:
             param = parameters_of(init).get(expr.value)
             if param is not None:
-                return param.annotation is not None and code_of(
-                    param.annotation.annotation) == "int"
+                return _declared_int(param)
             for node in find_all(init.body, cst.Assign):
                 if (len(node.targets) == 1 and isinstance(node.targets[0].target, cst.Name)
                         and node.targets[0].target.value == expr.value and depth < _MAX_DEPTH):
@@ -392,9 +390,7 @@ class Selections(MethodState):
     def _int_bindings(self, name: str, param: cst.Param | None, bindings: list[cst.CSTNode],
                       depth: int) -> bool:
         if param is not None:
-            annotated = param.annotation is not None and code_of(
-                param.annotation.annotation) == "int"
-            if not annotated:
+            if not _declared_int(param):
                 return False
         elif not bindings:
             return False
@@ -555,3 +551,14 @@ def _parents(func: cst.FunctionDef) -> dict[int, cst.CSTNode]:
             found[id(child)] = node
             stack.append(child)
     return found
+
+
+def _declared_int(param: cst.Param) -> bool:
+    """A parameter annotated ``int``, or unannotated with an int literal default. The default
+    counts like the annotation (TorchScript types the parameter ``int`` from it, and annotate
+    writes that annotation in the same run: trusting one and not the other made a second run
+    rewrite what the first left). Neither is enforced in eager mode: a caller passing 2.5
+    gets a TypeError from the original list and a skipped selection from the rewrite."""
+    if param.annotation is not None:
+        return code_of(param.annotation.annotation) == "int"
+    return param.default is not None and int_value(param.default) is not None
