@@ -88,6 +88,19 @@ WHEELS: tuple[Wheel, ...] = (
           "ab7ae7122974553370f0bdb919e1a960b2cd1bc1ef0276416d896db81c14582c"),
     Wheel("urllib3", "2.8.0",
           "0cf3cae568d36aa9576b28dfb35f11328f1cb974ca7647d9475ebb86c75ac6e3"),
+    # asteroid imports huggingface_hub (which needs tqdm); speechbrain imports hyperpyyaml
+    # (which needs ruamel.yaml). Found missing in CI's fresh environment, where nothing else is
+    # installed; PyYAML, packaging, filelock and fsspec come with tsfix and torch.
+    Wheel("huggingface-hub", "2.4.0",
+          "42ecfd93ede47bdd333daebbf66a32d7bfe2e18752754fe4d2d4f98a0179d801"),
+    Wheel("tqdm", "4.70.1",
+          "c293e525e6fef9c20e8728fd4612df02a0aa31bb5fe91ecd93e123b1b7bffa73"),
+    Wheel("hyperpyyaml", "1.2.3",
+          "0088c8ce97dc7c7d3460112b6ccc92dca46fade4d0320bc39f58b1fdda60f7f1"),
+    Wheel("ruamel.yaml", "0.18.17",
+          "9c8ba9eb3e793efdf924b60d521820869d5bf0cb9c6f1b82d82de8295e290b9d"),
+    Wheel("ruamel.yaml.clib", "0.2.15",
+          "617d35dc765715fa86f8c3ccdae1e4229055832c452d4ec20856136acc75053f"),
 )
 
 # (file in the site, line as shipped, line as installed): speechbrain 1.0.3 imports
