@@ -141,8 +141,10 @@ def _pyproject(tmp_path: Path, body: str) -> Path:
 def test_target_key(tmp_path: Path) -> None:
     assert load_config(_pyproject(tmp_path, "[tool.tsfix]\n")).target == "torchscript"
     assert load_config(_pyproject(tmp_path, '[tool.tsfix]\ntarget = "onnx"\n')).target == "onnx"
+    assert load_config(_pyproject(tmp_path, '[tool.tsfix]\ntarget = "export"\n')
+                       ).target == "export"
     with pytest.raises(ConfigError, match=r"target: expected one of 'torchscript', 'onnx', "
-                                          r"got 'tflite'"):
+                                          r"'export', got 'tflite'"):
         load_config(_pyproject(tmp_path, '[tool.tsfix]\ntarget = "tflite"\n'))
     with pytest.raises(ConfigError, match="target: expected str"):
         load_config(_pyproject(tmp_path, "[tool.tsfix]\ntarget = 1\n"))

@@ -11,7 +11,7 @@ Configuration comes from the nearest ``pyproject.toml`` above the given paths th
     require-verified = false
     unsafe-fixes = false             # fixes that change what callers may pass (--unsafe-fixes)
     auto-examples = true             # guess inputs for classes without an example table
-    target = "torchscript"           # or "onnx": also validate ONNX export (--target)
+    target = "torchscript"           # or "onnx", "export": what the rewrite must serve (--target)
 
     [tool.tsfix.examples."models/custom.py:CustomModel"]
     init = [{ branch_testing = true }, { branch_testing = false }]
@@ -61,6 +61,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from tsfix.codemods.rules.names import TARGETS as TARGETS
+
 if TYPE_CHECKING:
     from tsfix.codemods.validation.protocol import Example
 
@@ -78,7 +80,6 @@ _LOOKS_LIKE_CALL = re.compile(r"^\s*[A-Za-z_][\w.]*\(")   # name( ... : meant as
 _KNOWN_KEYS = {"rules", "exclude", "line-length", "timeout", "require-verified", "unsafe-fixes",
                "auto-examples", "target", "allow-unscriptable",
                "examples"}
-TARGETS = ("torchscript", "onnx")
 _EXAMPLE_KEYS = {"init", "inputs", "kwargs", "calls", "factory"}
 _CALL_KEYS = {"inputs", "kwargs"}
 

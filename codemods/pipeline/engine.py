@@ -113,7 +113,12 @@ from tsfix.codemods.pipeline.sources import (
     read_source,
     write_source,
 )
-from tsfix.codemods.rules.names import UnknownRuleError, check_rule_names, rule_summaries
+from tsfix.codemods.rules.names import (
+    UnknownRuleError,
+    check_rule_names,
+    for_target,
+    rule_targets,
+)
 
 if TYPE_CHECKING:
     from tsfix.codemods.pipeline.phases import Outcome
@@ -135,9 +140,12 @@ class Options:
     # on by default in the CLI (--no-cache), as in black.
     cache: bool = False
     cache_dir: Path | None = None           # None: $TSFIX_CACHE_DIR, else ~/.cache/tsfix
-    # "onnx": lift-branch emits the exportable form and validation also exports to ONNX and
-    # runs onnxruntime (needs the onnx extra). None: [tool.tsfix] target, else "torchscript".
-    target: Literal["torchscript", "onnx"] | None = None
+    # "onnx": lift-branch emits the exportable form and validation also exports to ONNX (the
+    # TorchScript-based exporter) and runs onnxruntime (needs the onnx extra). "export": only
+    # the rules torch.export needs, in their torch.cond forms, proven with torch.export (and the
+    # torch.export-based ONNX exporter when the onnx extra is installed). None: [tool.tsfix]
+    # target, else "torchscript".
+    target: Literal["torchscript", "onnx", "export"] | None = None
     # A configured model that does not script end to end is reported without failing the run.
     # None: [tool.tsfix] allow-unscriptable.
     allow_unscriptable: bool | None = None
@@ -155,9 +163,10 @@ def run(targets: Sequence[str | os.PathLike[str]], options: Options) -> RunResul
     config = load_config(options.config or find_pyproject(paths))
     target = _target(options, config)
     if config.rules:
-        # --rule overrides the configured rules; a typo there is still a broken configuration.
+        # --rule overrides the configured rules; a typo there is still a broken configuration
+        # (a rule of another target only when the configured rules are the ones used).
         try:
-            _rule_names(config.rules, target)
+            _rule_names(config.rules, target if not options.rules else None)
         except UnknownRuleError as exc:
             raise ConfigError(f"{config.source}: [tool.tsfix] rules: {exc}") from None
     rule_names = _rule_names(options.rules or config.rules or ["all"], target)
@@ -254,16 +263,18 @@ def run(targets: Sequence[str | os.PathLike[str]], options: Options) -> RunResul
                      warnings=tuple(warnings), allow_unscriptable=allow_unscriptable)
 
 
-def _rule_names(names: list[str], target: str) -> list[str]:
+def _rule_names(names: list[str], target: str | None) -> list[str]:
     """The selected rules' names in ``--rule all`` order; raises UnknownRuleError. Read from
     the rule modules without importing them (LibCST), unless the registry is loaded already
     (then its table is the truth: tests substitute rules there)."""
     registry = sys.modules.get("tsfix.codemods.rules.registry")
+    if target is None:              # names only
+        known = list(registry.ALL_RULES) if registry is not None else list(rule_targets())
+        check_rule_names(names, known)
+        return names
     if registry is not None:
         return [rule.name for rule in registry.select_rules(names, target)]
-    known = list(rule_summaries())
-    check_rule_names(names, known)
-    return [name for name in known if "all" in names or name in names]
+    return for_target(names, target, rule_targets())
 
 
 def _target(options: Options, config: Config) -> str:

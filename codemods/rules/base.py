@@ -129,6 +129,11 @@ class Rule(Codemod):
     CODES: ClassVar[tuple[Code, ...]] = ()
     # The form this rule takes under another ``--target`` (lift-branch under onnx).
     target_forms: ClassVar[Mapping[str, type[Rule]]] = {}
+    # The ``--target`` values this rule serves (``--rule all`` under another target leaves it
+    # out; naming it there is a usage error that says ``off_target``). Literals: read without
+    # importing the rule (rules/names.py).
+    targets: ClassVar[tuple[str, ...]] = ("torchscript", "onnx", "export")
+    off_target: ClassVar[str] = ""
     VALID: ClassVar[Sequence[str]] = ()
     INVALID: ClassVar[Sequence[Example]] = ()
     # True: the engine records argument types in eager example runs of the original file

@@ -92,6 +92,7 @@ class DropVariable(Rule):
     __doc__ = __doc__
     name = "drop-variable"
     order = 40
+    targets = ("torchscript", "onnx")      # torch.export does not need this fix
     CODES = (
         Code("TSF213", "variable", "torch.autograd.Variable in a compiled method",
              "Variable is a no-op wrapper since torch 0.4 and does not script (\"Class Variable "

@@ -137,6 +137,7 @@ class FlattenParameters(Rule):
     __doc__ = __doc__
     name = "flatten-parameters"
     order = 30
+    targets = ("torchscript", "onnx")      # torch.export does not need this fix
     CODES = (
         Code("TSF212", "flatten-parameters", "RNN flatten_parameters() in a compiled method",
              "flatten_parameters() does not compile (the failure points inside torch's rnn.py). "

@@ -395,6 +395,7 @@ class FloatArguments(Rule):
     # Before lift-branch (70) and annotate (100): an attribute read here is still ``self.x``
     # (lift-branch may turn it into a parameter), and the kinds come from the code as written.
     order = 45
+    targets = ("torchscript", "onnx")      # torch.export does not need this fix
     CODES = (
         Code("TSF224", "int-for-float", "int passed where TorchScript wants a float",
              "TorchScript does not convert an int to a float when it matches a call: "

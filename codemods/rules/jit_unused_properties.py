@@ -228,6 +228,7 @@ class JitUnusedProperties(Rule):
     # Last: whether a compiled method reads a property is judged on the methods as the other
     # rules leave them.
     order = 110
+    targets = ("torchscript", "onnx")      # torch.export does not need this fix
     CODES = (
         Code("TSF225", "uncompilable-property", "property TorchScript cannot compile",
              "TorchScript compiles every @property of a scripted module (inherited ones too), "

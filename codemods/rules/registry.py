@@ -13,7 +13,7 @@ import pkgutil
 
 from tsfix.codemods.rules import base
 from tsfix.codemods.rules.base import Code, Rule
-from tsfix.codemods.rules.names import UnknownRuleError, check_rule_names
+from tsfix.codemods.rules.names import UnknownRuleError, for_target
 
 __all__ = ["ALL_RULES", "UnknownRuleError", "rule_codes", "select_rules"]
 
@@ -43,9 +43,10 @@ def rule_codes() -> dict[str, tuple[Code, type[Rule]]]:
 
 
 def select_rules(names: list[str], target: str = "torchscript") -> list[type[Rule]]:
-    """Rule classes for ``names`` (``all`` selects every rule), in registry order, in their
-    form for ``target`` ("torchscript" or "onnx")."""
-    check_rule_names(names, list(ALL_RULES))
-    wanted = set(ALL_RULES) if "all" in names else set(names)
-    return [rule.target_forms.get(target, rule) for rule_name, rule in ALL_RULES.items()
-            if rule_name in wanted]
+    """Rule classes for ``names`` (``all`` selects every rule serving ``target``), in registry
+    order, in their form for ``target`` ("torchscript", "onnx" or "export"). Raises
+    UnknownRuleError for an unknown name or a rule named explicitly that does not serve
+    ``target``."""
+    served = {name: (rule.targets, rule.off_target) for name, rule in ALL_RULES.items()}
+    return [ALL_RULES[name].target_forms.get(target, ALL_RULES[name])
+            for name in for_target(names, target, served)]

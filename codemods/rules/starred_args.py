@@ -362,6 +362,7 @@ class StarredArgs(Rule):
     __doc__ = __doc__
     name = "starred-args"
     order = 50
+    targets = ("torchscript", "onnx")      # torch.export does not need this fix
     CODES = (
         Code("TSF214", "starred-call", "starred argument in a call",
              "`x.view(*shape)` fails (\"cannot statically infer the expected size of a list\"); "

@@ -169,6 +169,7 @@ class SumTensors(Rule):
     # --rule all order: before lift-branch and annotate: its loops read the code as written, and
     # the accumulators it adds are typed from torch.tensor(...) already.
     order = 60
+    targets = ("torchscript", "onnx")      # torch.export does not need this fix
     CODES = (
         Code("TSF215", "sum-tensors", "builtin sum() over tensors",
              "The builtin sum() accepts numbers only in TorchScript (\"Arguments for call are not "

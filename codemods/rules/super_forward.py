@@ -141,6 +141,7 @@ class SuperForward(Rule):
     __doc__ = __doc__
     name = "super-forward"
     order = 20
+    targets = ("torchscript", "onnx")      # torch.export does not need this fix
     CODES = (
         Code("TSF211", "super-forward", "super().forward() in a compiled method",
              "In a subclass of a torch layer, super().forward(x) fails with \"'Tensor' object "

@@ -96,6 +96,7 @@ class Annotate(Rule):
     # --rule all order: last: it types what is still untyped, including signatures lift-branch
     # extended.
     order = 100
+    targets = ("torchscript", "onnx")      # torch.export does not need this fix
     CODES = (
         Code("TSF206", "unannotated-default", "unannotated parameter with a non-Tensor default",
              "An unannotated parameter is a Tensor to TorchScript: `alpha=1.0` fails (\"Expected a "

@@ -137,6 +137,10 @@ class IgnoreNumpy(Rule):
 
     name = "ignore-numpy"
     order = 90
+    targets = ("torchscript", "onnx")
+    off_target = ("its output calls numpy at run time from a @torch.jit.ignore method, "
+                  "which torch.export cannot trace; numpy-to-torch rewrites the numpy "
+                  "calls instead")
     summary = "Move numpy statements of compiled methods into a @torch.jit.ignore method"
     needs_observations = True
 

@@ -162,6 +162,7 @@ class ModuleListIter(Rule):
     name = "modulelist-iter"
     # --rule all order: first: it restructures loops, which the others then read as written.
     order = 10
+    targets = ("torchscript", "onnx")      # torch.export does not need this fix
     CODES = (
         Code("TSF201", "modulelist-index", "ModuleList/Sequential/ModuleDict indexed by a variable",
              "TorchScript indexes a module container with a literal only (\"Expected integer "
