@@ -367,3 +367,37 @@ def test_every_embedded_rewrite_scripts(index: int, tmp_path: Path) -> None:
     assert classes
     for cls in classes:
         torch.jit.script(cls())
+
+
+def test_keyword_only_parameters_are_reordered_by_default_when_made_ordinary() -> None:
+    # Seen in ParityBench: ``*, context_mask=None, context`` made ordinary as it stood would put
+    # ``context`` after a default (CSTValidationError, and the file's rewrites were lost).
+    code = HEADER + textwrap.dedent("""\
+        class CrossAttention(nn.Module):
+            def forward(self, x, *, context_mask=None, context, scale=2.0):
+                if context_mask is not None:
+                    x = x * context_mask
+                return x * scale + context
+        """)
+    result = _rewrite(code)
+    assert "def forward(self, x, context, context_mask=None, scale: float = 2.0):" in result.text
+    assert not any("internal error" in s.reason for s in result.skips)
+    # Every keyword call binds as before.
+    namespace: dict[str, object] = {}
+    exec(compile(result.text, "model.py", "exec"), namespace)
+    import torch
+
+    module = namespace["CrossAttention"]()  # type: ignore[operator]
+    x, context = torch.ones(2), torch.full((2,), 3.0)
+    assert torch.equal(module(x, context=context), x * 2.0 + context)  # type: ignore[operator]
+
+
+def test_an_empty_tuple_default_is_left_unannotated() -> None:
+    code = HEADER + textwrap.dedent("""\
+        class Pool(nn.Module):
+            def forward(self, x, dims=(), keep=False):
+                return x
+        """)
+    result = _rewrite(code)
+    assert "dims=()" in result.text and "Tuple[]" not in result.text
+    assert "keep: bool = False" in result.text

@@ -223,6 +223,8 @@ class Typer:
                 return "None"
             return self.env.get(node.value)
         if isinstance(node, cst.Tuple):
+            if not node.elements:
+                return None     # ``()``: element types unknown (``Tuple[]`` is no type)
             kinds = [self._element(e) for e in node.elements]
             return None if any(k is None for k in kinds) else f"Tuple[{', '.join(kinds)}]"  # type: ignore[arg-type]
         if isinstance(node, cst.List):

@@ -180,13 +180,35 @@ class Rule(Codemod):
             if (isinstance(statement, cst.ClassDef)
                     and statement.name.value not in self.skip_classes):
                 self._current_class, self._positions = statement, None
-                statement = self._rewrite_if_safe(statement)
+                statement = self._rewrite_isolated(statement)
             if isinstance(statement, cst.ClassDef):
                 self._class_index += 1
             body.append(statement)
         if not self.changes:
             return tree
         return add_typing_names(tree.with_changes(body=body), self.typing_names)
+
+    def _rewrite_isolated(self, cls: cst.ClassDef) -> cst.ClassDef:
+        """:meth:`_rewrite_if_safe`, where a failure of this rule on this class (a bug: a
+        construct it builds wrongly) costs only this rule's rewrite of this class: the class is
+        left as it was, with a refusal naming the rule, the class, its line and the error, and
+        the rule goes on with the next class and the other rules with this one."""
+        marks = (len(self.changes), len(self.fixes), len(self.skips), set(self.typing_names))
+        try:
+            return self._rewrite_if_safe(cls)
+        except SkipFile:
+            raise
+        except Exception as exc:        # reported as the rule's refusal
+            del self.changes[marks[0]:]
+            del self.fixes[marks[1]:]
+            del self.skips[marks[2]:]
+            self.typing_names = marks[3]
+            message = " ".join(str(exc).split())
+            self.skip(cls.name.value, cls,
+                      f"internal error in rule {self.name} on class {cls.name.value} (line "
+                      f"{self.line_of(cls)}): {type(exc).__name__}: {message[:300]}; the class "
+                      "is left as it was for this rule (please report it with the file)")
+            return cls
 
     def _rewrite_if_safe(self, cls: cst.ClassDef) -> cst.ClassDef:
         """``rewrite_class``, undone for a class that defines a compiled method more than once

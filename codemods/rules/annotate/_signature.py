@@ -82,6 +82,11 @@ class Signature:
                                        " which stays; they cannot become ordinary parameters")
             elif len(with_defaults) == len(kwonly) or not defaults_before:
                 refusal = None
+                # Keyword-only parameters are only ever passed by name, so their order is
+                # free: those without defaults go first (``*, mask=None, context`` would
+                # otherwise put ``context`` after a default, which Python rejects).
+                kwonly = ([q for q in kwonly if q.default is None]
+                          + [q for q in kwonly if q.default is not None])
                 positional = [*positional, *kwonly]
                 kwonly = []
                 star_arg = cst.MaybeSentinel.DEFAULT
