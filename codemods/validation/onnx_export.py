@@ -24,7 +24,6 @@ What is measured here (torch 2.13, onnx 1.23, onnxruntime 1.31), and what the wo
 
 from __future__ import annotations
 
-import ast
 import contextlib
 import io
 import warnings
@@ -35,6 +34,9 @@ import numpy as np
 import onnx
 import onnxruntime  # type: ignore[import-untyped]
 import torch
+
+# lift-branch's str settings as int codes, shared with the export target.
+from tsfix.codemods.validation.export import string_codes as string_codes
 
 # Graph ops whose output tells whether an optional input is present, not its value.
 _PRESENCE_OPS = {"OptionalHasElement"}
@@ -49,35 +51,6 @@ class OnnxUnsupported(Exception):
 
 
 # ---- lifted settings as graph inputs -----------------------------------------------------------
-
-def string_codes(source: str, class_name: str) -> dict[str, dict[str, int]]:
-    """attribute -> {string: code} for every str setting lift-branch turned into an int code
-    in ``class_name`` (the ``x_value: int = {"a": 0, ...}.get(self.x, -1)`` lines it writes)."""
-    try:
-        tree = ast.parse(source)
-    except SyntaxError:
-        return {}
-    found: dict[str, dict[str, int]] = {}
-    for cls in tree.body:
-        if not isinstance(cls, ast.ClassDef) or cls.name != class_name:
-            continue
-        for node in ast.walk(cls):
-            if not isinstance(node, ast.AnnAssign) or not isinstance(node.value, ast.Call):
-                continue
-            call = node.value
-            if not (isinstance(call.func, ast.Attribute) and call.func.attr == "get"
-                    and isinstance(call.func.value, ast.Dict) and len(call.args) == 2
-                    and isinstance(call.args[0], ast.Attribute)):
-                continue
-            try:
-                table = ast.literal_eval(call.func.value)
-            except ValueError:
-                continue
-            if isinstance(table, dict) and all(isinstance(k, str) and isinstance(v, int)
-                                               for k, v in table.items()):
-                found[call.args[0].attr] = table
-    return found
-
 
 def setting_tensor(value: Any, codes: dict[str, int] | None = None) -> torch.Tensor:
     """A configuration's setting as the 0-d tensor its lifted ``Optional[Tensor]`` argument

@@ -482,18 +482,26 @@ def in_changed_code(exc: BaseException, original: types.ModuleType,
     compiles a function from its own code and annotations, whoever calls it). An error
     without a location counts as changed code."""
     site = _SITE.search(str(exc))
+    return changed_at(None if site is None else (site.group(1), int(site.group(2))),
+                      original, rewritten)
+
+
+def changed_at(site: tuple[str, int] | None, original: types.ModuleType,
+               rewritten: types.ModuleType) -> bool:
+    """``site`` (file, line) is in code the rewrite changed or added (see
+    :func:`in_changed_code`); no site counts as changed code."""
     rewritten_file = vars(rewritten).get("__file__")
     original_file = vars(original).get("__file__")
     if site is None or not isinstance(rewritten_file, str) or not isinstance(original_file, str):
         return True
-    if Path(site.group(1)) != Path(rewritten_file):
+    if Path(site[0]) != Path(rewritten_file):
         return False
     try:
         new_tree = ast.parse(Path(rewritten_file).read_text(encoding="utf-8"))
         old_tree = ast.parse(Path(original_file).read_text(encoding="utf-8"))
     except (OSError, SyntaxError, ValueError):
         return True
-    found = _function_at(new_tree, int(site.group(2)))
+    found = _function_at(new_tree, site[1])
     if found is None:
         return True
     name, function = found
@@ -608,10 +616,22 @@ def check_class(original: types.ModuleType, rewritten: types.ModuleType,
         raise unverified(f"class {name} is not defined at module level")
     configs = instances(job_class.example, original_cls)
     n_calls = sum(len(inst.calls) for inst in configs)
+    # The export target proves both sides of every torch.cond the rewritten file calls: the
+    # eager runs below record each call site's predicate values.
+    conds = None
+    if target == "export":
+        from tsfix.codemods.validation.export import CondRecorder
+
+        conds = CondRecorder(rewritten)
+
+    def recording() -> contextlib.AbstractContextManager[None]:
+        return conds.recording() if conds is not None else contextlib.nullcontext()
 
     # 1-2: build both, eager parity, for every instance and every call.
     originals, rewrites, expected = [], [], []
     for inst in configs:
+        if conds is not None:
+            conds.config = inst.index
         label = inst.label(show_init=True)
         try:
             orig = build(original_cls, inst.init)
@@ -640,7 +660,8 @@ def check_class(original: types.ModuleType, rewritten: types.ModuleType,
                 raise unverified(f"nondeterministic model: two identical calls differ for "
                                  f"{label}")
             try:
-                got = call(new, args, kwargs)
+                with recording():
+                    got = call(new, args, kwargs)
             except BaseException as exc:
                 raise rejected(f"eager parity: the rewritten forward raised for {label}: "
                                f"{short_error(exc, rename)}") from exc
@@ -683,6 +704,11 @@ def check_class(original: types.ModuleType, rewritten: types.ModuleType,
     def lifted_values(k: int) -> dict[str, Any]:
         """Configuration ``k``'s settings as the lifted arguments take them."""
         values = {param: getattr(rewrites[k], attr) for param, attr in lifted.items()}
+        if target == "export":
+            from tsfix.codemods.validation.export import setting_value
+
+            return {param: setting_value(value, (codes or {}).get(lifted[param]))
+                    for param, value in values.items()}
         if target != "onnx":
             return values
         from tsfix.codemods.validation.onnx_export import setting_tensor
@@ -695,9 +721,12 @@ def check_class(original: types.ModuleType, rewritten: types.ModuleType,
             inst = configs[k]
             values = lifted_values(k)
             module.load_state_dict(originals[k].state_dict())
+            if conds is not None:
+                conds.config = k
             for j, (args, kwargs) in enumerate(inst.calls):
                 try:
-                    got = call(module, args, kwargs, values)
+                    with recording():
+                        got = call(module, args, kwargs, values)
                 except BaseException as exc:
                     raise rejected(f"{step}: raised for {inst.label(j)} with {values}: "
                                    f"{short_error(exc, rename)}") from exc
@@ -715,6 +744,14 @@ def check_class(original: types.ModuleType, rewritten: types.ModuleType,
                        f": {short_error(exc, rename)}") from exc
     check_artifact(first, "one artifact (eager)")
     eager_served = f"one artifact holds in eager mode for {served_calls} of {n_calls}"
+    if target == "export" and conds is not None:
+        # Steps 3-6 prove the torch.export path instead of TorchScript's.
+        from tsfix.codemods.validation.export import Case, check_export
+
+        first.load_state_dict(originals[0].state_dict())
+        return check_export(Case(
+            original, rewritten, rename, configs, originals, rewrites, expected, served,
+            lifted, lifted_values, first, conds, notes, n_calls, eager_served))
 
     # 3: re-script every configuration.
     scripted = []
@@ -1006,8 +1043,8 @@ def run_job(job: Job) -> Result:
                 ClassVerdict(c.name, outcome.verdict, outcome.reason) for c in job.classes))
         for job_class in job.classes:
             codes = None
-            if job.target == "onnx":
-                from tsfix.codemods.validation.onnx_export import string_codes
+            if job.target in ("onnx", "export"):
+                from tsfix.codemods.validation.export import string_codes
 
                 codes = string_codes(job.source, job_class.name)
             results.append(validate_class(original, rewritten, job_class, rename, job.target,
@@ -1316,4 +1353,8 @@ def main() -> None:
 
 
 if __name__ == "__main__":
-    main()
+    # Run as the importable module, not as __main__: model.py and export.py import this module,
+    # and one copy of it means one Verdict class (a Verdict raised there is caught here).
+    from tsfix.codemods.validation import worker
+
+    worker.main()

@@ -1,0 +1,543 @@
+"""Validation steps for ``--target export``: the torch.export path instead of TorchScript's.
+
+Imported by the validation worker only, for jobs whose target is ``export``. The worker has
+already done steps 1, 2 and the eager one-artifact step (:func:`~tsfix.codemods.validation.
+worker.check_class`), with lifted settings given as 0-d tensors (:func:`setting_value`) and every
+``torch.cond`` call of the rewritten file recorded (:class:`CondRecorder`). Then
+:func:`check_export`:
+
+3. exports the instance built from the first configuration ONCE (``torch.export.export``, non
+   strict), with the first call's arguments and the lifted settings as tensor keyword
+   arguments. ``ep.module()``, given each served configuration's weights (``load_state_dict``)
+   and settings, must reproduce every call's eager output. An exported program only takes
+   inputs of the shapes it was exported with (torch 2.13: ``AssertionError: Guard failed:
+   x.size()[0] == 2``), and dynamic shapes are out of scope: a call with other input shapes (or
+   other non-tensor arguments) is checked on a program exported again for it ("exported per
+   input shape"). A configuration the one program cannot serve (other parameter shapes or
+   other settings) is exported on its own. When the rewrite does not export, the original is
+   exported too: its failing with the same error, or the rewrite's error lying in code the
+   rewrite did not change, is ``unverified``; any other failure is ``rejected``. Whether the
+   original exports is said in the reason (with lifted settings, it then exports the first
+   configuration's path only);
+4. every ``torch.cond`` call site of the rewritten file must have taken both sides in the eager
+   runs, else ``unverified`` naming the line (the examples prove only one side);
+5. ``torch.export.save`` / ``load`` keeps the outputs;
+6. with onnx, onnxruntime and onnxscript installed: ``torch.onnx.export(..., dynamo=True)``
+   holds at least one ``If`` per ``torch.cond`` site the exported call reaches, each lifted
+   setting decides an ``If``, and onnxruntime reproduces every served call (settings fed as
+   inputs). Without them the reason says the ONNX check was not made.
+
+Non-strict export (``strict=False``, torch 2.13's default) is used: it runs the model's Python
+as written, so a failure's traceback holds the model's real frames (the first user frame names
+the construct), it is what ``torch.onnx.export(dynamo=True)`` tries first, and it exports
+``torch.cond`` with nested branch functions closing over ``self`` (measured: strict exports them
+too, with the same outputs; strict reports frames only inside its message text).
+"""
+
+from __future__ import annotations
+
+import ast
+import contextlib
+import hashlib
+import importlib.util
+import inspect
+import io
+import linecache
+import logging
+import re
+import sys
+import traceback
+import types
+import warnings
+from collections.abc import Callable, Iterator
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import torch
+from torch.utils import _pytree as pytree
+from tsfix.codemods.validation.worker import (
+    _INSTALLATION,
+    _SITE,
+    Verdict,
+    call,
+    changed_at,
+    clone,
+    difference,
+    rejected,
+    unverified,
+)
+
+ONNX_NOT_CHECKED = "onnx: not checked (pip install 'tsfix[onnx]')"
+_TSFIX_FILES = str(Path(__file__).resolve().parent.parent) + "/"
+
+
+# ---- lifted settings ---------------------------------------------------------------------------
+
+def string_codes(source: str, class_name: str) -> dict[str, dict[str, int]]:
+    """attribute -> {string: code} for every str setting lift-branch turned into an int code
+    in ``class_name`` (the ``{"a": 0, ...}.get(self.x, -1)`` it writes)."""
+    try:
+        tree = ast.parse(source)
+    except SyntaxError:
+        return {}
+    found: dict[str, dict[str, int]] = {}
+    for cls in tree.body:
+        if not isinstance(cls, ast.ClassDef) or cls.name != class_name:
+            continue
+        for node in ast.walk(cls):
+            if not isinstance(node, ast.Call):
+                continue
+            if not (isinstance(node.func, ast.Attribute) and node.func.attr == "get"
+                    and isinstance(node.func.value, ast.Dict) and len(node.args) == 2
+                    and isinstance(node.args[0], ast.Attribute)):
+                continue
+            try:
+                table = ast.literal_eval(node.func.value)
+            except ValueError:
+                continue
+            if isinstance(table, dict) and all(isinstance(k, str) and isinstance(v, int)
+                                               for k, v in table.items()):
+                found[node.args[0].attr] = table
+    return found
+
+
+def setting_value(value: Any, codes: dict[str, int] | None = None) -> torch.Tensor:
+    """A configuration's setting as its lifted ``Optional[Tensor]`` argument takes it: what the
+    rewrite's own default ``torch.tensor(self.<attribute>)`` makes, or a string's int code."""
+    if isinstance(value, str):
+        return torch.tensor((codes or {}).get(value, -1))
+    return torch.tensor(value)
+
+
+# ---- torch.cond sides --------------------------------------------------------------------------
+
+class CondRecorder:
+    """The predicate values each ``torch.cond`` call site of the rewritten file took, recorded
+    while :meth:`recording` (eager runs only: during export tracing the predicate has no
+    value). ``config`` is the configuration running now; ``sites_by_config`` tells which sites
+    each one reached."""
+
+    def __init__(self, rewritten: types.ModuleType) -> None:
+        file = vars(rewritten).get("__file__")
+        self.file = str(Path(file).resolve()) if isinstance(file, str) else ""
+        self.sides: dict[int, set[bool]] = {}
+        self.config = 0
+        self.sites_by_config: dict[int, set[int]] = {}
+
+    @contextlib.contextmanager
+    def recording(self) -> Iterator[None]:
+        real = torch.cond
+
+        def recorded_cond(pred: Any, *rest: Any, **options: Any) -> Any:
+            # A cond inside a branch runs while the outer one is being compiled: calling
+            # through keeps it traceable, and it is not recorded.
+            if not torch.compiler.is_compiling():
+                caller = sys._getframe(1)
+                if str(Path(caller.f_code.co_filename).resolve()) == self.file:
+                    with contextlib.suppress(Exception):
+                        self.sides.setdefault(caller.f_lineno, set()).add(bool(pred))
+                        self.sites_by_config.setdefault(self.config, set()).add(
+                            caller.f_lineno)
+            return real(pred, *rest, **options)
+
+        torch.cond = recorded_cond
+        try:
+            yield
+        finally:
+            torch.cond = real
+
+    def one_sided(self) -> list[str]:
+        return [f"torch.cond at line {line} only took the {'true' if True in seen else 'false'}"
+                " side on the examples" for line, seen in sorted(self.sides.items())
+                if len(seen) < 2]
+
+
+# ---- export ------------------------------------------------------------------------------------
+
+@contextlib.contextmanager
+def quiet() -> Iterator[None]:
+    """torch.export and the ONNX exporter print graphs on stdout when tracing fails, log
+    warnings (data-dependent symbols, "torchvision is not installed") and raise Python
+    warnings: none of that is a verdict, so it is kept out of the worker's output."""
+    previous = logging.root.manager.disable
+    logging.disable(logging.ERROR)
+    try:
+        with warnings.catch_warnings(), contextlib.redirect_stdout(io.StringIO()):
+            warnings.simplefilter("ignore")
+            yield
+    finally:
+        logging.disable(previous)
+
+
+def export(module: Any, args: tuple[Any, ...], kwargs: dict[str, Any]) -> Any:
+    with quiet():
+        return torch.export.export(module, clone(args), clone(kwargs), strict=False)
+
+
+def signature(args: tuple[Any, ...], kwargs: dict[str, Any]) -> str:
+    """What one exported program is specialised on: the input structure, each tensor's shape
+    and dtype, every other value."""
+    leaves, spec = pytree.tree_flatten((args, kwargs))
+    parts = [f"{tuple(v.shape)}:{v.dtype}" if isinstance(v, torch.Tensor) else repr(v)
+             for v in leaves]
+    return f"{spec}|{'|'.join(parts)}"
+
+
+def _is_user_file(file: str) -> bool:
+    if file.startswith("<"):
+        return False
+    try:
+        resolved = str(Path(file).resolve())
+    except (OSError, RuntimeError, ValueError):
+        return False
+    return not resolved.startswith(_INSTALLATION) and not resolved.startswith(_TSFIX_FILES)
+
+
+def user_site(exc: BaseException) -> tuple[str, int] | None:
+    """The innermost frame of the model's own code an export error points at: from the
+    message (strict mode and torch.cond branches are traced by Dynamo, which lists "user code"
+    frames there), else from the traceback (non-strict export runs the model's frames)."""
+    chain: list[BaseException] = []
+    current: BaseException | None = exc
+    while current is not None and current not in chain:
+        chain.append(current)
+        current = current.__cause__ or current.__context__
+    # The exception's own sites first: one raised while handling another (the original's
+    # export after the rewrite's) has the other as its context.
+    for error in chain:
+        in_message = [(m.group(1), int(m.group(2))) for m in _SITE.finditer(str(error))]
+        in_traceback = [(frame.filename, frame.lineno or 0)
+                        for frame in traceback.extract_tb(error.__traceback__)]
+        for sites in (in_message, in_traceback):
+            user = [site for site in sites if _is_user_file(site[0])]
+            if user:
+                return user[-1]
+    return None
+
+
+def same_failure(before: BaseException, after: BaseException, original: types.ModuleType,
+                 rewritten: types.ModuleType) -> bool:
+    """The rewrite fails to export with the original's error: the same headline, raised by
+    the same source line (every data-dependent branch has the same headline)."""
+    if headline(before, original, rewritten) != headline(after, original, rewritten):
+        return False
+    sites = user_site(before), user_site(after)
+    if sites[0] is None or sites[1] is None:
+        return sites[0] == sites[1]
+    return (linecache.getline(sites[0][0], sites[0][1]).strip()
+            == linecache.getline(sites[1][0], sites[1][1]).strip())
+
+
+def headline(exc: BaseException, *modules: types.ModuleType) -> str:
+    """An export error's type and first line (with the line after it when it ends in a
+    colon: "This higher order operator doesn't work unless ...:" says nothing yet), with
+    module names, files and addresses made alike across the original and the rewrite."""
+    lines = [line.strip() for line in str(exc).strip().splitlines() if line.strip()]
+    text = lines[0] if lines else ""
+    if text.endswith(":") and len(lines) > 1:
+        text = f"{text} {lines[1]}"
+    for module in modules:
+        text = text.replace(module.__name__, "<module>")
+        file = vars(module).get("__file__")
+        if isinstance(file, str):
+            text = text.replace(file, "<file>")
+    text = re.sub(r"0x[0-9a-fA-F]+", "0x?", text)
+    # "Could not guard on data-dependent expression Eq(u0, 1) (unhinted: ...)": the rest is
+    # torch's debugging detail.
+    text = re.sub(r"\s*\(unhinted: .*$", "", text)
+    return f"{type(exc).__name__}: {text}"
+
+
+def describe(exc: BaseException, rename: dict[str, str]) -> str:
+    """One line for a reason: the headline and the model's line it points at."""
+    text = headline(exc)[:300]
+    site = user_site(exc)
+    if site is not None:
+        file = rename.get(site[0], Path(site[0]).name)
+        text += f" (at {file} line {site[1]})"
+    return text
+
+
+# ---- the steps ---------------------------------------------------------------------------------
+
+@dataclass
+class Case:
+    """What the worker's steps 1-2 and the eager one-artifact step leave for the export
+    steps (see :func:`tsfix.codemods.validation.worker.check_class`)."""
+
+    original: types.ModuleType
+    rewritten: types.ModuleType
+    rename: dict[str, str]
+    configs: list[Any]              # worker.Instance
+    originals: list[Any]
+    rewrites: list[Any]
+    expected: list[list[Any]]
+    served: list[int]
+    lifted: dict[str, str]
+    values: Callable[[int], dict[str, Any]]
+    first: Any
+    conds: CondRecorder
+    notes: list[str]
+    n_calls: int
+    eager_served: str
+
+
+def check_export(case: Case) -> str:
+    """Steps 3-6; the verified reason, or raises :class:`~tsfix.codemods.validation.worker.
+    Verdict`."""
+    rename = case.rename
+    args0, kwargs0 = case.configs[0].calls[0]
+    settings0 = case.values(0)
+    first_key = signature(args0, {**kwargs0, **settings0})
+    programs: dict[str, Any] = {}
+    modules: dict[str, Any] = {}
+
+    def program_for(k: int, j: int) -> tuple[Any, Any]:
+        args, kwargs = case.configs[k].calls[j]
+        settings = case.values(k)
+        key = signature(args, {**kwargs, **settings})
+        if key not in programs:
+            try:
+                programs[key] = export(case.first, args, {**kwargs, **settings})
+            except Exception as exc:
+                raise failed_export(case, exc, k, j) from exc
+            modules[key] = programs[key].module()
+        return programs[key], modules[key]
+
+    # 3: one exported program (one per input shape) serves every served configuration.
+    program, _ = program_for(0, 0)
+    served_calls = 0
+    for k in case.served:
+        inst = case.configs[k]
+        for j in range(len(inst.calls)):
+            _, module = program_for(k, j)
+            check_call(case, module, k, j, "export")
+            served_calls += 1
+    per_shape = len(programs)
+
+    # Configurations the one program cannot serve are exported on their own.
+    separately = []
+    for k, inst in enumerate(case.configs):
+        if k in case.served:
+            continue
+        own: dict[str, Any] = {}
+        for j, (args, kwargs) in enumerate(inst.calls):
+            key = signature(args, kwargs)
+            if key not in own:
+                try:
+                    own[key] = export(case.rewrites[k], args, kwargs).module()
+                except Exception as exc:
+                    raise failed_export(case, exc, k, j, own=True) from exc
+            check_call(case, own[key], k, j, "export", settings=False)
+        separately.append(inst.label())
+
+    original_note = original_exports(case)
+
+    # 5: save / load of the first program.
+    buffer = io.BytesIO()
+    try:
+        with quiet():
+            torch.export.save(program, buffer)
+            buffer.seek(0)
+            loaded = torch.export.load(buffer).module()
+    except Exception as exc:
+        raise rejected(f"save/load: {describe(exc, rename)}") from exc
+    saved_calls = 0
+    for k in case.served:
+        for j, (args, kwargs) in enumerate(case.configs[k].calls):
+            if signature(args, {**kwargs, **case.values(k)}) == first_key:
+                check_call(case, loaded, k, j, "save/load")
+                saved_calls += 1
+
+    # 6: ONNX, when its packages are there.
+    onnx_note = check_onnx(case, program, first_key) if onnx_available() else ONNX_NOT_CHECKED
+
+    # 4: both sides of every torch.cond (after the checks that can reject).
+    one_sided = case.conds.one_sided()
+    if one_sided:
+        raise unverified(f"{'; '.join(one_sided)} (add an input or configuration taking the "
+                         f"other side); eager parity, export, save/load hold; {onnx_note}")
+
+    shape = (f" ({len(case.configs)} init x {case.n_calls // len(case.configs)} calls)"
+             if any(inst.many_calls for inst in case.configs) else "")
+    programs_note = (f" (exported per input shape: {per_shape} programs)" if per_shape > 1
+                     else "")
+    conds = (f"both sides of {len(case.conds.sides)} cond(s)" if case.conds.sides
+             else "no torch.cond")
+    summary = (f"{case.n_calls} configuration(s){shape}: eager parity, one exported program "
+               f"served {served_calls} of {case.n_calls}{programs_note}, {conds}, save/load "
+               f"({saved_calls} call(s)); {original_note}; {onnx_note}")
+    if case.configs[0].guessed:
+        summary = f"guessed input {case.configs[0].guessed}; {summary}"
+    if separately:
+        summary += f"; exported on their own: {', '.join(separately)}"
+    if case.notes:
+        summary += f" (not comparable: {'; '.join(case.notes)})"
+    return summary
+
+
+def check_call(case: Case, module: Any, k: int, j: int, step: str, settings: bool = True
+               ) -> None:
+    """``module`` with configuration ``k``'s weights (and settings) reproduces call ``j``."""
+    inst = case.configs[k]
+    args, kwargs = inst.calls[j]
+    values = case.values(k) if settings else {}
+    module.load_state_dict(case.originals[k].state_dict())
+    shown = {name: v.item() if isinstance(v, torch.Tensor) else v for name, v in values.items()}
+    with_values = f" with {shown}" if shown else ""
+    try:
+        with quiet():
+            got = call(module, args, kwargs, values)
+    except Exception as exc:
+        raise rejected(f"{step}: the exported program raised for {inst.label(j)}{with_values}: "
+                       f"{describe(exc, case.rename)}") from exc
+    found = difference(case.expected[k][j], got)
+    if found:
+        raise rejected(f"{step}: {found} for {inst.label(j)}{with_values}")
+
+
+def failed_export(case: Case, exc: BaseException, k: int, j: int, own: bool = False
+                  ) -> Verdict:
+    """The verdict for a rewrite that does not export: the original is exported with the same
+    call (without the lifted settings it does not take)."""
+    error = describe(exc, case.rename)
+    args, kwargs = case.configs[k].calls[j]
+    label = case.configs[k].label(j)
+    try:
+        export(case.originals[k], args, kwargs)
+    except Exception as original_exc:
+        before = describe(original_exc, {})
+        if same_failure(original_exc, exc, case.original, case.rewritten):
+            return unverified(f"does not export either, for a reason this rewrite does not fix: "
+                              f"{before} (the rewrite fails with: {error}); "
+                              f"{case.eager_served}")
+        if not changed_at(user_site(exc), case.original, case.rewritten):
+            return unverified(f"does not export either: the rewrite gets past the original's "
+                              f"error ({before}), then fails in code it did not change: "
+                              f"{error}; {case.eager_served}")
+        return rejected(f"export: an error the original does not have: {error} for {label} "
+                        f"(the original fails with: {before})")
+    what = "its own instance" if own else "the first configuration's instance"
+    return rejected(f"export: the rewritten class does not export ({what}, {label}) while "
+                    f"the original does: {error}")
+
+
+def original_exports(case: Case) -> str:
+    """Whether the original exports with the first call: with lifted settings, its program
+    then keeps the first configuration's path only (what lift-branch fixes)."""
+    args, kwargs = case.configs[0].calls[0]
+    try:
+        export(case.originals[0], args, kwargs)
+    except Exception as exc:
+        return f"the original does not export: {describe(exc, {})}"
+    if case.lifted:
+        return "the original exports with init[0]'s path only"
+    return "the original exports too"
+
+
+# ---- ONNX (dynamo exporter) --------------------------------------------------------------------
+
+def onnx_available() -> bool:
+    return all(importlib.util.find_spec(name) is not None
+               for name in ("onnx", "onnxruntime", "onnxscript"))
+
+
+def onnx_model(model: Any, args: tuple[Any, ...], kwargs: dict[str, Any]) -> Any:
+    with quiet():
+        exported = torch.onnx.export(model, clone(args), kwargs=clone(kwargs), dynamo=True,
+                                     verbose=False)
+    assert exported is not None
+    return exported.model_proto
+
+
+def check_onnx(case: Case, program: Any, first_key: str) -> str:
+    """Step 6 for the calls the first program serves: one ONNX model per distinct weights
+    (the exporter bakes them in), its ``If`` nodes and onnxruntime outputs."""
+    from tsfix.codemods.validation import onnx_export as ox
+
+    first_weights = _fingerprint(case.originals[0].state_dict())
+    runtimes: dict[str, Any] = {}
+    parameters = inspect.signature(case.first.forward)
+    compared = 0
+    if_count = 0
+    for k in case.served:
+        weights = _fingerprint(case.originals[k].state_dict())
+        settings = case.values(k)
+        for j, (args, kwargs) in enumerate(case.configs[k].calls):
+            if signature(args, {**kwargs, **settings}) != first_key:
+                continue
+            label = case.configs[k].label(j)
+            if weights not in runtimes:
+                if weights == first_weights:
+                    source: Any = program
+                else:
+                    case.first.load_state_dict(case.originals[k].state_dict())
+                    source = case.first
+                try:
+                    model = onnx_model(source, args, {**kwargs, **settings})
+                except Exception as exc:
+                    raise onnx_failure(case, exc) from exc
+                if not runtimes:
+                    if_count = ox.count_nodes(model.graph, "If")
+                    check_branches(case, model, if_count)
+                runtimes[weights] = ox.Runtime(model.SerializeToString())
+            runtime = runtimes[weights]
+            try:
+                bound = parameters.bind(*args, **kwargs, **settings).arguments
+            except TypeError as exc:
+                return f"onnx: exported, {if_count} If node(s); onnxruntime not run: {exc}"
+            missing = [name for name in runtime.input_names if name not in bound]
+            if missing:
+                return (f"onnx: exported, {if_count} If node(s); onnxruntime not run: inputs "
+                        f"{', '.join(missing)} are not forward parameters")
+            try:
+                outputs = runtime.run([(n, bound[n]) for n in runtime.input_names])
+                want, got = ox.matched_outputs(case.expected[k][j], outputs)
+            except ox.OnnxFailure as exc:
+                raise rejected(f"onnx: {exc} for {label}") from exc
+            found = difference(want, got, "onnxruntime output")
+            if found:
+                raise rejected(f"onnx: {found} for {label}")
+            compared += 1
+    reason = f"onnx: {if_count} If node(s)"
+    if case.lifted:
+        reason += ", each lifted setting decides one"
+    return f"{reason}, onnxruntime parity for {compared} call(s)"
+
+
+def check_branches(case: Case, model: Any, if_count: int) -> None:
+    """At least one ``If`` per torch.cond site the first configuration reached, and an ``If``
+    deciding on each lifted setting: else the ONNX file keeps one path only."""
+    from tsfix.codemods.validation import onnx_export as ox
+
+    sites = sorted(case.conds.sites_by_config.get(0, set()))
+    if if_count < len(sites):
+        raise rejected(f"onnx: {if_count} If node(s) for {len(sites)} torch.cond site(s) "
+                       f"(lines {', '.join(map(str, sites))}): the export keeps one path only")
+    undecided = ox.undecided_inputs(model, list(case.lifted))
+    if undecided:
+        raise rejected(f"onnx: no If node decides on the lifted {', '.join(undecided)} in the "
+                       "exported graph (the export keeps one path only)")
+
+
+def onnx_failure(case: Case, exc: BaseException) -> Verdict:
+    """The ONNX exporter fails on a program torch.export made: the rewrite's fault only when
+    the original converts."""
+    error = describe(exc, case.rename)
+    args, kwargs = case.configs[0].calls[0]
+    try:
+        onnx_model(case.originals[0], args, kwargs)
+    except Exception as original_exc:
+        return unverified(f"onnx: the exporter fails on the rewrite ({error}) and on the "
+                          f"original ({describe(original_exc, {})}); torch.export holds")
+    return rejected(f"onnx: the exporter fails on the rewrite while the original converts: "
+                    f"{error}")
+
+
+def _fingerprint(weights: dict[str, Any]) -> str:
+    digest = hashlib.sha256()
+    for name, tensor in weights.items():
+        digest.update(name.encode())
+        digest.update(tensor.detach().cpu().contiguous().numpy().tobytes())
+    return digest.hexdigest()
