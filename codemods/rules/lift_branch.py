@@ -118,7 +118,9 @@ from tsfix.codemods.facts.syntax import (
     unify_types,
 )
 from tsfix.codemods.rules.base import ClassChange, Code, Example, Rule
+from tsfix.codemods.rules.ignore_numpy._statements import children
 from tsfix.codemods.rules.imports import add_module_import
+from tsfix.codemods.rules.torch_cond import CondSite, is_python_value, lower_to_cond
 
 # What a test reads: ("attr", name) for self.name, ("cfg", holder, field) for self.holder.field
 # or self.holder["field"].
@@ -681,11 +683,12 @@ class _ClassAnalysis:
                           "Python (a @torch.jit.ignore method or one it calls): it would not "
                           "see the lifted argument"), True, None
         codes = None
-        if kind == "str" and self.rule.target == "onnx":
+        if kind == "str" and self.rule.target in ("onnx", "export"):
             codes = self.string_codes(key, self.compiled)
             if codes is None:
+                taker = "an ONNX graph" if self.rule.target == "onnx" else "torch.export"
                 return None, (f"{_describe(key)} is a str setting used other than compared "
-                              "with string literals (== / !=): an ONNX graph cannot take a "
+                              f"with string literals (== / !=): {taker} cannot take a "
                               "str input, and int codes need every compared value"), True, None
         return kind, "", True, codes
 
@@ -922,8 +925,10 @@ def _laid_out(previous: cst.Param, lead: cst.BaseParenthesizableWhitespace,
 
 
 def _with_parameters(func: cst.FunctionDef, lifts: list[_Lift], self_var: str,
-                     tensor: str | None = None) -> cst.FunctionDef:
-    """``tensor`` (how the file names torch.Tensor) selects the --target onnx form."""
+                     tensor: str | None = None,
+                     preamble: list[cst.BaseStatement] | None = None) -> cst.FunctionDef:
+    """``tensor`` (how the file names torch.Tensor) selects the --target onnx form, or with
+    ``preamble`` (the statements that fill in each parameter) the --target export form."""
     new_params = [cst.Param(cst.Name(lift.param),
                             annotation=cst.Annotation(cst.parse_expression(
                                 f"Optional[{tensor or lift.type}]")),
@@ -953,7 +958,9 @@ def _with_parameters(func: cst.FunctionDef, lifts: list[_Lift], self_var: str,
             params = params.with_changes(star_arg=previous)
     params = params.with_changes(**{"kwonly_params" if keyword_only else "params":
                                     [*existing, *new_params]})
-    if tensor is not None:
+    if preamble is not None:
+        pass
+    elif tensor is not None:
         preamble = [line for lift in lifts for line in _onnx_preamble(lift, self_var)]
     else:
         preamble = [cst.parse_statement(f"if {lift.param} is None:\n"
@@ -1239,8 +1246,9 @@ class Block(nn.Module):
     def transform_module_impl(self, tree: cst.Module) -> cst.Module:
         # The file's facts before the rewrite: can it name torch.Tensor already?
         facts = module_facts(tree)
-        import_torch = (self.target == "onnx" and facts.torch_alias is None
-                        and facts.imports.get("Tensor") != "torch.Tensor")
+        import_torch = facts.torch_alias is None and (
+            self.target == "export" or (self.target == "onnx"
+                                        and facts.imports.get("Tensor") != "torch.Tensor"))
         rewritten = super().transform_module_impl(tree)
         if self.changes and import_torch:
             rewritten = add_module_import(rewritten, "torch")
@@ -1252,6 +1260,8 @@ class Block(nn.Module):
             return cls
         analysis = _ClassAnalysis(self, cls)
         plan = analysis.plan()
+        if plan is not None:
+            plan = self.settle(analysis, plan)
         if plan is None:
             return cls
         rewritten = self._apply(analysis, plan, cls)
@@ -1260,7 +1270,10 @@ class Block(nn.Module):
         if plan.lifts:
             self.need_typing("Optional")
         parts = [f"lifted {_describe(lift.key)} as {lift.param}: Optional[{lift.type}]"
-                 for lift in plan.lifts] if self.tensor_name is None else [
+                 for lift in plan.lifts] if self.target == "torchscript" else [
+            f"lifted {_describe(lift.key)} as {lift.param}: Optional[Tensor] "
+            f"({'int code' if lift.codes is not None else lift.type})"
+            for lift in plan.lifts] if self.target == "export" else [
             f"lifted {_describe(lift.key)} as {lift.param}: Optional[Tensor] "
             f"({'int code' if lift.codes is not None else lift.type} {lift.local})"
             for lift in plan.lifts]
@@ -1271,6 +1284,10 @@ class Block(nn.Module):
         self.changes.append(ClassChange(self.name, name, self.span_of(cls), "; ".join(parts),
                                         lifted))
         return rewritten
+
+    def settle(self, analysis: _ClassAnalysis, plan: _Plan) -> _Plan | None:
+        """The plan this form applies (a target form may refuse some lifts)."""
+        return plan
 
     def _apply(self, analysis: _ClassAnalysis, plan: _Plan,
                cls: cst.ClassDef) -> cst.ClassDef:
@@ -1289,6 +1306,14 @@ class Block(nn.Module):
 
     def _rewrite_method(self, analysis: _ClassAnalysis, plan: _Plan, func: cst.FunctionDef,
                         self_var: str) -> cst.FunctionDef:
+        func, mine = self._reads_replaced(analysis, plan, func, self_var)
+        return _with_parameters(func, mine, self_var, self.tensor_name) if mine else func
+
+    def _reads_replaced(self, analysis: _ClassAnalysis, plan: _Plan, func: cst.FunctionDef,
+                        self_var: str) -> tuple[cst.FunctionDef, list[_Lift]]:
+        """``func`` reading each lifted setting from its parameter (and copied config fields
+        from their attributes), passing the parameters on to the helpers that need them; and
+        the lifts whose parameter ``func`` takes."""
         name = func.name.value
         mine = [lift for lift in plan.lifts if name in lift.methods]
         replacements = {lift.key: lift.local or lift.param for lift in mine}
@@ -1301,7 +1326,7 @@ class Block(nn.Module):
                 forwarded.setdefault(callee, []).append(lift.param)
         func = func.with_changes(body=func.body.visit(
             _ReadReplacer(analysis, self_var, replacements, forwarded, codes)))
-        return _with_parameters(func, mine, self_var, self.tensor_name) if mine else func
+        return func, mine
 
     def _copy_config_fields(self, plan: _Plan, init: cst.FunctionDef,
                             self_var: str) -> cst.FunctionDef:
@@ -1352,7 +1377,255 @@ class LiftBranchOnnx(LiftBranch):
     target = "onnx"
 
 
-LiftBranch.target_forms = {"onnx": LiftBranchOnnx}
+class LiftBranchExport(LiftBranch):
+    """``lift-branch`` under ``--target export``: each lifted setting is an
+    ``Optional[torch.Tensor]`` argument holding the setting as a 0-d tensor, and each branch
+    on it is a ``torch.cond``::
+
+        def forward(self, x, branch_testing: Optional[torch.Tensor] = None):
+            if branch_testing is None:
+                branch_testing = torch.tensor(self.branch_testing)
+            def branch_testing_true(x):
+                x = self.act(x)
+                return x
+            def branch_testing_false(x):
+                return x.clone()
+            x = torch.cond(branch_testing == True, branch_testing_true,
+                           branch_testing_false, (x,))
+            return x
+
+    Why this form (measured, torch 2.13): ``torch.export`` specialises a module attribute and a
+    Python scalar argument, so the exported program (and the ``dynamo=True`` ONNX file) keeps
+    only the branch taken while tracing; a Python ``if`` on a tensor fails to export. A 0-d
+    tensor argument and ``torch.cond`` keep both branches: one exported program serves every
+    configuration (``ep.module()(x, branch_testing=torch.tensor(False))``), survives
+    ``torch.export.save``/``load``, and its ONNX export holds one ``If`` per ``cond``. Existing
+    callers are unchanged (None reads the attribute). The branch functions take the locals the
+    branch reads and return those code after it reads (``codemods/rules/torch_cond.py``); an
+    unchanged value is returned as ``x.clone()`` because torch.cond rejects an output that
+    aliases an input.
+
+    A setting is lifted only when every read of it in the compiled methods can take the tensor:
+    ``if`` tests that lower to ``torch.cond`` (``not flag`` becomes ``torch.logical_not(flag)``,
+    ``a and b`` ``torch.logical_and(a, b)``) and tensor arithmetic (``x * scale``). A read in a
+    ``while`` test, ``range(...)``, an index or slice, a ternary, or a test mixing it with
+    Python values, and a branch torch.cond cannot express (a side that returns, raises or
+    mutates state, or that assigns no tensor), refuses the setting with the reason. A str
+    setting compared only with string literals becomes an int code, as under ``--target
+    onnx``.
+    """
+
+    target = "export"
+
+    @property
+    def torch_name(self) -> str:
+        return self.facts.torch_alias or "torch"
+
+    def settle(self, analysis: _ClassAnalysis, plan: _Plan) -> _Plan | None:
+        """Drop the lifts some read of which a tensor cannot serve, until none is left that
+        cannot; each dropped setting's test reads are refused with the first reason."""
+        refused: dict[ReadKey, str] = {}
+        while True:
+            found: dict[ReadKey, str] = {}
+            for name in plan.reachable:
+                func = analysis.methods[name]
+                _, problems = self._export_method(analysis, plan, func, self_name(func) or "self")
+                for key, reason in problems.items():
+                    found.setdefault(key, reason)
+            if not found:
+                break
+            refused.update(found)
+            plan.lifts = [lift for lift in plan.lifts if lift.key not in found]
+        if refused:
+            keys = {id(node): key for name in analysis.compiled
+                    for key, node in analysis.test_reads(name)}
+            kept = []
+            for node, code, message in analysis.fixes:
+                if code == _TSF204 and keys.get(id(node)) in refused:
+                    key = keys[id(node)]
+                    self.skip(analysis.name, node, refused[key], code=code, message=message)
+                else:
+                    kept.append((node, code, message))
+            analysis.fixes = kept
+        if not plan.lifts and not plan.copies:
+            return None
+        return plan
+
+    def _rewrite_method(self, analysis: _ClassAnalysis, plan: _Plan, func: cst.FunctionDef,
+                        self_var: str) -> cst.FunctionDef:
+        rewritten, problems = self._export_method(analysis, plan, func, self_var)
+        assert not problems, problems
+        return rewritten
+
+    def _export_method(self, analysis: _ClassAnalysis, plan: _Plan, func: cst.FunctionDef,
+                       self_var: str) -> tuple[cst.FunctionDef, dict[ReadKey, str]]:
+        """``func`` in the export form, and why a tensor cannot serve some lifted settings."""
+        func, mine = self._reads_replaced(analysis, plan, func, self_var)
+        if not mine:
+            return func, {}
+        by_param = {lift.param: lift for lift in mine}
+        problems: dict[ReadKey, str] = {}
+        sites: list[CondSite] = []
+        for branch in find_all(func.body, cst.If):
+            read = [p for p in _params_read(branch.test, by_param)]
+            if not read:
+                continue
+            predicate, why = _predicate(branch.test, set(by_param), self.torch_name)
+            if predicate is None:
+                for param in read:
+                    problems.setdefault(by_param[param].key, why)
+                continue
+            sites.append(CondSite(branch, predicate, read[0]))
+        result = lower_to_cond(func, sites, self.torch_name)
+        for branch, reason in result.refused.items():
+            for param in _params_read(branch.test, by_param):
+                problems.setdefault(by_param[param].key,
+                                    f"its branch cannot be a torch.cond: {reason}")
+        served = {id(n) for branch in result.lowered for n in find_all(branch.test, cst.Name)}
+        for param, why in _other_reads(func, by_param, served, plan.reachable, self_var):
+            problems.setdefault(by_param[param].key, why)
+        if problems:
+            return func, problems
+        preamble = [line for lift in mine for line in self._preamble(lift, self_var)]
+        return _with_parameters(result.func, mine, self_var, f"{self.torch_name}.Tensor",
+                                preamble), {}
+
+    def _preamble(self, lift: _Lift, self_var: str) -> list[cst.BaseStatement]:
+        value = f"{self_var}.{lift.attr}"
+        lines = []
+        if lift.codes is not None:
+            table = ", ".join(f"{_quoted(text)}: {code}" for text, code in lift.codes.items())
+            legend = ", ".join(f"{code} = {_quoted(text)}" for text, code in lift.codes.items())
+            value = f"{{{table}}}.get({value}, -1)"
+            lines.append(f"# {lift.param} codes: {legend}, -1 = any other value\n")
+        return [cst.parse_statement("".join(lines) + f"if {lift.param} is None:\n"
+                                    f"    {lift.param} = {self.torch_name}.tensor({value})\n")]
+
+
+LiftBranch.target_forms = {"onnx": LiftBranchOnnx, "export": LiftBranchExport}
+
+
+def _params_read(expr: cst.CSTNode, params: Iterable[str]) -> list[str]:
+    """The lifted parameters ``expr`` reads, in order of first read."""
+    wanted = set(params)
+    found: list[str] = []
+    for name in find_all(expr, cst.Name):
+        if name.value in wanted and name.value not in found:
+            found.append(name.value)
+    return found
+
+
+_LOGICAL = {cst.And: "logical_and", cst.Or: "logical_or"}
+
+
+def _predicate(test: cst.BaseExpression, params: set[str],
+               torch: str) -> tuple[cst.BaseExpression | None, str]:
+    """The tensor expression torch.cond receives for ``test`` (``not p`` ->
+    ``torch.logical_not(p)``, ``p and q`` -> ``torch.logical_and(p, q)``), or None and why."""
+    bare = test.with_changes(lpar=[], rpar=[])
+    if isinstance(bare, cst.Name) and bare.value in params:
+        return bare, ""
+    if isinstance(bare, cst.UnaryOperation) and isinstance(bare.operator, cst.Not):
+        inner, why = _predicate(bare.expression, params, torch)
+        if inner is None:
+            return None, why
+        return cst.parse_expression(f"{torch}.logical_not(X)").with_changes(
+            args=[cst.Arg(inner)]), ""
+    if isinstance(bare, cst.BooleanOperation):
+        left, why = _predicate(bare.left, params, torch)
+        right, why_right = _predicate(bare.right, params, torch)
+        if left is None or right is None:
+            return None, why or why_right
+        call = cst.parse_expression(f"{torch}.{_LOGICAL[type(bare.operator)]}(X, Y)")
+        assert isinstance(call, cst.Call)
+        return call.with_changes(args=[cst.Arg(left, comma=call.args[0].comma),
+                                       cst.Arg(right)]), ""
+    if isinstance(bare, cst.Comparison) and len(bare.comparisons) == 1:
+        operator = bare.comparisons[0].operator
+        operands = [bare.left, bare.comparisons[0].comparator]
+        if (isinstance(operator, cst.Equal | cst.NotEqual | cst.LessThan | cst.GreaterThan
+                       | cst.LessThanEqual | cst.GreaterThanEqual)
+                and any(_params_read(o, params) for o in operands)
+                and all(is_python_value(o) or _tensor_operand(o, params) for o in operands)):
+            return bare, ""
+    return None, (f"the test `{_short(test)}` mixes the setting with values that are not "
+                  "tensors (or uses `is`, `in` or a chained comparison), so it cannot be a "
+                  "torch.cond predicate")
+
+
+def _tensor_operand(expr: cst.BaseExpression, params: set[str]) -> bool:
+    """A lifted parameter, or arithmetic of one with Python numbers."""
+    bare = expr.with_changes(lpar=[], rpar=[])
+    if isinstance(bare, cst.Name):
+        return bare.value in params
+    if isinstance(bare, cst.BinaryOperation):
+        sides = (bare.left, bare.right)
+        return any(_tensor_operand(s, params) for s in sides) and all(
+            _tensor_operand(s, params) or is_python_value(s) for s in sides)
+    return False
+
+
+def _other_reads(func: cst.FunctionDef, by_param: dict[str, _Lift], served: set[int],
+                 reachable: list[str], self_var: str) -> list[tuple[str, str]]:
+    """(param, why) for each read of a lifted parameter a tensor cannot serve: anything but a
+    lowered test, tensor arithmetic, and passing it on to a compiled helper."""
+    parents: dict[int, cst.CSTNode] = {}
+    stack: list[cst.CSTNode] = [func.body]
+    while stack:
+        node = stack.pop()
+        for child in children(node):
+            parents[id(child)] = node
+            stack.append(child)
+    not_reads = {id(a.attr) for a in find_all(func.body, cst.Attribute)} | {
+        id(a.keyword) for a in find_all(func.body, cst.Arg) if a.keyword is not None}
+    found: list[tuple[str, str]] = []
+    for name in find_all(func.body, cst.Name):
+        if name.value not in by_param or id(name) in served or id(name) in not_reads:
+            continue
+        why = _python_context(name, parents, reachable, self_var)
+        if why is not None:
+            found.append((name.value, f"{why}; a tensor cannot serve it"))
+    return found
+
+
+def _python_context(name: cst.Name, parents: dict[int, cst.CSTNode], reachable: list[str],
+                    self_var: str) -> str | None:
+    parent = parents.get(id(name))
+    if (isinstance(parent, cst.Arg) and parent.keyword is not None
+            and parent.keyword.value == name.value):
+        call = parents.get(id(parent))
+        if isinstance(call, cst.Call) and self_attr(call.func, self_var) in reachable:
+            return None      # passed on to a helper that takes the same parameter
+    node: cst.CSTNode = name
+    arithmetic = False
+    while id(node) in parents:
+        parent = parents[id(node)]
+        if isinstance(parent, cst.While) and node is parent.test:
+            return "it is read in a `while` test"
+        if isinstance(parent, cst.IfExp) and node is parent.test:
+            return f"it is the test of a ternary (`{_short(parent)}`)"
+        if isinstance(parent, cst.If) and node is parent.test:
+            return f"it is read in the test `if {_short(parent.test)}:`"
+        if isinstance(parent, cst.For) and node is parent.iter:
+            return f"it decides a loop (`for ... in {_short(parent.iter)}`)"
+        if isinstance(parent, cst.SubscriptElement):
+            return f"it is used as an index or size (`{_short(parents.get(id(parent), parent))}`)"
+        if isinstance(parent, cst.Call) and node is not parent.func:
+            called = get_full_name_for_node(parent.func) or ""
+            if called in _PYTHON_VALUE_CALLS or not arithmetic:
+                return f"it is passed to `{_short(parent)}`"
+        if isinstance(parent, cst.BinaryOperation) and not is_python_value(
+                parent.right if node is parent.left else parent.left):
+            arithmetic = True     # with something that is not a Python number: a tensor
+        if isinstance(parent, cst.BaseStatement | cst.BaseSmallStatement):
+            break
+        node = parent
+    if not arithmetic:
+        return f"it is read as a Python value (`{_short(node)}`)"
+    return None
+
+
+_PYTHON_VALUE_CALLS = {"range", "int", "float", "bool", "str", "len", "print", "isinstance"}
 
 
 def _init_may_store_config(file: AstFile, klass: ast.ClassDef, holders: set[str]) -> bool:

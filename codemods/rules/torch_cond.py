@@ -181,7 +181,7 @@ def _side_statements(suite: cst.BaseSuite | cst.If | cst.Else | None) -> list[cs
     return [cst.SimpleStatementLine(suite.body)]
 
 
-def _is_python_value(expr: cst.BaseExpression) -> bool:
+def is_python_value(expr: cst.BaseExpression) -> bool:
     """A value that is obviously not a tensor: literals, None/True/False, tuples and lists
     of those, ``len(...)``/``int(...)``..., arithmetic and comparisons of such values."""
     if isinstance(expr, cst.Integer | cst.Float | cst.Imaginary | cst.SimpleString
@@ -190,18 +190,18 @@ def _is_python_value(expr: cst.BaseExpression) -> bool:
     if isinstance(expr, cst.Name):
         return expr.value in ("None", "True", "False")
     if isinstance(expr, cst.Tuple | cst.List | cst.Set):
-        return all(_is_python_value(e.value) for e in expr.elements)
+        return all(is_python_value(e.value) for e in expr.elements)
     if isinstance(expr, cst.Call):
         return get_full_name_for_node(expr.func) in _PYTHON_CALLS
     if isinstance(expr, cst.UnaryOperation):
-        return _is_python_value(expr.expression)
+        return is_python_value(expr.expression)
     if isinstance(expr, cst.BinaryOperation):
-        return _is_python_value(expr.left) and _is_python_value(expr.right)
+        return is_python_value(expr.left) and is_python_value(expr.right)
     if isinstance(expr, cst.Comparison):
-        return _is_python_value(expr.left) and all(
-            _is_python_value(c.comparator) for c in expr.comparisons)
+        return is_python_value(expr.left) and all(
+            is_python_value(c.comparator) for c in expr.comparisons)
     if isinstance(expr, cst.BooleanOperation):
-        return _is_python_value(expr.left) and _is_python_value(expr.right)
+        return is_python_value(expr.left) and is_python_value(expr.right)
     return False
 
 
@@ -335,14 +335,14 @@ class _Planner:
         prior = [s for s in (body.body if isinstance(body, cst.IndentedBlock) else [])
                  if self.index.start[id(s)] < chain_lo]
         for value in self._assignments(name, prior):
-            if value is not None and _is_python_value(value):
+            if value is not None and is_python_value(value):
                 return f"`{name}` holds a Python value before the `if` (`{code_of(value).strip()}`)"
         param = self.params.get(name)
         if param is not None and param.annotation is not None:
             text = code_of(param.annotation.annotation)
             if text in ("int", "float", "bool", "str"):
                 return f"`{name}` is a {text} argument"
-        if param is not None and param.default is not None and _is_python_value(param.default) \
+        if param is not None and param.default is not None and is_python_value(param.default) \
                 and not (isinstance(param.default, cst.Name) and param.default.value == "None"):
             return f"`{name}` defaults to a Python value (`{code_of(param.default)}`)"
         return None
@@ -432,7 +432,7 @@ class _Planner:
                        chain_lo: int) -> str | None:
         for side, stmts in sides.items():
             for value in self._assignments(name, stmts):
-                if value is not None and _is_python_value(value):
+                if value is not None and is_python_value(value):
                     return (f"no tensor output: `{name}` is given a Python value in the {side} "
                             f"side (`{code_of(value).strip()}`); torch.cond returns tensors")
         why = self._python_before(name, chain_lo)
