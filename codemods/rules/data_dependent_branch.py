@@ -551,8 +551,10 @@ class M(torch.nn.Module):
         if file.tree is None:
             return True
         return any(isinstance(node, ast.If | ast.While | ast.IfExp)
-                   or (isinstance(node, ast.Call) and isinstance(node.func, ast.Name)
-                       and node.func.id in ("int", "float"))
+                   or (isinstance(node, ast.Call) and (
+                       (isinstance(node.func, ast.Name) and node.func.id in ("int", "float"))
+                       or (isinstance(node.func, ast.Attribute)
+                           and node.func.attr in ("item", "tolist"))))
                    for klass in file.module_classes for node in ast.walk(klass))
 
     def transform_module_impl(self, tree: cst.Module) -> cst.Module:
