@@ -38,17 +38,33 @@ TOPK = HEADER + textwrap.dedent("""\
             return x.topk(k, dim=-1).values
     """)
 
-GAIN_REFUSED = ("forward(): gain=None: neither its uses nor an example call tell its type; "
-                "left unannotated (TorchScript takes it for a Tensor)")
+HOOK = HEADER + textwrap.dedent("""\
+    class Hook(nn.Module):
+        def forward(self, x, state=None):
+            return x, state
+    """)
+
+STATE_REFUSED = ("forward(): state=None: neither its uses nor an example call tell its type; "
+                 "left unannotated (TorchScript takes it for a Tensor)")
 
 
 def test_without_observations_an_undecidable_none_default_is_left_and_refused() -> None:
+    result = _rewrite(HOOK)
+    assert result.text == HOOK
+    assert [s.reason for s in result.skips] == [STATE_REFUSED]
+    assert _findings(result) == [("TSF207", 6, STATE_REFUSED)]
+
+
+def test_a_none_default_in_arithmetic_with_a_tensor_is_an_optional_tensor() -> None:
+    # Unannotated, ``gain=None`` is a Tensor whose default is an undefined tensor: the scripted
+    # forward fails when called without it. Nothing else says what gain is, so the arithmetic
+    # with the tensor decides (an example call passing a float would win: next test).
     result = _rewrite(TOPK)
-    assert result.text == TOPK.replace("x, k, gain=None", "x, k: int, gain=None")
-    assert [s.reason for s in result.skips] == [GAIN_REFUSED]
-    assert _findings(result) == [("TSF207", 6, GAIN_REFUSED)]
+    assert result.text == "from typing import Optional\n\n" + TOPK.replace(
+        "x, k, gain=None", "x, k: int, gain: Optional[torch.Tensor] = None")
+    assert _findings(result) == [("TSF207", 6, "fixed")]
     assert [c.summary for c in result.changes] == [
-        "typed 1 parameter(s) (0 from observed calls, 1 from the code)"]
+        "typed 2 parameter(s) (0 from observed calls, 2 from the code)"]
 
 
 def test_observed_types_fill_what_the_code_cannot_tell() -> None:
@@ -302,9 +318,8 @@ def test_an_exported_method_is_annotated_like_forward() -> None:
 # blockers.py: the class of each annotate code -> how annotate answers it.
 BLOCKER_ANSWERS = {
     "UnannotatedDefault": ("TSF206", "fixed"),
-    "UntypedNoneDefault": ("TSF207", "forward(): scale=None: neither its uses nor an example "
-                                     "call tell its type; left unannotated (TorchScript takes "
-                                     "it for a Tensor)"),
+    # ``x = x * scale``: an Optional[Tensor] (an example call passing a float would say float).
+    "UntypedNoneDefault": ("TSF207", "fixed"),
     "NoneDefaultNotOptional": ("TSF208", "fixed"),
     "MutableDefault": ("TSF209", "fixed"),
     "Variadic": ("TSF210", "forward(): *args is never read, but TorchScript rejects it; "
@@ -324,17 +339,9 @@ def test_each_blocker_class_is_reported_once_fixed_or_refused() -> None:
 
 def test_check_prints_annotates_refusal_instead_of_promising_a_fix() -> None:
     # Issue 14: `mask=None` that annotate cannot type must not be reported as fixable by it.
-    code = HEADER + textwrap.dedent("""\
-        class Masked(nn.Module):
-            def forward(self, x, mask=None):
-                if mask is not None:
-                    x = x * mask
-                return x
-        """)
-    findings = [f for f in check_source(code, "model.py") if f.code == "TSF207"]
+    findings = [f for f in check_source(HOOK, "model.py") if f.code == "TSF207"]
     assert [(f.line, f.fix, f.refused) for f in findings] == [
-        (6, None, "annotate: forward(): mask=None: neither its uses nor an example call tell "
-                  "its type; left unannotated (TorchScript takes it for a Tensor)")]
+        (6, None, f"annotate: {STATE_REFUSED}")]
 
 
 # ---- idempotence and the embedded examples ------------------------------------------------------
@@ -380,7 +387,9 @@ def test_keyword_only_parameters_are_reordered_by_default_when_made_ordinary() -
                 return x * scale + context
         """)
     result = _rewrite(code)
-    assert "def forward(self, x, context, context_mask=None, scale: float = 2.0):" in result.text
+    assert ("def forward(\n        self,\n        x,\n        context,\n"
+            "        context_mask: Optional[torch.Tensor] = None,\n"
+            "        scale: float = 2.0,\n    ):") in result.text
     assert not any("internal error" in s.reason for s in result.skips)
     # Every keyword call binds as before.
     namespace: dict[str, object] = {}

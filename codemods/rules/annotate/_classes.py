@@ -36,13 +36,27 @@ class ClassAnnotator:
         local_copies = self._optional_attribute_plan(class_lines)
         self._empty_attribute_plan(class_lines)
         new_methods: dict[str, cst.FunctionDef] = {}
-        for name in self.compiled:
+        # Callees first (``compiled`` lists callers first), so that a parameter passed on to
+        # one takes the type annotate has just given the callee's parameter; each method's
+        # counts are merged back in the callers-first order of the summary.
+        decided: dict[str, dict[str, str]] = {}
+        method_counts: dict[str, Counts] = {}
+        for name in reversed(self.compiled):
             func = self.methods[name]
-            rewritten = MethodAnnotator(self.rule, self.facts, self.counts,
+            method_counts[name] = Counts()
+            annotator = MethodAnnotator(self.rule, self.facts, method_counts[name],
                                         self.observed.get(name, {}), name,
-                                        local_copies.get(name, {})).rewrite()
+                                        local_copies.get(name, {}), decided)
+            rewritten = annotator.rewrite()
+            decided[name] = annotator.param_types
             if rewritten is not func:
                 new_methods[name] = rewritten
+        for name in self.compiled:
+            counts = method_counts[name]
+            self.counts.observed += counts.observed
+            self.counts.static += counts.static
+            self.counts.parts.extend(counts.parts)
+            self.counts.notes.extend(counts.notes)
         if not new_methods and not class_lines:
             return self.cls
         if not isinstance(self.cls.body, cst.IndentedBlock):

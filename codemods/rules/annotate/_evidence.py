@@ -11,6 +11,7 @@ from libcst.helpers import get_full_name_for_node
 from tsfix.codemods.facts.classes import CONTAINER_METHODS, TENSOR_CONSTRUCTORS
 from tsfix.codemods.facts.syntax import find_all, qualified_name
 from tsfix.codemods.facts.value_types import TENSOR, unify_all
+from tsfix.codemods.rules.annotate._callees import callee_type
 from tsfix.codemods.rules.annotate._common import is_name, literal_kind
 from tsfix.codemods.rules.annotate._state import MethodState
 
@@ -24,6 +25,13 @@ INT_ARGUMENTS: dict[str, tuple[int, ...] | None] = {
     "log_softmax": (0,), "cumsum": (0,), "select": (0, 1), "movedim": (0, 1),
     "unfold": (0, 1, 2), "kthvalue": (0,), "argmax": (0,), "argmin": (0,), "mean": (0,),
     "sum": (0,), "amax": (0,), "amin": (0,), "logsumexp": (0,), "unflatten": (0,),
+}
+# Tensor methods whose argument at these positions is a Tensor (``x.masked_fill(mask, v)``).
+TENSOR_ARGUMENTS: dict[str, tuple[int, ...]] = {
+    "masked_fill": (0,), "masked_fill_": (0,), "where": (0,), "masked_select": (0,),
+    "masked_scatter": (0, 1), "masked_scatter_": (0, 1), "matmul": (0,), "bmm": (0,),
+    "mm": (0,), "expand_as": (0,), "view_as": (0,), "reshape_as": (0,), "type_as": (0,),
+    "gather": (1,), "index_select": (1,), "scatter": (1,), "scatter_add": (1, 2),
 }
 INT_KEYWORDS = {"dim", "k", "dims", "chunks", "start_dim", "end_dim", "num_classes",
                 "diagonal", "dim0", "dim1", "kernel_size", "stride", "padding", "dilation",
@@ -40,15 +48,26 @@ def usage_type(method: MethodState, name: str, *, weak: bool = True) -> str | No
 
     Weak evidence -- comparison with a number, arithmetic with a float, assignment -- also
     fits a Tensor (``x * 0.5``), so it only counts with ``weak=True``, for parameters whose
-    None default already says they are optional options rather than inputs."""
+    None default already says they are optional options rather than inputs. Weakest of all,
+    arithmetic with a Tensor (``x = x * mask``) fits a float as well; it decides only when
+    nothing else says anything (unannotated, the parameter is a Tensor to TorchScript anyway,
+    and ``Optional[Tensor]`` is what lets it be None)."""
     votes: list[str | None] = []
     body = method.func.body
     for call in find_all(body, cst.Call):
         votes.extend(_call_votes(method, call, name))
+    for operation in find_all(body, cst.BinaryOperation):
+        if isinstance(operation.operator, cst.MatrixMultiply) and any(
+                is_name(side, name) for side in (operation.left, operation.right)):
+            votes.append(TENSOR)    # only tensors multiply as matrices
     for attribute in find_all(body, cst.Attribute):
         if is_name(attribute.value, name) and attribute.attr.value in _TENSOR_ATTRIBUTES:
             votes.append(TENSOR)
     for subscript in find_all(body, cst.Subscript):
+        if is_name(subscript.value, name) and any(
+                isinstance(e.slice, cst.Index) and is_name(e.slice.value, "None")
+                for e in subscript.slice):
+            votes.append(TENSOR)    # ``mask[:, None]``: only arrays take a new axis
         for element in subscript.slice:
             if isinstance(element.slice, cst.Slice) and any(
                     _bound_reads(bound, name) for bound in (element.slice.lower,
@@ -77,7 +96,41 @@ def usage_type(method: MethodState, name: str, *, weak: bool = True) -> str | No
         if any(is_name(t.target, name) for t in assign.targets):
             kind = method.typer.type_of(assign.value)
             votes.append(kind if kind != "None" else None)
+    if not any(v is not None for v in votes) and _arithmetic_with_tensor(method, name):
+        return TENSOR
     return decide(votes)
+
+
+def _arithmetic_with_tensor(method: MethodState, name: str) -> bool:
+    """``x * name``, ``name + x``, ``x += name`` with a Tensor ``x`` (powers excepted: an
+    exponent is usually a number)."""
+    body = method.func.body
+    for operation in find_all(body, cst.BinaryOperation):
+        if isinstance(operation.operator, cst.Power):
+            continue
+        for side, other in ((operation.left, operation.right),
+                            (operation.right, operation.left)):
+            if is_name(side, name) and _scripted_as_tensor(method, other):
+                return True
+    for aug in find_all(body, cst.AugAssign):
+        if (is_name(aug.value, name) and not isinstance(aug.operator, cst.PowerAssign)
+                and _scripted_as_tensor(method, aug.target)):
+            return True
+    return False
+
+
+def _scripted_as_tensor(method: MethodState, node: cst.BaseExpression) -> bool:
+    """A Tensor by the typer, or a parameter TorchScript takes for one: no annotation, no
+    default, and annotate gave it no other type (``forward(self, x)``'s ``x``)."""
+    if method.typer.type_of(node) == TENSOR:
+        return True
+    if not isinstance(node, cst.Name) or node.value in method.param_types:
+        return False
+    params = method.func.params
+    first = method.self_var is not None
+    positional = [*params.posonly_params, *params.params][1 if first else 0:]
+    return any(p.name.value == node.value and p.annotation is None and p.default is None
+               for p in [*positional, *params.kwonly_params])
 
 
 def decide(votes: list[str | None]) -> str | None:
@@ -98,6 +151,10 @@ def _call_votes(method: MethodState, call: cst.Call, name: str) -> list[str | No
         votes.append(NOT_TENSOR if func.attr.value in CONTAINER_METHODS else TENSOR)
     for arg in call.args:
         if not is_name(arg.value, name) or arg.star:
+            continue
+        declared = callee_type(method, call, arg)
+        if declared is not None:
+            votes.append(declared)
             continue
         if arg.keyword is not None:
             keyword = arg.keyword.value
@@ -121,8 +178,7 @@ def _call_votes(method: MethodState, call: cst.Call, name: str) -> list[str | No
                 positions = INT_ARGUMENTS[called]
                 if positions is None or index in positions:
                     votes.append("int")
-            elif receiver == TENSOR and called in ("masked_fill", "masked_fill_",
-                                                   "where") and index == 0:
+            elif receiver == TENSOR and index in TENSOR_ARGUMENTS.get(called, ()):
                 votes.append(TENSOR)
             elif receiver == TENSOR and called in ("masked_fill", "masked_fill_") and \
                     index == 1:

@@ -22,7 +22,8 @@ class MethodState:
     """One compiled method being annotated: what the rewrite has decided so far."""
 
     def __init__(self, rule: Rule, facts: ClassFacts, counts: Counts,
-                 observed: Mapping[str, str], name: str, local_copies: dict[str, str]) -> None:
+                 observed: Mapping[str, str], name: str, local_copies: dict[str, str],
+                 callee_types: Mapping[str, Mapping[str, str]] | None = None) -> None:
         self.rule = rule
         self.facts = facts
         self.imports = facts.imports
@@ -37,6 +38,8 @@ class MethodState:
         self.replacements: dict[int, cst.CSTNode] = {}
         self.param_types: dict[str, str] = {}   # what the new signature says
         self.decided: dict[str, str] = {}       # empty literals typed so far
+        # method -> the parameter types annotate gave it in this pass (callees go first)
+        self.callee_types = callee_types or {}
         self.typer = self.body_typer()
 
     def skip(self, node: cst.CSTNode, reason: str, *, code: str | None = None,
