@@ -14,7 +14,15 @@ from typing import Any
 import pytest
 from tsfix.codemods.validation.export import headline, setting_value, string_codes
 from tsfix.codemods.validation.pool import WorkerPool
-from tsfix.codemods.validation.protocol import ClassVerdict, Example, JobClass, ValidationJob
+from tsfix.codemods.validation.protocol import (
+    ClassVerdict,
+    Example,
+    JobClass,
+    ModelClass,
+    ModelJob,
+    ModelResult,
+    ValidationJob,
+)
 
 DATA = Path(__file__).resolve().parent / "data" / "export"
 HAS_ONNX = all(importlib.util.find_spec(name) is not None
@@ -178,3 +186,71 @@ def test_headline_drops_torch_debugging_detail_and_reads_past_a_colon() -> None:
                         "Encountered aliasing during higher order op tracing\n  more")
     assert headline(higher).endswith("Got graph break/error: Encountered aliasing during "
                                      "higher order op tracing")
+
+
+# ---- a configured model (model job) ------------------------------------------------------------
+
+_NET = '''
+import torch.nn as nn
+
+from pkg.blocks import Gate, Scale
+
+
+class Net(nn.Module):
+    def __init__(self, double: bool = True):
+        super().__init__()
+        self.first = Gate(double)
+        self.second = Gate(not double)
+        self.scale = Scale()
+
+    def forward(self, x):
+        return self.scale(self.second(self.first(x)))
+'''
+
+
+def _model_job(tmp_path: Path, rewritten_blocks: str) -> ModelResult:
+    package = tmp_path / "pkg"
+    package.mkdir(exist_ok=True)
+    (package / "__init__.py").write_text("")
+    shutil.copy(DATA / "original.py", package / "blocks.py")
+    (package / "net.py").write_text(_NET)
+    blocks = str((package / "blocks.py").resolve())
+    example = Example.from_json({"key": "pkg/net.py:Net", "init": [{"double": True}],
+                                 "calls": [{"inputs": [_tensor("randn")], "kwargs": {}}]})
+    job = ModelJob(0, str((package / "net.py").resolve()), "Net", example, "validate",
+                   {blocks: rewritten_blocks},
+                   (ModelClass(blocks, "Gate", ("lift-branch",), {"double": "double"}),),
+                   (), str(tmp_path.resolve()), target="export")
+    with WorkerPool(1) as pool:
+        return pool.models([job], timeout=600)[0]
+
+
+@pytest.mark.slow
+def test_a_configured_model_exports_from_the_rewritten_tree(tmp_path: Path) -> None:
+    rewritten = (DATA / "rewritten.py").read_text()
+    # Scale's rewrite does not export: the model's export stops there, in the tree.
+    result = _model_job(tmp_path, rewritten)
+    assert result.model is not None, result.failure
+    assert result.model.scripted_before is True       # the original model exports
+    assert result.model.status == "fails", result.model.reason
+    blocker = result.model.blocker
+    assert blocker is not None, (result.model.reason, result.classes)
+    assert blocker.path == str((tmp_path / "pkg" / "blocks.py").resolve())
+    assert blocker.scope == "Scale.forward"
+    assert "Could not guard on data-dependent expression" in blocker.message
+    # The Gate instances (one per setting) are served by one exported program.
+    [gate] = result.classes
+    assert gate.verdict.verdict == "verified", gate.verdict.reason
+    assert "one exported program served 2 of 2 instance(s)" in gate.verdict.reason
+
+    # With Scale left as it was, the whole model exports and matches the original.
+    original_scale = (DATA / "original.py").read_text().split("class Scale")[1].split(
+        "\n\n\nclass ")[0]
+    fixed = rewritten.replace(rewritten.split("class Scale")[1].split("\n\n\nclass ")[0],
+                              original_scale)
+    (tmp_path / "fixed").mkdir()
+    result = _model_job(tmp_path / "fixed", fixed)
+    assert result.model is not None, result.failure
+    assert result.model.status == "scripts", result.model.reason
+    assert result.model.reason.startswith("1 configuration(s): eager parity, exported (1 "
+                                          "program(s)"), result.model.reason

@@ -194,7 +194,8 @@ def _is_user_file(file: str) -> bool:
     return not resolved.startswith(_INSTALLATION) and not resolved.startswith(_TSFIX_FILES)
 
 
-def user_site(exc: BaseException) -> tuple[str, int] | None:
+def user_site(exc: BaseException, keep: Callable[[str], bool] | None = None
+              ) -> tuple[str, int] | None:
     """The innermost frame of the model's own code an export error points at: from the
     message (strict mode and torch.cond branches are traced by Dynamo, which lists "user code"
     frames there), else from the traceback (non-strict export runs the model's frames)."""
@@ -210,7 +211,8 @@ def user_site(exc: BaseException) -> tuple[str, int] | None:
         in_traceback = [(frame.filename, frame.lineno or 0)
                         for frame in traceback.extract_tb(error.__traceback__)]
         for sites in (in_message, in_traceback):
-            user = [site for site in sites if _is_user_file(site[0])]
+            user = [site for site in sites
+                    if _is_user_file(site[0]) and (keep is None or keep(site[0]))]
             if user:
                 return user[-1]
     return None
@@ -469,11 +471,10 @@ def check_onnx(case: Case, program: Any, first_key: str) -> str:
                 continue
             label = case.configs[k].label(j)
             if weights not in runtimes:
-                if weights == first_weights:
-                    source: Any = program
-                else:
-                    case.first.load_state_dict(case.originals[k].state_dict())
-                    source = case.first
+                # The program's weights are the instance's tensors, which the checks before
+                # loaded other configurations' weights into.
+                case.first.load_state_dict(case.originals[k].state_dict())
+                source: Any = program if weights == first_weights else case.first
                 try:
                     model = onnx_model(source, args, {**kwargs, **settings})
                 except Exception as exc:
@@ -541,3 +542,162 @@ def _fingerprint(weights: dict[str, Any]) -> str:
         digest.update(name.encode())
         digest.update(tensor.detach().cpu().contiguous().numpy().tobytes())
     return digest.hexdigest()
+
+
+# ---- configured models (model jobs) ------------------------------------------------------------
+
+@dataclass
+class ModelCheck:
+    """The outcome of exporting a configured model: ``failure`` is None when every
+    configuration exported and reproduced the original's eager outputs (``reason`` says what
+    held); else the reason, with the export error when there is one."""
+
+    reason: str
+    failure: BaseException | None = None
+    ok: bool = True
+
+
+def check_model(configs: list[Any], models: list[Any], outputs: list[list[Any]],
+                rename: dict[str, str]) -> ModelCheck:
+    """Each configuration of the rewritten model exported (one program per input shape),
+    its outputs against the ORIGINAL's eager outputs, and a save/load of each program."""
+    programs = 0
+    for k, (inst, model) in enumerate(zip(configs, models, strict=True)):
+        own: dict[str, Any] = {}
+        for j, (args, kwargs) in enumerate(inst.calls):
+            key = signature(args, kwargs)
+            if key not in own:
+                try:
+                    program = export(model, args, kwargs)
+                except Exception as exc:
+                    return ModelCheck(f"export: {describe(exc, rename)} for {inst.label(j)}",
+                                      exc, False)
+                try:
+                    with quiet():
+                        buffer = io.BytesIO()
+                        torch.export.save(program, buffer)
+                        buffer.seek(0)
+                        own[key] = torch.export.load(buffer).module()
+                except Exception as exc:
+                    return ModelCheck(f"save/load: {describe(exc, rename)} for "
+                                      f"{inst.label(j)}", None, False)
+                programs += 1
+            try:
+                with quiet():
+                    got = call(own[key], args, kwargs)
+            except Exception as exc:
+                return ModelCheck(f"export: the exported program raised for {inst.label(j)}: "
+                                  f"{describe(exc, rename)}", None, False)
+            found = difference(outputs[k][j], got)
+            if found:
+                return ModelCheck(f"export: {found} for {inst.label(j)} (against the "
+                                  "original's eager output)", None, False)
+    return ModelCheck(f"{len(configs)} configuration(s): eager parity, exported "
+                      f"({programs} program(s), one per configuration and input shape), "
+                      "parity with the original, save/load")
+
+
+def check_reached(first: Any, served: list[Any], called: list[Any],
+                  values: Callable[[Any], dict[str, Any]], rename: dict[str, str],
+                  where: Callable[[Any, int], str],
+                  modules: tuple[types.ModuleType, types.ModuleType] | None) -> str:
+    """A class a configured model reaches, under the export target: the first instance
+    exported (lifted settings as tensor arguments) serves every ``served`` instance's recorded
+    calls given its weights and settings; every other called instance is exported on its own
+    (one program per input shape). ``first``, ``served``, ``called`` are model.Pair (``.new``,
+    ``.seen.module``, ``.seen.calls``); ``modules`` the original and rewritten module of the
+    class's file (None: unknown, the headlines alone decide "the same error")."""
+    programs: dict[tuple[int, str], tuple[Any, Any]] = {}
+
+    def failure(exc: BaseException, pair: Any, args: tuple[Any, ...],
+                kwargs: dict[str, Any]) -> Verdict:
+        error = describe(exc, rename)
+        try:
+            export(pair.seen.module, args, kwargs)
+        except Exception as original_exc:
+            before = describe(original_exc, {})
+            same = (same_failure(original_exc, exc, *modules) if modules is not None
+                    else headline(original_exc) == headline(exc))
+            if same:
+                return unverified(f"does not export either, for a reason this rewrite does "
+                                  f"not fix: {before} (the rewrite fails with: {error})")
+            if modules is not None and not changed_at(user_site(exc), *modules):
+                return unverified(f"does not export either: the rewrite gets past the "
+                                  f"original's error ({before}), then fails in code it did "
+                                  f"not change: {error}")
+            return rejected(f"export: an error the original does not have: {error} (the "
+                            f"original fails with: {before})")
+        return rejected(f"export: the rewritten instance does not export while the original "
+                        f"does: {error}")
+
+    def program_for(pair: Any, source: Any, settings: dict[str, Any], j: int
+                    ) -> tuple[Any, Any]:
+        recorded = pair.seen.calls[j]
+        key = (id(source), signature(recorded.args, {**recorded.kwargs, **settings}))
+        if key not in programs:
+            try:
+                program = export(source, recorded.args, {**recorded.kwargs, **settings})
+            except Exception as exc:
+                raise failure(exc, pair, recorded.args, recorded.kwargs) from exc
+            programs[key] = program, program.module()
+        return programs[key]
+
+    def check(module: Any, pair: Any, j: int, settings: dict[str, Any], step: str) -> None:
+        module.load_state_dict(pair.seen.module.state_dict())
+        recorded = pair.seen.calls[j]
+        try:
+            with quiet():
+                got = call(module, recorded.args, recorded.kwargs, settings)
+        except Exception as exc:
+            raise rejected(f"{step}: the exported program raised for {where(pair, j)}: "
+                           f"{describe(exc, rename)}") from exc
+        found = difference(recorded.output, got)
+        if found:
+            raise rejected(f"{step}: {found} for {where(pair, j)}")
+
+    serving = [first, *(p for p in served if p is not first)]
+    alone = [p for p in called if p not in serving]
+    # An exported program's parameters are the exported module's own tensors, and
+    # load_state_dict copies into them: the rewritten model (which the model verdict runs
+    # next) gets its weights back afterwards.
+    exported_from = [first.new, *(p.new for p in alone)]
+    kept = [(module, {key: value.detach().clone() for key, value in module.state_dict().items()})
+            for module in exported_from]
+    try:
+        return _serve_reached(first, serving, alone, called, values, rename, program_for,
+                              check)
+    finally:
+        for module, state in kept:
+            module.load_state_dict(state)
+
+
+def _serve_reached(first: Any, serving: list[Any], alone: list[Any], called: list[Any],
+                   values: Callable[[Any], dict[str, Any]], rename: dict[str, str],
+                   program_for: Callable[[Any, Any, dict[str, Any], int], tuple[Any, Any]],
+                   check: Callable[[Any, Any, int, dict[str, Any], str], None]) -> str:
+    programs = set()
+    for pair in serving:
+        settings = values(pair)
+        for j in range(len(pair.seen.calls)):
+            program, module = program_for(pair, first.new, settings, j)
+            programs.add(id(program))
+            check(module, pair, j, settings, "export")
+    for pair in alone:
+        for j in range(len(pair.seen.calls)):
+            program, module = program_for(pair, pair.new, {}, j)
+            programs.add(id(program))
+            check(module, pair, j, {}, "export")
+
+    program = program_for(first, first.new, values(first), 0)[0]
+    buffer = io.BytesIO()
+    try:
+        with quiet():
+            torch.export.save(program, buffer)
+            buffer.seek(0)
+            loaded = torch.export.load(buffer).module()
+    except Exception as exc:
+        raise rejected(f"save/load: {describe(exc, rename)}") from exc
+    check(loaded, first, 0, values(first), "save/load")
+    return (f"one exported program served {len(serving)} of {len(called)} instance(s) "
+            f"({len(programs)} program(s), one per input shape), save/load"
+            + (f", {len(alone)} exported on their own" if alone else ""))

@@ -562,7 +562,9 @@ def run_model_job(job: ModelJob) -> ModelResult:
         files = tuple(sorted({str(Path(f).resolve()) for m in originals.values()
                               if (f := module_file(m)) is not None and tree.holds(f)}))
         texts = Texts({})
-        before, scripted_before = script_original(original, tree, texts)
+        before, scripted_before = (export_original(original, tree, texts)
+                                   if job.target == "export"
+                                   else script_original(original, tree, texts))
         held = {file: tuple(names) for file, names in reached.items()}
         if job.mode == "observe":
             before = ModelVerdict(before.status, before.reason, scripted_before, before.blocker,
@@ -641,6 +643,36 @@ def run_original(job: ModelJob, name: str, path: Path, tree: Tree, *,
     if observe:
         found.types = types_by_file(recorder, {key for s in seen for key in s.lineage})
     return found
+
+
+def export_original(original: Original, tree: Tree, texts: Texts
+                    ) -> tuple[ModelVerdict, bool]:
+    """Whether the original model (its first configuration, first call) exports with
+    torch.export, as a verdict (the export target's "scripts" status)."""
+    from tsfix.codemods.validation import export as ex
+
+    args, kwargs = original.configs[0].calls[0]
+    try:
+        ex.export(original.models[0], args, kwargs)
+    except Exception as exc:
+        return ModelVerdict("fails", f"the original does not export: {ex.describe(exc, {})}",
+                            False, export_blocker(exc, {}, tree, texts)), False
+    return ModelVerdict("scripts", "the original exports", True), True
+
+
+def export_blocker(exc: BaseException, rename: Mapping[str, str], tree: Tree,
+                   texts: Texts) -> Blocker:
+    """Where torch.export stopped: the innermost frame in the tree of its error (message
+    sites first, then the traceback), and the error in one line."""
+    from tsfix.codemods.validation import export as ex
+
+    message = ex.describe(exc, dict(rename))
+    site = ex.user_site(exc, lambda file: tree.holds(rename.get(file, file)))
+    if site is None:
+        return Blocker(None, None, None, message)
+    path = str(Path(rename.get(site[0], site[0])).resolve())
+    text = texts.get(path)
+    return Blocker(path, site[1], scope_at(text, site[1]) if text else None, message)
 
 
 def script_original(original: Original, tree: Tree, texts: Texts
@@ -725,7 +757,8 @@ def validate(job: ModelJob, name: str, path: Path, tree: Tree, original: Origina
                 if unpaired:
                     raise unverified(unpaired)
                 reason = check_reached_class(model_class, pairs, len(original.configs) > 1,
-                                             label, finder.rename, originals, rewritten_modules)
+                                             label, finder.rename, originals, rewritten_modules,
+                                             job.target)
                 verdict = VERIFIED
             except Verdict as outcome:
                 verdict, reason = outcome.verdict, outcome.reason
@@ -735,7 +768,8 @@ def validate(job: ModelJob, name: str, path: Path, tree: Tree, original: Origina
             verdicts.append(ModelClassVerdict(model_class.path, ClassVerdict(
                 model_class.name, verdict, reason,
                 round(time.perf_counter() - class_started, 3))))
-        verdict_of_model = model_verdict(original, models, finder.rename, tree, texts)
+        verdict_of_model = model_verdict(original, models, finder.rename, tree, texts,
+                                         job.target)
         return verdicts, ModelVerdict(
             verdict_of_model.status, verdict_of_model.reason, None, verdict_of_model.blocker,
             verdict_of_model.python_only, round(time.perf_counter() - started, 3))
@@ -792,8 +826,11 @@ def pair_instances(key: tuple[str, str], original: Original,
 def check_reached_class(model_class: ModelClass, pairs: list[Pair], many_configs: bool,
                         model_label: str, rename: Mapping[str, str],
                         originals: Mapping[str, types.ModuleType],
-                        rewritten: Mapping[str, types.ModuleType]) -> str:
-    """A verified reason, or raises :class:`~tsfix.codemods.validation.worker.Verdict`."""
+                        rewritten: Mapping[str, types.ModuleType],
+                        target: str = "torchscript") -> str:
+    """A verified reason, or raises :class:`~tsfix.codemods.validation.worker.Verdict`.
+    Under the target ``export``, torch.export replaces re-scripting
+    (:func:`tsfix.codemods.validation.export.check_reached`)."""
     name = model_class.name
     rename = dict(rename)
     lifted = dict(model_class.lifted)
@@ -875,7 +912,22 @@ def check_reached_class(model_class: ModelClass, pairs: list[Pair], many_configs
         if missing:
             raise rejected(f"one artifact: the rewritten {p.seen.label(many_configs)} has no "
                            f"attribute {missing[0]} (lifted)")
-        return {param: getattr(p.new, attr) for param, attr in lifted.items()}
+        values = {param: getattr(p.new, attr) for param, attr in lifted.items()}
+        if target != "export":
+            return values
+        from tsfix.codemods.validation.export import setting_value
+
+        return {param: setting_value(value, codes.get(lifted[param]))
+                for param, value in values.items()}
+
+    codes: dict[str, dict[str, int]] = {}
+    new_file = module_at(rewritten, model_class.path, rename)
+    if target == "export" and new_file is not None and module_file(new_file):
+        from tsfix.codemods.validation.export import string_codes
+
+        with contextlib.suppress(OSError, UnicodeDecodeError):
+            codes = string_codes(Path(str(module_file(new_file))).read_text(encoding="utf-8"),
+                                 name)
 
     def check_artifact(module: Any, step: str, serving: list[Pair], lenient: bool,
                        with_lifted: bool = True) -> list[Pair]:
@@ -927,6 +979,19 @@ def check_reached_class(model_class: ModelClass, pairs: list[Pair], many_configs
     else:
         served = check_artifact(eager_copy, "one artifact (eager)", candidates, True)
         eager_note = f"one artifact holds in eager mode for {len(served)} of {len(called)}"
+
+    if target == "export":
+        from tsfix.codemods.validation.export import check_reached
+
+        old_module = module_at(originals, model_class.path, {})
+        modules = (old_module, new_file) if old_module and new_file else None
+        exported = check_reached(first, served, called, lifted_values, rename,
+                                 lambda p, j: p.seen.label(many_configs, j), modules)
+        summary = (f"from model {model_label}: {len(called)} instance(s) on their real "
+                   f"inputs: eager parity, {eager_note}, {exported}")
+        if notes:
+            summary += f" (not comparable: {notes})"
+        return summary
 
     # Re-script: every called instance's outputs from a scripted module. Instances alike in
     # weight shapes and settings share one scripted instance given their weights (TorchScript
@@ -1093,9 +1158,12 @@ def _shapes(module: torch.nn.Module) -> dict[str, Any]:
 # ---- the model verdict -------------------------------------------------------------------------
 
 def model_verdict(original: Original, models: list[torch.nn.Module],
-                  rename: Mapping[str, str], tree: Tree, texts: Texts) -> ModelVerdict:
+                  rename: Mapping[str, str], tree: Tree, texts: Texts,
+                  target: str = "torchscript") -> ModelVerdict:
     """The rewritten model against the ORIGINAL eager outputs: eager parity, script, the
-    scripted outputs, save/load."""
+    scripted outputs, save/load. Under the target ``export``, torch.export replaces
+    TorchScript: "scripts" then means every configuration exports and its programs (and
+    their saved and loaded copies) reproduce the original's eager outputs."""
     configs = original.configs
     rename = dict(rename)
     for k, (inst, model) in enumerate(zip(configs, models, strict=True)):
@@ -1109,6 +1177,15 @@ def model_verdict(original: Original, models: list[torch.nn.Module],
             found = difference(original.outputs[k][j], got)
             if found:
                 return ModelVerdict("fails", f"eager parity: {found} for {inst.label(j)}")
+    if target == "export":
+        from tsfix.codemods.validation.export import check_model
+
+        checked = check_model(configs, models, original.outputs, rename)
+        if checked.ok:
+            return ModelVerdict("scripts", checked.reason)
+        blocker = (export_blocker(checked.failure, rename, tree, texts)
+                   if checked.failure is not None else None)
+        return ModelVerdict("fails", checked.reason, blocker=blocker)
     python_only = False
     for k, (inst, model) in enumerate(zip(configs, models, strict=True)):
         try:
