@@ -6,6 +6,7 @@ import sys
 from pathlib import Path
 
 import click
+from tsfix.codemods.rules.names import TARGETS
 
 CHECK_EXIT_CODES = """\b
 Exit codes:
@@ -29,14 +30,23 @@ Exit codes:
                    "pyproject.toml.")
 @click.option("--list-codes", is_flag=True,
               help="Also print every code with its description first (text output).")
+@click.option("--target", type=click.Choice(TARGETS), default=None,
+              help="The exporter the code must work for: torchscript (torch.jit.script), onnx "
+                   "(the TorchScript-based ONNX exporter, dynamo=False) or export "
+                   "(torch.export.export and the torch.export-based ONNX exporter, "
+                   "dynamo=True: only what they reject or specialise is reported, with the "
+                   "rules of `tsfix apply --target export`). Default: [tool.tsfix] target, "
+                   "else torchscript.")
 def check(paths: tuple[Path, ...], output_format: str, ignore: tuple[str, ...],
-          config_path: Path | None, list_codes: bool) -> None:
-    """Report every construct in compiled methods that TorchScript rejects, one line each
+          config_path: Path | None, list_codes: bool, target: str | None) -> None:
+    """Report every construct in compiled methods that TorchScript rejects (or, with
+    --target export, that torch.export rejects or specialises), one line each
     (path:line:col: CODE message), with the rule that fixes it when there is one.
 
     Only forward(), @torch.jit.export methods and the methods they call are checked;
     @torch.jit.ignore/unused methods and `if not torch.jit.is_scripting():` code are not
-    compiled. TSF1xx: no rule fixes it; TSF2xx: `tsfix apply --rule NAME` does.
+    compiled. TSF1xx: no rule fixes it (TorchScript only); TSF2xx: `tsfix apply --rule NAME`
+    does.
     """
     from tsfix.codemods import __version__
     from tsfix.codemods.lint.check import (
@@ -57,7 +67,8 @@ def check(paths: tuple[Path, ...], output_format: str, ignore: tuple[str, ...],
                    f"(known: {', '.join(CODES)})", err=True)
         sys.exit(2)
     try:
-        result = check_paths(list(paths), config_path=config_path, ignore=codes)
+        result = check_paths(list(paths), config_path=config_path, ignore=codes,
+                             target=target)
     except ConfigError as exc:
         click.echo(f"error: {exc}", err=True)
         sys.exit(2)

@@ -6,11 +6,14 @@ import sys
 from pathlib import Path
 
 import click
+from tsfix.codemods.rules.names import TARGETS
 
 EXPLAIN_EXIT_CODES = """\b
 Exit codes:
-  0  the rule's documentation was printed, or the class scripts
-  1  the class does not script (or its scripted module fails on the examples)
+  0  the rule's documentation was printed, or the class scripts (exports)
+  1  the class does not script (or its scripted module fails on the examples);
+     --target export: it does not export, its exported program fails or differs
+     on the examples, or it exports only the construction-time path of a setting
   2  usage or configuration error (unknown rule, no such file or class)
   3  the class could not be built (import or constructor failed)
 """
@@ -24,10 +27,19 @@ Exit codes:
                    "pyproject.toml.")
 @click.option("--timeout", type=click.FloatRange(min=1), default=None,
               help="Seconds allowed for building, scripting and calling the class.")
-def explain(target: str, config_path: Path | None, timeout: float | None) -> None:
+@click.option("--target", "exporter", type=click.Choice(TARGETS), default=None,
+              help="What the class must work for: torchscript and onnx script it "
+                   "(torch.jit.script; the onnx target's exporter is TorchScript-based), "
+                   "export runs torch.export.export on each configuration's first example "
+                   "call and the exported program on the calls of the same shapes. Default: "
+                   "[tool.tsfix] target, else torchscript.")
+def explain(target: str, config_path: Path | None, timeout: float | None,
+            exporter: str | None) -> None:
     """Print a rule's documentation (tsfix explain lift-branch), or script a class and
     explain its TorchScript error in plain words (tsfix explain models/net.py:Net): the line,
-    why it fails, and the rule that fixes it. Torch runs in a child process."""
+    why it fails, and the rule that fixes it. With --target export, export it with
+    torch.export instead and explain torch.export's error the same way. Torch runs in a child
+    process."""
     from tsfix.codemods.lint.explain import (
         ExplainError,
         UnreadableSource,
@@ -50,7 +62,8 @@ def explain(target: str, config_path: Path | None, timeout: float | None) -> Non
         path, class_name = parsed
         if not path.is_file():
             raise ExplainError(f"{path}: no such file")
-        result = explain_class(path, class_name, config_path=config_path, timeout=timeout)
+        result = explain_class(path, class_name, config_path=config_path, timeout=timeout,
+                               target=exporter)
     except UnreadableSource as exc:
         click.echo(f"error: {exc}", err=True)
         sys.exit(3)

@@ -14,11 +14,14 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any, Literal, NoReturn
 
 import click
-from tsfix.codemods.rules.names import rule_summaries
+from tsfix.codemods.rules.names import TARGETS, rule_summaries
 
 if TYPE_CHECKING:
     from tsfix.cli.progress import ProgressDisplay
     from tsfix.codemods.pipeline.report import RunResult
+
+# --target's values, as the engine's Options type them (names.TARGETS lists them).
+Target = Literal["torchscript", "onnx", "export"]
 
 EXIT_INTERRUPTED = 130      # Ctrl-C, as shells report SIGINT
 EXIT_USAGE = 2              # as tsfix.codemods.pipeline.report.EXIT_USAGE, without importing it
@@ -118,10 +121,14 @@ def main() -> None:
                    "runs ($TSFIX_CACHE_DIR, default ~/.cache/tsfix).")
 @click.option("--timeout", type=click.FloatRange(min=1), default=None,
               help="Seconds allowed for validating one file (default 120).")
-@click.option("--target", type=click.Choice(["torchscript", "onnx"]), default=None,
-              help="What the rewrite must work for. onnx: lifted settings become Tensor "
-                   "arguments, and validation also exports each class to ONNX and runs it in "
-                   "onnxruntime (pip install 'tsfix[onnx]'). Default: [tool.tsfix] target, "
+@click.option("--target", type=click.Choice(TARGETS), default=None,
+              help="What the rewrite must work for, and what validation proves. "
+                   "torchscript: torch.jit.script (+ save/load). onnx: lifted settings "
+                   "become Tensor arguments; also the TorchScript-based ONNX exporter "
+                   "(dynamo=False) + onnxruntime (pip install 'tsfix[onnx]'). export: "
+                   "torch.export.export (+ save/load), with settings and data-dependent "
+                   "branches as torch.cond; with the onnx extra, also the torch.export-based "
+                   "ONNX exporter (dynamo=True) + onnxruntime. Default: [tool.tsfix] target, "
                    "else torchscript.")
 @click.option("--allow-unscriptable", is_flag=True, default=None,
               help="Report a configured model (a class with an example table) that does not "
@@ -137,7 +144,7 @@ def apply(paths: tuple[Path, ...], rule_names: tuple[str, ...], dry_run: bool, c
           interactive: bool, no_verify: bool, require_verified: bool | None,
           unsafe_fixes: bool | None, report_path: Path | None,
           config_path: Path | None, jobs: int, no_cache: bool, timeout: float | None,
-          target: Literal["torchscript", "onnx"] | None, allow_unscriptable: bool | None,
+          target: Target | None, allow_unscriptable: bool | None,
           fix_rounds: int, quiet: bool, verbose: bool) -> None:
     """Rewrite the model files under PATHS, validating every rewritten class."""
     state = _ApplyState()
@@ -180,7 +187,7 @@ def _apply(state: _ApplyState, paths: tuple[Path, ...], rule_names: tuple[str, .
            dry_run: bool, check: bool, interactive: bool, no_verify: bool,
            require_verified: bool | None, unsafe_fixes: bool | None, report_path: Path | None,
            config_path: Path | None, jobs: int, no_cache: bool, timeout: float | None,
-           target: Literal["torchscript", "onnx"] | None, quiet: bool, verbose: bool,
+           target: Target | None, quiet: bool, verbose: bool,
            allow_unscriptable: bool | None = None, fix_rounds: int = 5) -> int:
     """``tsfix apply``; returns the exit code."""
     from tsfix.cli.progress import ProgressDisplay

@@ -41,8 +41,17 @@ def test_blocker_fixture_yields_exactly_the_marked_findings() -> None:
     assert {(f.line, f.code) for f in findings} == marked(BLOCKERS)
 
 
+def torchscript_codes() -> set[str]:
+    """Every code check reports under --target torchscript: codes of rules that serve only
+    --target export (a data-dependent branch scripts) are tested in test_export_lint.py."""
+    export_only = {code.code for rule in ALL_RULES.values()
+                   if "torchscript" not in rule.targets for code in rule.CODES}
+    return set(CODES) - export_only
+
+
 def test_every_code_has_a_blocker_in_the_fixture() -> None:
-    assert {code for _, code in marked(BLOCKERS)} == set(CODES)
+    # The fixture's classes fail torch.jit.script.
+    assert {code for _, code in marked(BLOCKERS)} == torchscript_codes()
 
 
 def test_codes_are_the_linters_and_those_the_rules_declare() -> None:
@@ -248,7 +257,7 @@ def test_json_output_shape(tmp_path: Path) -> None:
     first = data["findings"][0]
     assert set(first) == {"path", "line", "column", "code", "name", "level", "message", "fix",
                           "refused", "class", "method"}
-    assert {f["code"] for f in data["findings"]} == set(CODES)
+    assert {f["code"] for f in data["findings"]} == torchscript_codes()
     branch = next(f for f in data["findings"]
                   if f["code"] == "TSF204" and f["class"] == "ConfigBranch")
     assert (branch["level"], branch["fix"], branch["class"]) == ("warning", "lift-branch",
@@ -264,7 +273,7 @@ def test_sarif_output_has_the_required_fields(tmp_path: Path) -> None:
     driver = run["tool"]["driver"]
     assert driver["name"] == "tsfix"
     rule_ids = [rule["id"] for rule in driver["rules"]]
-    assert set(rule_ids) == set(CODES)
+    assert set(rule_ids) == torchscript_codes()
     for rule in driver["rules"]:
         assert rule["shortDescription"]["text"] and rule["help"]["text"]
     for result in run["results"]:

@@ -19,6 +19,30 @@ when not scripting). Constructs the TorchScript front end rejects while reading 
 (``try``, ``lambda``, ``global``, f-string format specs, nested ``def``, ``yield``, set literals,
 ``:=``) fail even there, and are reported everywhere in a compiled method. Nothing here imports
 torch.
+
+``--target`` (``check_source``/``check_paths`` ``target=``): the rules' findings come from each
+rule's form for that target (``registry.select_rules(["all"], target)``), so ``--target export``
+reports what ``tsfix apply --target export`` would fix (lift-branch's ``torch.cond`` form,
+numpy-to-torch, data-dependent-branch) and nothing about rules that target skips (annotate,
+modulelist-iter...). A fixed finding names the target in its fix
+(``tsfix apply --target export --rule NAME``).
+
+Under ``export`` the linter's own TSF1xx codes are not reported: each is a restriction of the
+TorchScript front end, and ``torch.export`` traces the Python as it runs. Measured on torch 2.13
+(``torch.export.export`` of each class of ``fixtures/check/blockers.py``): TSF101 try/except,
+TSF102 lambda, TSF103 global, TSF105 module-level constants, TSF106 nested def, TSF108 sets,
+TSF109 ``:=``, TSF110 ``**kwargs``, TSF111 computed getattr, TSF112 break in a module loop,
+TSF113 zip with range, TSF114 list slice assignment, TSF115 starred unpacking, TSF116 a
+None attribute compared, TSF117 a function attribute tested: every one exports with eager parity.
+Two fail only in a form the linter cannot tell from the harmless one, so they are left to
+``tsfix explain --target export``, which knows torch's message: TSF104 fails when the formatted
+value is a tensor ("unsupported format string passed to FakeTensor.__format__"; a number
+formats), TSF107 when forward itself returns the generator ("Found <class 'generator'> in
+output"; a generator a helper yields and forward consumes exports). What still matters for
+torch.export is reported by the rules: numpy on tensors (TSF205: ".numpy() is not supported
+for tensor subclasses"), branches on a setting (TSF204: kept as the construction-time path
+only), data-dependent branches and values (TSF226, TSF227: "Could not guard on data-dependent
+expression", "Could not extract specialized integer").
 """
 
 from __future__ import annotations
@@ -44,7 +68,13 @@ from tsfix.codemods.facts.syntax import (
     self_name,
 )
 from tsfix.codemods.lint.codes import all_codes, rule_of_code
-from tsfix.codemods.pipeline.config import Config, find_pyproject, load_config
+from tsfix.codemods.pipeline.config import (
+    TARGETS,
+    Config,
+    ConfigError,
+    find_pyproject,
+    load_config,
+)
 from tsfix.codemods.pipeline.sources import SourceError, discover, is_generated, read_source
 from tsfix.codemods.rules.base import Code, Fix, Skip
 
@@ -69,10 +99,16 @@ class Finding:
     method: str = ""
     fix: str | None = None  # the rule that rewrites this site
     refused: str = ""       # why the rules that handle this construct leave this site
+    target: str = "torchscript"     # the --target the finding was made for
+
+    @property
+    def apply_command(self) -> str:
+        """``tsfix apply [--target T] --rule NAME``: the command that fixes this site."""
+        return fix_command(self.fix or "", self.target)
 
     def text(self) -> str:
         if self.fix:
-            tail = f" (fix: tsfix apply --rule {self.fix})"
+            tail = f" (fix: {self.apply_command})"
         elif self.refused:
             tail = f" (not fixed: {self.refused})"
         else:
@@ -86,6 +122,7 @@ class CheckResult:
     errors: list[str] = field(default_factory=list)     # files that could not be checked
     warnings: list[str] = field(default_factory=list)   # given folders without Python files
     files: int = 0
+    target: str = "torchscript"
 
     @property
     def exit_code(self) -> int:
@@ -102,11 +139,21 @@ class CheckSyntaxError(Exception):
 
 _NUMBERS = ("int", "float", "bool")
 
+# Targets whose exporter compiles with TorchScript: the linter's own codes apply under them.
+_TORCHSCRIPT_TARGETS = ("torchscript", "onnx")
 
-def check_source(text: str, display: str, *, errors: list[str] | None = None
-                 ) -> list[Finding]:
-    """Every finding in one file's source. Raises CheckSyntaxError if it does not parse. A rule
-    that fails on the file costs only its own findings; the failure goes to ``errors``."""
+
+def fix_command(rule: str, target: str = "torchscript") -> str:
+    """The command that applies ``rule`` in its form for ``target``."""
+    return ("tsfix apply --rule " if target == "torchscript"
+            else f"tsfix apply --target {target} --rule ") + rule
+
+
+def check_source(text: str, display: str, *, errors: list[str] | None = None,
+                 target: str = "torchscript") -> list[Finding]:
+    """Every finding in one file's source, for ``target`` (the module doc says what changes
+    under ``export``). Raises CheckSyntaxError if it does not parse. A rule that fails on the
+    file costs only its own findings; the failure goes to ``errors``."""
     try:
         module = cst.parse_module(text)
     except cst.ParserSyntaxError as exc:
@@ -115,8 +162,9 @@ def check_source(text: str, display: str, *, errors: list[str] | None = None
         facts = module_facts(module)
         if not facts.module_classes:
             return []
-        findings = _lint_findings(module, facts, display)
-        findings.extend(_rule_findings(text, display, module, errors))
+        findings = (_lint_findings(module, facts, display)
+                    if target in _TORCHSCRIPT_TARGETS else [])
+        findings.extend(_rule_findings(text, display, module, errors, target))
     return sorted(set(findings), key=lambda f: (f.line, f.column, f.code))
 
 
@@ -146,16 +194,16 @@ def _lint_findings(module: cst.Module, facts: ModuleFacts, display: str) -> list
 
 
 def _rule_findings(text: str, display: str, module: cst.Module,
-                   errors: list[str] | None) -> list[Finding]:
-    """What each rule reports about the file: every site it fixes or refuses, merged per
-    site (the module doc says how)."""
+                   errors: list[str] | None, target: str) -> list[Finding]:
+    """What each rule (in its form for ``target``) reports about the file: every site it fixes
+    or refuses, merged per site (the module doc says how)."""
     from tsfix.codemods.pipeline.rewrite import rewrite_source
-    from tsfix.codemods.rules.registry import ALL_RULES
+    from tsfix.codemods.rules.registry import select_rules
 
     fixes: list[Fix] = []
     refusals: list[Skip] = []
     file = AstFile(text)
-    for rule in ALL_RULES.values():
+    for rule in select_rules(["all"], target):
         if file.tree is not None and not rule.may_apply(file):
             continue                # it would find nothing here (its prefilter's promise)
         try:
@@ -172,7 +220,7 @@ def _rule_findings(text: str, display: str, module: cst.Module,
         key = (fix.line, fix.column, fix.code)
         if key not in sites:
             sites[key] = Finding(display, fix.line, fix.column, fix.code, fix.message,
-                                 fix.class_name, fix=fix.rule)
+                                 fix.class_name, fix=fix.rule, target=target)
     for skip in refusals:
         assert skip.code is not None
         key = (skip.line, skip.column, skip.code)
@@ -181,10 +229,11 @@ def _rule_findings(text: str, display: str, module: cst.Module,
         if known is None:
             sites[key] = Finding(display, skip.line, skip.column, skip.code,
                                  skip.message or CODES[skip.code].summary, skip.class_name,
-                                 refused=reason)
+                                 refused=reason, target=target)
         elif known.fix is None and reason not in known.refused:
             sites[key] = Finding(display, known.line, known.column, known.code, known.message,
-                                 known.class_name, refused=f"{known.refused}; {reason}")
+                                 known.class_name, refused=f"{known.refused}; {reason}",
+                                 target=target)
     return list(sites.values())
 
 
@@ -472,14 +521,18 @@ def _code(node: cst.CSTNode) -> str:
 # ---- paths -------------------------------------------------------------------------------------
 
 def check_paths(paths: list[Path], *, config_path: Path | None = None,
-                ignore: Iterable[str] = (), display: Callable[[Path], str] | None = None
-                ) -> CheckResult:
-    """Check every Python file under ``paths`` (``[tool.tsfix] exclude`` applies).
-    Raises ConfigError for a bad configuration."""
+                ignore: Iterable[str] = (), display: Callable[[Path], str] | None = None,
+                target: str | None = None) -> CheckResult:
+    """Check every Python file under ``paths`` (``[tool.tsfix] exclude`` applies) for
+    ``target`` (None: ``[tool.tsfix] target``, else torchscript). Raises ConfigError for a bad
+    configuration or an unknown target."""
     config = load_config(config_path or find_pyproject(paths))
+    chosen = target or config.target
+    if chosen not in TARGETS:
+        raise ConfigError(f"unknown target {chosen!r} (expected one of {', '.join(TARGETS)})")
     ignored = set(ignore)
     shown = display or _display
-    result = CheckResult()
+    result = CheckResult(target=chosen)
     for found in discover(paths, config.root, config.exclude, result.warnings):
         if isinstance(found, SourceError):
             result.errors.append(str(found))
@@ -493,7 +546,8 @@ def check_paths(paths: list[Path], *, config_path: Path | None = None,
         if is_generated(source.text):
             continue
         try:
-            findings = check_source(source.text, shown(found), errors=result.errors)
+            findings = check_source(source.text, shown(found), errors=result.errors,
+                                    target=chosen)
         except CheckSyntaxError as exc:
             result.errors.append(str(exc))
             continue
@@ -549,7 +603,8 @@ def to_sarif(result: CheckResult, version: str) -> dict[str, Any]:
     for code in used:
         info = CODES[code]
         handler = rule_of_code(code)
-        fix = (f" The rule {handler} fixes the sites it can (tsfix apply --rule {handler}); "
+        fix = (f" The rule {handler} fixes the sites it can "
+               f"({fix_command(handler, result.target)}); "
                "a finding says whether it fixes that one." if handler else "")
         rules.append({"id": code, "name": info.name,
                       "shortDescription": {"text": info.summary},

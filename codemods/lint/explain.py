@@ -11,6 +11,15 @@ rule fixes it. The
 linter's findings in the class fill in what the error does not say: the line, when the error
 points into torch itself (``flatten_parameters``) or nowhere (numpy's "cannot create weak
 reference"), and the other blockers of the class, which scripting reports one at a time.
+
+``--target export``: the child runs ``torch.export.export`` instead (each configuration, with its
+first example call), then the exported program on the example calls of the same input shapes
+against eager. torch.export's error is matched against :data:`EXPORT_ERRORS` (measured on
+torch 2.13) and placed at the innermost frame of the traceback outside torch: a line of the
+user's file, or of the file the class calls into (checked too, for the rule that fixes it). A
+class that exports but branches on a setting (``tsfix check --target export`` finds TSF204 in
+it) is reported as exporting only the construction-time path. ``--target onnx`` scripts, as
+its exporter is TorchScript-based; the findings are the onnx forms'.
 """
 
 from __future__ import annotations
@@ -26,9 +35,16 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from tsfix.codemods.lint.check import CODES, CheckSyntaxError, Finding, check_source
+from tsfix.codemods.lint.check import (
+    CODES,
+    CheckSyntaxError,
+    Finding,
+    check_source,
+    fix_command,
+)
 from tsfix.codemods.pipeline.config import ExampleError, ExampleSpec, find_pyproject, load_config
 from tsfix.codemods.pipeline.sources import SourceError, read_source
+from tsfix.codemods.rules.names import TARGETS
 
 SECTIONS = ("What it does", "Why it breaks export", "Example", "Fix safety")
 
@@ -37,6 +53,13 @@ SCRIPTS = "scripts"                  # scripted, and every example call ran
 SCRIPT_FAILED = "script_failed"      # torch.jit.script raised
 CALL_FAILED = "call_failed"          # scripted, but a call of the scripted module raised
 NOT_BUILT = "not_built"              # the file does not import, or the class cannot be built
+# ... and under --target export.
+EXPORTS = "exports"                  # exported, and the exported program matched every call
+EXPORT_FAILED = "export_failed"      # torch.export.export raised
+# CALL_FAILED under export: the exported program raised or differed from eager on a call.
+
+# The check code of a branch torch.export specialises to the construction-time path.
+BAKED_CODE = "TSF204"
 
 
 class ExplainError(Exception):
@@ -159,6 +182,48 @@ KNOWN_ERRORS = (
 )
 
 
+# torch.export failures, measured on torch 2.13 with small classes (tests/test_export_lint.py
+# holds them) and on the pinned zoo (asteroid's DPRNNTasNet: `.tolist()` dims in norms.py).
+# Searched in the message and the traceback's frames (``File "...", line N``); the first
+# pattern found wins.
+EXPORT_ERRORS = (
+    # int(t) / t.item() / t.tolist() where a Python int is needed: range(), dims, sizes.
+    KnownError(r"Could not extract specialized integer from data-dependent expression",
+               "TSF227"),
+    # float(t) used as a Python number or tested: the symbol of a float read from a tensor.
+    KnownError(r"Could not guard on data-dependent expression zuf\d+", "TSF227"),
+    # if / while / assert / bool() on a tensor's value.
+    KnownError(r"Could not guard on data-dependent expression", "TSF226"),
+    KnownError(r"\.numpy\(\) is not supported for tensor subclasses", "TSF205",
+               "torch.export traces with tensors that have a shape but no values, so numpy "
+               "cannot take them (\".numpy() is not supported for tensor subclasses\"); numpy "
+               "on Python numbers (constants) exports. Translate it to torch; a "
+               "@torch.jit.ignore method does not hide it from torch.export."),
+    KnownError(r"unsupported format string passed to \w+\.__format__", None,
+               "An f-string formats a tensor (or a number read from one) with a format spec; "
+               "torch.export traces with tensors that have a shape but no values, so there is "
+               "nothing to format. Drop the spec (`{x}`) or print outside forward."),
+    KnownError(r"Found <class '[\w.]+'> in output", None,
+               "forward returns a value torch.export cannot take apart (a generator, or an "
+               "object of a class it has no pytree node for). Return tensors, or tuples, lists "
+               "and dicts of them (or register a pytree node for your output class)."),
+    KnownError(r"Encountered aliasing during higher order op tracing", None,
+               "A torch.cond branch function returns one of its inputs (or a view of it) "
+               "unchanged. Return `x.clone()` instead of `x`."),
+    KnownError(r"When merging two branches' output in torch\.cond", None,
+               "The two branch functions of a torch.cond return tensors of different dtypes "
+               "(or a different number of them). Make both return the same."),
+    KnownError(r"nn/utils/rnn\.py", None,
+               "pack_padded_sequence needs the lengths' values, and torch.export traces with "
+               "tensors that have none. Run the RNN on the padded batch and mask the padding, "
+               "or pack outside the exported forward."),
+    KnownError(r"FakeTensor", None,
+               "A function that needs Python values was given a tensor while torch.export "
+               "traced it (a FakeTensor: a shape but no values). Keep that call on values "
+               "known before tracing (shapes, settings), or move it out of forward."),
+)
+
+
 @dataclass
 class Explanation:
     """What went wrong, where, and how to fix it."""
@@ -176,12 +241,27 @@ class Explanation:
     hints: list[Finding] = field(default_factory=list)   # tsfix check findings in the class
     notes: list[str] = field(default_factory=list)
     calls: int = 0                  # example calls the scripted module ran
+    target: str = "torchscript"
+    # Where the construct is when it is not in the user's file (``path:line``), and its line.
+    site: str = ""
+    site_line: str = ""
+
+    @property
+    def baked(self) -> list[Finding]:
+        """Settings torch.export keeps only the construction-time path of (export target)."""
+        if self.target != "export" or self.outcome != EXPORTS:
+            return []
+        return [h for h in self.hints if h.code == BAKED_CODE]
 
     @property
     def exit_code(self) -> int:
-        return {SCRIPTS: 0, NOT_BUILT: 3}.get(self.outcome, 1)
+        if self.baked:
+            return 1
+        return {SCRIPTS: 0, EXPORTS: 0, NOT_BUILT: 3}.get(self.outcome, 1)
 
     def lines(self) -> list[str]:
+        if self.target == "export":
+            return self._export_lines()
         where = f"{self.display}:{self.line}" if self.line else self.display
         out: list[str] = []
         if self.outcome == SCRIPTS:
@@ -201,19 +281,68 @@ class Explanation:
             if self.explanation:
                 out.append(f"why: {self.explanation}")
             if self.fix:
-                out.append(f"fix: tsfix apply --rule {self.fix} {self.display}")
+                out.append(f"fix: {fix_command(self.fix, self.target)} {self.display}")
             elif self.refused:
                 out.append(f"not fixed by tsfix here ({self.refused}); change the code by "
                            "hand.")
             elif self.code:
                 out.append("fix: no tsfix rule rewrites this yet; change the code by hand.")
             out.append(f"torch said: {self.error}")
-        out.extend(f"note: {note}" for note in self.notes)
-        others = [h for h in self.hints if h.code != self.code]
+        return out + self._tail()
+
+    def _tail(self) -> list[str]:
+        out = [f"note: {note}" for note in self.notes]
+        shown = {(h.line, h.code) for h in self.baked}
+        others = [h for h in self.hints if h.code != self.code and (h.line, h.code) not in shown]
         if others:
-            out.append(f"other findings in {self.class_name} (tsfix check):")
+            check = "tsfix check" + ("" if self.target == "torchscript"
+                                     else f" --target {self.target}")
+            out.append(f"other findings in {self.class_name} ({check}):")
             out.extend(f"  {h.text()}" for h in others)
         return out
+
+    def _export_lines(self) -> list[str]:
+        where = f"{self.display}:{self.line}" if self.line else self.display
+        out: list[str] = []
+        if self.outcome == EXPORTS:
+            ran = (f" and its exported program matches eager on {self.calls} example "
+                   f"call{'s' if self.calls != 1 else ''}" if self.calls else "")
+            out.append(f"{where}: {self.class_name} exports with torch.export{ran}")
+            for finding in self.baked:
+                attr = re.search(r"'self\.(\w+)'", finding.message)
+                setting = f"self.{attr.group(1)}" if attr else "a setting"
+                line = (f"{self.display}:{finding.line}: exports, but torch.export keeps only "
+                        f"the path of {setting} chosen at construction")
+                if finding.fix:
+                    line += f"; fix: {finding.apply_command} {self.display}"
+                elif finding.refused:
+                    line += f"; not fixed by tsfix here ({finding.refused})"
+                out.append(line)
+        elif self.outcome == NOT_BUILT:
+            out.append(f"{where}: cannot export {self.class_name}: {self.error}")
+        else:
+            verb = ("does not export (torch.export.export)" if self.outcome == EXPORT_FAILED
+                    else "exports, but its exported program fails the examples")
+            title = CODES[self.code].summary if self.code else "torch.export error"
+            out.append(f"{where}: {self.class_name} {verb}: {title}"
+                       + (f" [{self.code}]" if self.code else ""))
+            if self.site:
+                out.append(f"    at {self.site}" + (f" | {self.site_line.strip()}"
+                                                    if self.site_line else ""))
+            if self.source_line:
+                out.append(f"    {self.line} | {self.source_line.strip()}")
+            if self.explanation:
+                out.append(f"why: {self.explanation}")
+            shown = self.site.rpartition(":")[0] if self.site else self.display
+            if self.fix:
+                out.append(f"fix: {fix_command(self.fix, self.target)} {shown}")
+            elif self.refused:
+                out.append(f"not fixed by tsfix here ({self.refused}); change the code by "
+                           "hand.")
+            elif self.code:
+                out.append("fix: no tsfix rule rewrites this site; change the code by hand.")
+            out.append(f"torch said: {self.error}")
+        return out + self._tail()
 
 
 def parse_target(target: str) -> tuple[Path, str] | None:
@@ -225,21 +354,27 @@ def parse_target(target: str) -> tuple[Path, str] | None:
 
 
 def explain_class(path: Path, class_name: str, *, config_path: Path | None = None,
-                  timeout: float | None = None, display: str | None = None) -> Explanation:
-    """Script ``class_name`` from ``path`` in a child process and explain the outcome.
-    Raises ExplainError (usage), ConfigError (bad configuration)."""
+                  timeout: float | None = None, display: str | None = None,
+                  target: str | None = None) -> Explanation:
+    """Script ``class_name`` from ``path`` in a child process (``target`` "export": export it
+    with torch.export; None: ``[tool.tsfix] target``, else torchscript) and explain the
+    outcome. Raises ExplainError (usage), ConfigError (bad configuration)."""
     shown = display or path.as_posix()
     try:
         text = read_source(path).text
     except SourceError as exc:
         raise UnreadableSource(str(exc)) from exc
+    config = None if target else load_config(config_path or find_pyproject([path]))
+    chosen = target or (config.target if config else "torchscript")
+    if chosen not in TARGETS:
+        raise ExplainError(f"unknown target {chosen!r} (expected one of {', '.join(TARGETS)})")
     try:
-        findings = check_source(text, shown)
+        findings = check_source(text, shown, target=chosen)
     except CheckSyntaxError as exc:
         raise UnreadableSource(str(exc)) from exc
     if not re.search(rf"^class\s+{re.escape(class_name)}\b", text, re.MULTILINE):
         raise ExplainError(f"{shown}: no top-level class {class_name!r}")
-    config = load_config(config_path or find_pyproject([path]))
+    config = config or load_config(config_path or find_pyproject([path]))
     spec = config.example_for(path, class_name)
     notes: list[str] = []
     if isinstance(spec, ExampleError):
@@ -251,28 +386,34 @@ def explain_class(path: Path, class_name: str, *, config_path: Path | None = Non
         notes.append("no [tool.tsfix.examples] table: built with its defaults "
                      f"(add [tool.tsfix.examples.\"{key}:{class_name}\"] to choose)")
     job = {"path": str(path.resolve()), "class": class_name, "example": spec.to_json(),
-           "sys_path": [str(config.root)] if config.root else []}
+           "sys_path": [str(config.root)] if config.root else [], "target": chosen}
     outcome = _run_child(job, timeout or config.timeout)
     hints = [f for f in findings if f.class_name == class_name]
-    return _explain(outcome, class_name, shown, path, text, hints, notes)
+    return _explain(outcome, class_name, shown, path, text, hints, notes, chosen)
 
 
-def explain_error(message: str, path: Path, display: str, text: str, class_name: str) -> str:
-    """One line on a TorchScript error met elsewhere (a model's blocker): the construct (its
-    ``tsfix check`` code and title), then the rule that fixes that site, why the rule leaves
-    it, or the hand fix; the same matching as ``tsfix explain path:Class``."""
+def explain_error(message: str, path: Path, display: str, text: str, class_name: str,
+                  target: str = "torchscript") -> str:
+    """One line on a TorchScript error (``target`` "export": a torch.export error) met
+    elsewhere (a model's blocker): the construct (its ``tsfix check`` code and title), then
+    the rule that fixes that site, why the rule leaves it, or the hand fix; the same matching
+    as ``tsfix explain path:Class``. ``message`` may end with the traceback's frames
+    (``File "...", line N``): under export, they place the error."""
     try:
-        findings = check_source(text, display)
+        findings = check_source(text, display, target=target)
     except CheckSyntaxError:
         findings = []
     hints = [f for f in findings if f.class_name == class_name] if class_name else []
-    found = _explain({"outcome": SCRIPT_FAILED, "error": message}, class_name or "?", display,
-                     path, text, hints, [])
+    failed = EXPORT_FAILED if target == "export" else SCRIPT_FAILED
+    frames = [[file, int(line), ""] for file, line in _FRAME.findall(message)]
+    found = _explain({"outcome": failed, "error": message, "frames": frames},
+                     class_name or "?", display, path, text, hints, [], target)
     title = (f"{CODES[found.code].summary} [{found.code}]" if found.code
              else "not an error tsfix knows" if "not an error tsfix knows" in found.explanation
              else found.explanation.split(". ")[0])
     if found.fix:
-        return f"{title}; fix: tsfix apply --rule {found.fix} {display}"
+        shown = found.site.rpartition(":")[0] if found.site else display
+        return f"{title}; fix: {fix_command(found.fix, target)} {shown}"
     if found.refused:
         return f"{title}; not fixed by tsfix here ({found.refused}): change the code by hand"
     if found.code:
@@ -316,26 +457,41 @@ _FRAME = re.compile(r'File "([^"]+)", line (\d+)')
 
 
 def _explain(outcome: dict[str, Any], class_name: str, display: str, path: Path, text: str,
-             hints: list[Finding], notes: list[str]) -> Explanation:
+             hints: list[Finding], notes: list[str], target: str = "torchscript"
+             ) -> Explanation:
     notes = notes + list(outcome.get("notes", []))
     result = Explanation(class_name, display, outcome["outcome"], hints=hints, notes=notes,
-                         calls=int(outcome.get("calls", 0)))
+                         calls=int(outcome.get("calls", 0)), target=target)
     message = str(outcome.get("error", ""))
     result.error = _first_lines(outcome.get("error_type", ""), message)
-    if result.outcome in (SCRIPTS, NOT_BUILT):
+    if result.outcome in (SCRIPTS, EXPORTS, NOT_BUILT):
         return result
-    known = next((k for k in KNOWN_ERRORS if re.search(k.pattern, message)), None)
-    result.line = _user_line(message, path)
-    code = known.code if known else None
+    if target == "export":
+        frames = [(str(f[0]), int(f[1])) for f in outcome.get("frames", ())]
+        searched = message + "".join(f'\nFile "{f}", line {n}' for f, n in frames)
+        known = next((k for k in EXPORT_ERRORS if re.search(k.pattern, searched)), None)
+        result.line, elsewhere = _export_site(frames, path)
+        if elsewhere is not None:
+            # The construct is in a file the class calls into: that file's findings at that
+            # line say what it is and which rule fixes it.
+            hints = _site_findings(result, elsewhere, target)
+    else:
+        known = next((k for k in KNOWN_ERRORS if re.search(k.pattern, message)), None)
+        result.line = _user_line(message, path)
+    code = known.code if known and (known.code is None or known.code in CODES) else None
     on_line = [h for h in hints if h.line == result.line]
     if on_line and code not in {h.code for h in on_line}:
         # Messages overlap (a bad sum() reads like a bad argument type); what the linter finds
         # on the line the error points at says which construct it is.
         code = on_line[0].code
-    if result.line is None and code is not None:
+    if result.line is None and code is not None and not result.site:
         located = [h for h in hints if h.code == code]
         if located:
             result.line = located[0].line
+    if result.site:
+        on_line = hints         # the findings at the site, in the other file
+        if on_line and code not in {h.code for h in on_line}:
+            code = on_line[0].code
     if code is not None:
         result.code = code
         # The rule that handles the construct fixes this site only if it said so (check's
@@ -364,6 +520,62 @@ def _explain(outcome: dict[str, Any], class_name: str, display: str, path: Path,
         if 0 < result.line <= len(source):
             result.source_line = source[result.line - 1]
     return result
+
+
+def _is_torch_frame(file: str) -> bool:
+    """A frame of torch's own code (or of code torch generated: ``<string>``)."""
+    return file.startswith("<") or re.search(r"[/\\](torch|tsfix)[/\\]", file) is not None
+
+
+def _export_site(frames: list[tuple[str, int]], path: Path
+                 ) -> tuple[int | None, tuple[Path, int] | None]:
+    """Where a torch.export error happened, from the traceback's frames (outermost first):
+    the innermost line of the user's file, and the innermost frame outside torch when it is
+    in another file (the user's line then is where the class calls into it)."""
+    target = path.resolve()
+    own_line: int | None = None
+    innermost: tuple[Path, int] | None = None
+    for file, line in frames:
+        if _is_torch_frame(file):
+            continue
+        try:
+            resolved = Path(file).resolve()
+        except OSError:
+            continue
+        innermost = (resolved, line)
+        if resolved == target:
+            own_line = line
+    if innermost is not None and innermost[0] == target:
+        innermost = None
+    return own_line, innermost
+
+
+def _site_findings(result: Explanation, site: tuple[Path, int], target: str
+                   ) -> list[Finding]:
+    """Set ``result.site`` (and its source line) to a frame in another file; the findings of
+    ``tsfix check`` in that file on that line (none when it cannot be read or parsed)."""
+    file, line = site
+    shown = _shown(file)
+    result.site = f"{shown}:{line}"
+    try:
+        text = read_source(file).text
+    except SourceError:
+        return []
+    lines = text.splitlines()
+    if 0 < line <= len(lines):
+        result.site_line = lines[line - 1]
+    try:
+        return [f for f in check_source(text, shown, target=target) if f.line == line]
+    except (CheckSyntaxError, RecursionError):
+        return []
+
+
+def _shown(file: Path) -> str:
+    """A path as the user should see it: relative to the working directory when inside it."""
+    try:
+        return file.relative_to(Path.cwd().resolve()).as_posix()
+    except ValueError:
+        return file.as_posix()
 
 
 def _any_frame(message: str) -> tuple[str, int] | None:
@@ -408,7 +620,8 @@ def child_main() -> None:
     os.dup2(2, 1)
     sys.stdout = sys.stderr
     job = json.loads(sys.stdin.read())
-    results.write(json.dumps(_script_class(job)) + "\n")
+    outcome = _export_class(job) if job.get("target") == "export" else _script_class(job)
+    results.write(json.dumps(outcome) + "\n")
     results.flush()
 
 
@@ -468,6 +681,111 @@ def _script_class(job: dict[str, Any]) -> dict[str, Any]:
                     return {"outcome": CALL_FAILED, "error_type": type(exc).__name__,
                             "error": str(exc), "notes": notes}
     return {"outcome": SCRIPTS, "notes": notes, "calls": calls}
+
+
+def _export_class(job: dict[str, Any]) -> dict[str, Any]:
+    """torch.export.export each configuration with its first example call, then call the
+    exported program with each example call of the same input shapes (an exported program
+    takes only the shapes it was exported with) and compare it with eager."""
+    import logging
+    import traceback
+    import warnings
+
+    import torch
+    from tsfix.codemods.validation.protocol import Example, ObserveJob
+    from tsfix.codemods.validation.worker import (
+        SEED,
+        Verdict,
+        build,
+        call,
+        clone,
+        difference,
+        import_context,
+        instances,
+    )
+
+    warnings.filterwarnings("ignore")
+    # torch.export logs the partial graph of a failed export: the message says it all.
+    logging.disable(logging.WARNING)
+    notes: list[str] = []
+    calls = skipped = 0
+    context = ObserveJob(-1, str(job["path"]), (), tuple(job.get("sys_path") or ()))
+    with import_context(context) as load:
+        try:
+            module = load.original()
+        except Verdict as verdict:
+            return {"outcome": NOT_BUILT, "error": verdict.reason}
+        cls = getattr(module, job["class"], None)
+        if not isinstance(cls, type) or not issubclass(cls, torch.nn.Module):
+            return {"outcome": NOT_BUILT, "error": f"{job['class']} is not an nn.Module class"}
+        try:
+            made = instances(Example.from_json(job["example"]), cls)
+        except Verdict as verdict:
+            # Unlike scripting, exporting traces a call: no input, nothing to export.
+            return {"outcome": NOT_BUILT, "error": "torch.export needs an example input: "
+                    f"{verdict.reason}"}
+        except BaseException as exc:
+            return {"outcome": NOT_BUILT, "error": f"building the inputs failed: {exc}"}
+        for instance in made:
+            try:
+                model = build(cls, instance.init)
+            except BaseException as exc:
+                return {"outcome": NOT_BUILT, "notes": notes,
+                        "error": f"{instance.label(show_init=True)}: the constructor failed "
+                                 f"({type(exc).__name__}: {exc}); add an example table with "
+                                 "init arguments"}
+            if not instance.calls:
+                return {"outcome": NOT_BUILT, "notes": notes,
+                        "error": "torch.export needs an example input: the example table "
+                                 "has no call"}
+            args, kwargs = instance.calls[0]
+            try:
+                torch.manual_seed(SEED)
+                program = torch.export.export(model, clone(args), clone(kwargs))
+            except BaseException as exc:
+                if len(made) > 1:
+                    notes.append(f"the failing configuration: "
+                                 f"{instance.label(show_init=True)}")
+                frames = [[frame.filename, frame.lineno]
+                          for frame in traceback.extract_tb(exc.__traceback__)]
+                return {"outcome": EXPORT_FAILED, "error_type": type(exc).__name__,
+                        "error": str(exc), "frames": frames, "notes": notes}
+            exported = program.module()
+            shapes = _shapes((args, kwargs))
+            for j, (args_j, kwargs_j) in enumerate(instance.calls):
+                if _shapes((args_j, kwargs_j)) != shapes:
+                    skipped += 1
+                    continue
+                try:
+                    expected = call(model, args_j, kwargs_j)
+                    got = call(exported, args_j, kwargs_j)
+                except BaseException as exc:
+                    notes.append(f"the failing call: {instance.label(j, show_init=True)}")
+                    return {"outcome": CALL_FAILED, "error_type": type(exc).__name__,
+                            "error": str(exc), "notes": notes}
+                differs = difference(expected, got)
+                if differs is not None:
+                    notes.append(f"the failing call: {instance.label(j, show_init=True)}")
+                    return {"outcome": CALL_FAILED, "notes": notes,
+                            "error": f"the exported program differs from eager: {differs}"}
+                calls += 1
+    if skipped:
+        notes.append(f"{skipped} example call{'s' if skipped != 1 else ''} with other input "
+                     "shapes not run (an exported program takes the shapes it was exported "
+                     "with)")
+    return {"outcome": EXPORTS, "notes": notes, "calls": calls}
+
+
+def _shapes(value: Any) -> Any:
+    """The input's structure with each tensor as its shape and dtype."""
+    if isinstance(value, tuple | list):
+        return tuple(_shapes(v) for v in value)
+    if isinstance(value, dict):
+        return tuple((k, _shapes(v)) for k, v in sorted(value.items()))
+    shape = getattr(value, "shape", None)
+    if shape is not None and hasattr(value, "dtype"):
+        return ("tensor", tuple(shape), str(value.dtype))
+    return repr(value)
 
 
 if __name__ == "__main__":
