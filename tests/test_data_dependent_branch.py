@@ -292,6 +292,27 @@ def test_refused_with_the_reason_and_the_file_left_as_it_is(body: str, reason: s
     assert 'torch.export fails with "Could not guard on data-dependent expression"' in message
 
 
+def test_a_python_value_first_in_or_is_reported_without_claiming_a_blocker() -> None:
+    # speechbrain's ConformerEncoder layerdrop: in eval mode `not self.training` decides the
+    # test, export never reads the tensor and the model exports; in training mode it fails.
+    code = module("""\
+        keep = torch.rand(3)
+        if not self.training or keep[0] > 0.5:
+            x = x + 1
+        if keep[1] > 0.5 or not self.training:
+            x = x + 2
+        return x
+        """)
+    result = rewrite(code)
+    assert result.text == textwrap.dedent(code)
+    assert [(s.line, s.code) for s in result.skips] == [(7, None), (9, "TSF226")]
+    assert result.skips[0].message.startswith("if on a tensor value (`not self.training or "
+                                              "keep[0] > 0.5`): torch.export may fail")
+    assert result.skips[0].reason.endswith("export fails only when `not self.training` does "
+                                           "not decide the test on its own")
+    assert "torch.export fails with" in result.skips[1].message
+
+
 # ---- numbers read out of tensors (TSF227) ----------------------------------------------------
 
 @pytest.mark.parametrize(("body", "shown", "error"), [

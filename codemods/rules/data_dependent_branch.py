@@ -67,7 +67,9 @@ Fix safety
     express (a side that returns, raises, breaks, or assigns only Python values; sides whose
     outputs differ in kind), a test mixing a Python value and a tensor in ``and``/``or``, a
     chained comparison, a ``while`` loop or a conditional expression on a tensor (use
-    ``torch.where``).
+    ``torch.where``). A test whose Python part comes first (``not self.training or keep[i] >
+    p``) is reported without the code: export specialises the Python value, and when that
+    decides the test (eval mode here) the tensor is never read and the model exports.
 """
 
 from __future__ import annotations
@@ -235,6 +237,10 @@ class Predicate:
 
     expression: cst.BaseExpression | None
     problem: str | None = None
+    # False when Python may decide the test before it reads the tensor (``not self.training
+    # or keep[i] > p``: export specialises the Python value, and in eval mode never reads the
+    # tensor): then the test is no certain export blocker.
+    certain: bool = True
 
 
 def tensor_predicate(test: cst.BaseExpression, proof: TensorProof,
@@ -255,9 +261,12 @@ def tensor_predicate(test: cst.BaseExpression, proof: TensorProof,
             if side is not None and side.problem is not None:
                 return side
         if left is None or right is None:
-            return Predicate(None, f"`{operator}` joins a Python value and a tensor test: "
-                             "torch.cond needs one tensor predicate (make both tensors, or "
-                             "split the if)")
+            problem = (f"`{operator}` joins a Python value and a tensor test: torch.cond needs "
+                       "one tensor predicate (make both tensors, or split the if)")
+            if left is None:
+                problem += (f"; export fails only when `{_short(test.left)}` does not decide "
+                            "the test on its own")
+            return Predicate(None, problem, certain=left is not None)
         assert left.expression is not None and right.expression is not None
         return Predicate(_call(f"{torch_name}.logical_{operator}", left.expression,
                                right.expression))
@@ -626,19 +635,22 @@ class M(torch.nn.Module):
             if isinstance(node, cst.While):
                 predicate = Predicate(None, "a while loop on a tensor: torch.cond cannot "
                                       "express a loop (loop a fixed count, or use "
-                                      "torch.while_loop)")
+                                      "torch.while_loop)", predicate.certain)
             elif isinstance(node, cst.IfExp):
                 predicate = Predicate(None, "a conditional expression on a tensor: write it "
                                       "as `torch.where(pred, a, b)` (both computed) or as "
-                                      "an if statement")
+                                      "an if statement", predicate.certain)
             yield _Branch(method, node, predicate)
 
     def _refuse(self, cls: cst.ClassDef, branch: _Branch, reason: str) -> None:
         keyword = ("while" if isinstance(branch.node, cst.While)
                    else "if" if isinstance(branch.node, cst.If) else "conditional expression")
         message = _message(keyword, branch.node.test)
+        if not branch.predicate.certain:
+            message = message.replace("torch.export fails", "torch.export may fail")
         self.skip(cls.name.value, branch.node, f"{message}; not turned into torch.cond: "
-                  f"{reason}", code="TSF226", message=message)
+                  f"{reason}", code="TSF226" if branch.predicate.certain else None,
+                  message=message)
 
 
 def _message(keyword: str, test: cst.BaseExpression) -> str:
