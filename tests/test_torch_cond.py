@@ -36,6 +36,7 @@ def test_outputs_inputs_and_the_clone_of_an_unchanged_value() -> None:
     assert text == textwrap.dedent("""\
         def forward(self, x, flag):
             x = self.lin(x)
+
             def branch_true(x):
                 x = self.act(x)
                 y = x.sum()

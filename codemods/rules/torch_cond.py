@@ -473,7 +473,8 @@ def _branch_function(name: str, inputs: list[str], stmts: list[cst.BaseStatement
     return template.with_changes(body=block)
 
 
-def _lower(plan: _Plan, updated: cst.If, torch_name: str) -> list[cst.BaseStatement]:
+def _lower(plan: _Plan, updated: cst.If, torch_name: str,
+           first_in_block: bool = True) -> list[cst.BaseStatement]:
     """The statements that replace the ``if``: the two branch functions and the call."""
     true_stmts = _side_statements(updated.body)
     false_stmts = _side_statements(updated.orelse)
@@ -482,7 +483,10 @@ def _lower(plan: _Plan, updated: cst.If, torch_name: str) -> list[cst.BaseStatem
     false_like = updated.orelse.body if isinstance(updated.orelse, cst.Else) else None
     false_fn = _branch_function(plan.false_name, plan.inputs, false_stmts,
                                 _returned(plan, "false"), false_like)
-    true_fn = true_fn.with_changes(leading_lines=updated.leading_lines)
+    # A blank line sets the functions apart from the code before them, as black does around
+    # nested functions (it formats only touched lines, and the line before is not one).
+    apart = [] if first_in_block else [cst.EmptyLine(indent=False)]
+    true_fn = true_fn.with_changes(leading_lines=updated.leading_lines or apart)
     operands = ", ".join(plan.inputs) + ("," if len(plan.inputs) == 1 else "")
     call = cst.parse_statement(
         f"{', '.join(plan.outputs)} = {torch_name}.cond(PREDICATE, {plan.true_name}, "
@@ -502,6 +506,12 @@ class _Lowerer(cst.CSTTransformer):
         self.plans = plans
         self.torch_name = torch_name
         self.elif_children: set[int] = set()
+        self.first_statements: set[int] = set()
+
+    def visit_IndentedBlock(self, node: cst.IndentedBlock) -> bool:
+        if node.body:
+            self.first_statements.add(id(node.body[0]))
+        return True
 
     def visit_If(self, node: cst.If) -> bool:
         if isinstance(node.orelse, cst.If):
@@ -527,7 +537,8 @@ class _Lowerer(cst.CSTTransformer):
         plan = self.plans.get(id(original_node))
         if plan is None:
             return chained
-        return cst.FlattenSentinel(_lower(plan, chained, self.torch_name))
+        return cst.FlattenSentinel(_lower(plan, chained, self.torch_name,
+                                          id(original_node) in self.first_statements))
 
 
 def lower_to_cond(func: cst.FunctionDef, sites: Sequence[CondSite],
