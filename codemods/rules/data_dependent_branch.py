@@ -445,9 +445,10 @@ class DataDependentBranch(Rule):
     name = "data-dependent-branch"
     summary = ("--target export: an if on a tensor value (mask.any(), x.max() > limit) becomes "
                "torch.cond; int(t), float(t) and .item() in tests or range() are reported")
-    # After lift-branch (its torch.cond functions are left alone: nested scopes are not
-    # searched) and numpy-to-torch (what it converts may be a tensor a test reads).
-    order = 85
+    # Before lift-branch: a data-dependent if inside a config branch (``if self.use_mask:
+    # if mask.any():``) is lowered here first; once lift-branch has moved it into a branch
+    # function it is in a nested scope, which this rule does not search.
+    order = 65
     targets = ("export",)
     off_target = ("torch.cond is what torch.export needs; TorchScript cannot compile it "
                   "(nested functions), and it scripts an if on a tensor as it is")
