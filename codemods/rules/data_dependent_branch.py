@@ -443,8 +443,8 @@ class _Branch:
 class DataDependentBranch(Rule):
     __doc__ = __doc__
     name = "data-dependent-branch"
-    summary = ("--target export: an if on a tensor value (mask.any(), x.max() > limit) becomes "
-               "torch.cond; int(t), float(t) and .item() in tests or range() are reported")
+    summary = ("An if on a tensor value (mask.any(), x.max() > limit) becomes torch.cond "
+               "(--target export); int(t), float(t), .item() in tests and range() are reported")
     # Before lift-branch: a data-dependent if inside a config branch (``if self.use_mask:
     # if mask.any():``) is lowered here first; once lift-branch has moved it into a branch
     # function it is in a nested scope, which this rule does not search.
