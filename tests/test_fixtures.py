@@ -20,7 +20,7 @@ def test_every_rule_has_a_fixture_folder() -> None:
 
 
 def test_every_fixture_has_its_expected_output() -> None:
-    for folder in (*RULE_FIXTURES, "lift-branch-rejected", "rules-together"):
+    for folder in (*RULE_FIXTURES, "lift-branch-rejected", "rules-together", "export"):
         pairs = fixture_pairs(FIXTURES_ROOT / folder)
         assert pairs
         for before, after in pairs:
@@ -170,3 +170,23 @@ def test_rule_all_verifies_every_rule_fixture(tmp_path: Path) -> None:
         assert classes and {c["verdict"] for c in classes} == {"verified"}, (name, classes)
         again = apply_with_report(folder, "all", workdir=folder)
         assert [f for f in again.files if f["status"] == "changed"] == [], name
+
+
+@pytest.mark.slow
+def test_export_target_pairs_are_verified_with_one_exported_program(tmp_path: Path) -> None:
+    """fixtures/export: lift-branch under ``--target export`` (the folder's pyproject sets the
+    target): every rewritten class verified by one torch.export program serving every
+    configuration, both sides of each torch.cond seen, and the outputs as expected."""
+    folder, _ = _inputs(tmp_path, "export")
+    done = apply_with_report(folder, "lift-branch", workdir=folder)
+    assert done.returncode == 0, done.stderr
+    changed = [b for b, a in fixture_pairs(FIXTURES_ROOT / "export")
+               if b.read_text() != a.read_text()]
+    assert len(done.classes) >= len(changed) >= 4
+    for found in done.classes:
+        assert found["verdict"] == "verified", found
+        assert "one exported program served" in found["reason"], found
+        assert "both sides of" in found["reason"], found
+    for before, after in fixture_pairs(FIXTURES_ROOT / "export"):
+        written = folder / before.relative_to(FIXTURES_ROOT / "export")
+        assert written.read_text() == after.read_text(), written.name

@@ -188,42 +188,46 @@ def merged_verdicts(results: Iterable[tuple[str, ModelResult]]
 # ---- the model verdict ------------------------------------------------------------------------
 
 def record_of(model: Configured, result: ModelResult, *, texts: Mapping[str, str],
-              display: Mapping[str, str], rounds: Iterable[str] = ()) -> ModelRecord:
+              display: Mapping[str, str], rounds: Iterable[str] = (),
+              target: str = "torchscript") -> ModelRecord:
     """The report's record of a model job's answer. ``texts``: the text of each rewritten file
     (the blocker's line is read there); ``display``: how the report names files."""
     rounds = list(rounds)
     if result.failure is not None or result.model is None:
         return ModelRecord(model.display, MODEL_ERROR,
                            result.failure or "the worker gave no model verdict",
-                           rounds=rounds)
+                           rounds=rounds, target=target)
     verdict = result.model
     blocker = verdict.blocker
     if verdict.status == MODEL_SCRIPTS or blocker is None or blocker.path is None:
         return ModelRecord(model.display, verdict.status, verdict.reason,
                            verdict.scripted_before, rounds=rounds,
                            message=_first_lines(blocker.message) if blocker else "",
-                           python_only=verdict.python_only, duration_s=verdict.duration_s)
+                           python_only=verdict.python_only, duration_s=verdict.duration_s,
+                           target=target)
     name = display.get(blocker.path) or shown(blocker.path)
     return ModelRecord(model.display, MODEL_FAILS, verdict.reason, verdict.scripted_before,
                        f"{name}:{blocker.line}" if blocker.line else name, blocker.scope,
                        _first_lines(blocker.message),
-                       explain_blocker(blocker, texts.get(blocker.path), name),
-                       rounds, verdict.python_only, verdict.duration_s)
+                       explain_blocker(blocker, texts.get(blocker.path), name, target),
+                       rounds, verdict.python_only, verdict.duration_s, target)
 
 
-def located(result: ModelResult, texts: Mapping[str, str]) -> ModelResult:
+def located(result: ModelResult, texts: Mapping[str, str],
+            target: str = "torchscript") -> ModelResult:
     """``result`` with its blocker placed in the tree when TorchScript's message names no line
     there (an error inside torch's own code, such as ``flatten_parameters``): the first
     ``tsfix check`` finding of the construct the message matches, in a class the model holds
     an instance of, in the tree files it imports. Unchanged when none is found."""
     from tsfix.codemods.lint.check import CheckSyntaxError, check_source
-    from tsfix.codemods.lint.explain import KNOWN_ERRORS
+    from tsfix.codemods.lint.explain import EXPORT_ERRORS, KNOWN_ERRORS
 
     verdict = result.model
     if verdict is None or verdict.blocker is None or verdict.blocker.path is not None:
         return result
     message = verdict.blocker.message
-    known = next((k for k in KNOWN_ERRORS if re.search(k.pattern, message)), None)
+    table = EXPORT_ERRORS if target == "export" else KNOWN_ERRORS
+    known = next((k for k in table if re.search(k.pattern, message)), None)
     if known is None or known.code is None:
         return result
     for path in sorted(result.reached):
@@ -234,7 +238,7 @@ def located(result: ModelResult, texts: Mapping[str, str]) -> ModelResult:
             except (OSError, UnicodeDecodeError):
                 continue
         try:
-            findings = check_source(text, path)
+            findings = check_source(text, path, target=target)
         except CheckSyntaxError:
             continue
         reached = set(result.reached[path])
@@ -246,7 +250,8 @@ def located(result: ModelResult, texts: Mapping[str, str]) -> ModelResult:
     return result
 
 
-def explain_blocker(blocker: Blocker, text: str | None, shown: str) -> str:
+def explain_blocker(blocker: Blocker, text: str | None, shown: str,
+                    target: str = "torchscript") -> str:
     """What ``tsfix explain`` says about the blocker: the construct (a ``tsfix check`` code),
     and the rule that fixes that site or why it is left alone, or the hand fix."""
     from tsfix.codemods.lint.explain import explain_error
@@ -259,7 +264,7 @@ def explain_blocker(blocker: Blocker, text: str | None, shown: str) -> str:
         except (OSError, UnicodeDecodeError):
             return ""
     scope = (blocker.scope or "").split(".")[0]
-    return explain_error(blocker.message, Path(blocker.path), shown, text, scope)
+    return explain_error(blocker.message, Path(blocker.path), shown, text, scope, target)
 
 
 def _first_lines(message: str, lines: int = 6) -> str:

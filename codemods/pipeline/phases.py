@@ -927,7 +927,7 @@ def _model_verdicts(models: list[configured.Configured], todo: list[File],
                 k, failure="no answer from the worker")
 
     for key, found in results.items():
-        results[key] = configured.located(found, overlay)
+        results[key] = configured.located(found, overlay, session.target)
     run_paths = {str(file.resolved) for file in todo}
     display = {str(file.resolved): file.display for file in todo}
     loop_files: dict[str, _LoopFile] = {}
@@ -945,7 +945,8 @@ def _model_verdicts(models: list[configured.Configured], todo: list[File],
         display.update({path: f.display for path, f in loop_files.items()})
         texts = {**overlay, **{path: f.text for path, f in loop_files.items() if f.text}}
         out.records.setdefault(model.file.index, []).append(
-            configured.record_of(model, result, texts=texts, display=display, rounds=rounds))
+            configured.record_of(model, result, texts=texts, display=display, rounds=rounds,
+                                 target=session.target))
         for file in todo:
             if file.index == model.file.index or str(file.resolved) in result.files:
                 out.depends.setdefault(file.index, set()).update(result.files)
@@ -1042,7 +1043,7 @@ def _fix_loop(model: configured.Configured, result: ModelResult, overlay: dict[s
             rounds.append(f"round {number}: {class_name} rewritten, not validated ({why}); "
                           "the loop stops")
             break
-        answer = configured.located(answer, trial_overlay)
+        answer = configured.located(answer, trial_overlay, session.target)
         verdicts = {found.verdict.name: found.verdict for found in answer.classes
                     if found.path == path}
         judged = configured.with_verdicts(classes, verdicts)

@@ -119,6 +119,9 @@ class ModelRecord:
     rounds: list[str] = field(default_factory=list)
     python_only: bool = False
     duration_s: float = 0.0
+    # "export": status "scripts" means every configuration exports with torch.export and its
+    # programs match the original's eager outputs; scripted_before: the original exports.
+    target: str = "torchscript"
 
     @property
     def ok(self) -> bool:
@@ -126,15 +129,17 @@ class ModelRecord:
 
     def line(self) -> str:
         """The one line the run prints for the model."""
+        verb, did = (("export", "exported") if self.target == "export"
+                     else ("script", "scripted"))
         before = ("" if self.scripted_before is None else
-                  " (scripted before tsfix)" if self.scripted_before else
-                  " (did not script before tsfix)")
+                  f" ({did} before tsfix)" if self.scripted_before else
+                  f" (did not {verb} before tsfix)")
         if self.ok:
-            return f"{self.model}: model scripts{before}: {self.reason}"
+            return f"{self.model}: model {verb}s{before}: {self.reason}"
         if self.status == MODEL_ERROR:
             return f"{self.model}: model not checked: {self.reason}"
         where = f" at {self.blocker}" + (f" ({self.scope})" if self.scope else "")
-        return (f"{self.model}: model does not script{before}"
+        return (f"{self.model}: model does not {verb}{before}"
                 f"{where if self.blocker else ''}: {self.reason}")
 
     def to_json(self) -> dict[str, Any]:
@@ -194,6 +199,11 @@ class RunResult:
     def classes(self) -> list[ClassResult]:
         return [c for f in self.files for c in f.classes]
 
+    def model_verb(self) -> str:
+        """What a configured model's verdict proves: "script", or "export" (torch.export)."""
+        models = self.models()
+        return "export" if models and models[0].target == "export" else "script"
+
     def models(self) -> list[ModelRecord]:
         return [m for f in self.files for m in f.models]
 
@@ -243,8 +253,9 @@ class RunResult:
         models = self.models()
         if models:
             scripting = sum(m.ok for m in models)
+            verb = self.model_verb()
             verdicts += (f"; {len(models)} configured model{'s' if len(models) != 1 else ''}: "
-                         f"{scripting} script{'s' if scripting == 1 else ''}, "
+                         f"{scripting} {verb}{'s' if scripting == 1 else ''}, "
                          f"{len(models) - scripting} "
                          f"do{'es' if len(models) - scripting == 1 else ''} not")
         return f"{', '.join(parts)}; {verdicts}."
@@ -330,7 +341,8 @@ class RunResult:
         models = self.models()
         if models:
             scripting = sum(m.ok for m in models)
-            rows.append(("models", f"{len(models)} configured, {scripting} script, "
+            rows.append(("models", f"{len(models)} configured, {scripting} "
+                                   f"{self.model_verb()}, "
                                    f"{len(models) - scripting} do not"))
         timed: dict[tuple[str, str], float] = {}
         for f in self.files:
