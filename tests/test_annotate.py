@@ -410,3 +410,231 @@ def test_an_empty_tuple_default_is_left_unannotated() -> None:
     result = _rewrite(code)
     assert "dims=()" in result.text and "Tuple[]" not in result.text
     assert "keep: bool = False" in result.text
+
+
+def _scripted_module(code: str, class_name: str, tmp_path: Path) -> tuple[object, object]:
+    """The eager instance of ``class_name`` from ``code`` and its torch.jit.script (which
+    needs the source in a file)."""
+    torch = pytest.importorskip("torch")
+    path = tmp_path / "model_under_test.py"
+    path.write_text(code)
+    spec = importlib.util.spec_from_file_location(path.stem, path)
+    assert spec is not None and spec.loader is not None
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    eager = getattr(module, class_name)().eval()
+    return eager, torch.jit.script(eager)
+
+
+# ---- types from the callee and refinement (issue 18 items 3 and 2) ---------------------------
+
+RNN = HEADER + textwrap.dedent("""\
+    class Wrapper(nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.lstm = nn.LSTM(4, 8, batch_first=True)
+            self.gru = nn.GRU(4, 8, batch_first=True)
+
+        def forward(self, x, hx=None, h0=None):
+            out, state = self.lstm(x, hx)
+            out2, _ = self.gru(x, hx=h0)
+            return out + out2
+    """)
+
+
+def test_a_none_default_passed_to_a_recurrent_layer_takes_its_state_type() -> None:
+    result = _rewrite(RNN)
+    assert ("def forward(\n        self,\n        x,\n"
+            "        hx: Optional[Tuple[torch.Tensor, torch.Tensor]] = None,\n"
+            "        h0: Optional[torch.Tensor] = None,\n    ):") in result.text
+    assert _findings(result) == [("TSF207", 11, "fixed")] * 2
+
+
+@pytest.mark.slow
+def test_the_recurrent_wrapper_scripts_with_and_without_a_state(tmp_path: Path) -> None:
+    import torch
+
+    module, scripted = _scripted_module(_rewrite(RNN).text, "Wrapper", tmp_path)
+    x = torch.randn(2, 3, 4)
+    state = (torch.randn(1, 2, 8), torch.randn(1, 2, 8))
+    assert torch.equal(scripted(x), module(x))  # type: ignore[operator]
+    assert torch.equal(scripted(x, state, state[0]),  # type: ignore[operator]
+                       module(x, state, state[0]))  # type: ignore[operator]
+
+
+def test_a_parameter_passed_on_takes_the_callees_annotation_or_the_one_just_given() -> None:
+    code = "import torch\nfrom torch import nn\n\n\n" + textwrap.dedent("""\
+        def shift(x, offset: int):
+            return x.roll(offset, -1)
+
+
+        class Shifter(nn.Module):
+            def forward(self, x, offset=None, scale=None):
+                if offset is not None:
+                    x = shift(x, offset)
+                return self.scaled(x, scale)
+
+            def scaled(self, x, scale=None):
+                if scale is None:
+                    scale = x.size(-1) ** -0.5
+                return x * scale
+        """)
+    result = _rewrite(code)
+    assert "def forward(self, x, offset: Optional[int] = None, scale: Optional[float] = None)" \
+        in result.text
+    assert "def scaled(self, x, scale: Optional[float] = None)" in result.text
+    # The callee was annotated first, but the summary still lists forward's part first.
+    assert [c.summary for c in result.changes] == [
+        "typed 3 parameter(s) (0 from observed calls, 3 from the code)"]
+
+
+def test_a_keyword_passed_to_multihead_attention_is_an_optional_tensor() -> None:
+    code = HEADER + textwrap.dedent("""\
+        class Block(nn.Module):
+            def __init__(self):
+                super().__init__()
+                self.attn = nn.MultiheadAttention(8, 2)
+
+            def forward(self, x, pad=None, flag=None):
+                out, _ = self.attn(x, x, x, key_padding_mask=pad, need_weights=flag)
+                return out
+        """)
+    result = _rewrite(code)
+    assert ("pad: Optional[torch.Tensor] = None, flag: Optional[bool] = None"
+            in result.text)
+
+
+def test_a_product_with_a_number_passed_as_a_tensor_makes_a_tensor() -> None:
+    code = "import torch\nfrom torch import nn\n\n\n" + textwrap.dedent("""\
+        def to_mask(lengths: torch.Tensor, n: int):
+            return torch.arange(n)[None, :] < lengths[:, None]
+
+
+        class Pool(nn.Module):
+            def forward(self, x, lengths=None):
+                if lengths is not None:
+                    x = x * to_mask(lengths * x.size(1), x.size(1)).unsqueeze(-1)
+                return x.mean(1)
+        """)
+    assert "lengths: Optional[torch.Tensor] = None" in _rewrite(code).text
+
+
+def test_a_float_vote_outweighs_arithmetic_with_a_tensor() -> None:
+    # ``x * scale`` fits a float as well: the assignment of a float decides.
+    code = HEADER + textwrap.dedent("""\
+        class Scaled(nn.Module):
+            def forward(self, x, scale=None):
+                if scale is None:
+                    scale = 0.5
+                return x * scale
+        """)
+    assert "scale: Optional[float] = None" in _rewrite(code).text
+
+
+SKIP = HEADER + textwrap.dedent("""\
+    class Up(nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.proj = nn.Linear(4, 4)
+
+        def forward(self, x, skip=None):
+            # join the encoder's features
+            x = self.proj(x) + skip
+            return x * skip.sigmoid()
+    """)
+
+
+def test_an_optional_used_without_a_test_gets_an_assert_before_its_first_use() -> None:
+    result = _rewrite(SKIP)
+    assert result.text == "from typing import Optional\n\n" + SKIP.replace(
+        "skip=None", "skip: Optional[torch.Tensor] = None").replace(
+        "        # join the encoder's features\n",
+        "        # join the encoder's features\n        assert skip is not None\n")
+    assert _findings(result) == [("TSF207", 10, "fixed"), ("TSF228", 12, "fixed")]
+
+
+@pytest.mark.slow
+def test_the_assert_keeps_eager_results_and_makes_the_class_script(tmp_path: Path) -> None:
+    import torch
+
+    module, scripted = _scripted_module(_rewrite(SKIP).text, "Up", tmp_path)
+    x, skip = torch.randn(2, 4), torch.randn(2, 4)
+    assert torch.equal(scripted(x, skip), module(x, skip))  # type: ignore[operator]
+    with pytest.raises(AssertionError):     # eager code failed on None before, too
+        module(x)  # type: ignore[operator]
+
+
+def test_an_optional_whose_first_use_may_not_run_is_left_unannotated() -> None:
+    # An assert before the loop would fail calls that never reach the use: refused instead
+    # (unannotated, it still compiles, as a Tensor).
+    code = HEADER + textwrap.dedent("""\
+        class Loop(nn.Module):
+            def forward(self, x, n: int, skip=None):
+                for i in range(n):
+                    x = x + skip
+                return x
+        """)
+    result = _rewrite(code)
+    assert "skip=None" in result.text and "assert" not in result.text
+    assert [(s.code, s.line) for s in result.skips] == [("TSF207", 6)]
+    assert "an assert cannot be added" in result.skips[0].reason
+
+
+def test_a_user_annotated_optional_gets_the_assert_too() -> None:
+    code = "from typing import Optional\n\n" + HEADER + textwrap.dedent("""\
+        class Res(nn.Module):
+            def forward(self, x, skip: Optional[torch.Tensor] = None):
+                return x + skip
+        """)
+    result = _rewrite(code)
+    assert "        assert skip is not None\n        return x + skip\n" in result.text
+    assert _findings(result) == [("TSF228", 9, "fixed")]
+
+
+def test_a_tested_optional_gets_no_assert() -> None:
+    result = _rewrite(TOPK)
+    assert "assert" not in result.text
+
+
+LOCAL = HEADER + textwrap.dedent("""\
+    class Refiner(nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.proj = nn.Linear(4, 4)
+
+        def forward(self, x, steps: int):
+            prev = None
+            for step in range(steps):
+                x = torch.tanh(self.proj(x))
+                if prev is not None:
+                    x = x + prev
+                prev = x
+            return x
+    """)
+
+
+def test_a_local_set_to_none_then_to_a_tensor_in_a_loop_is_declared_optional() -> None:
+    result = _rewrite(LOCAL)
+    assert result.text == "from typing import Optional\n\n" + LOCAL.replace(
+        "prev = None", "prev: Optional[torch.Tensor] = None")
+    assert _findings(result) == [("TSF229", 11, "fixed")]
+
+
+@pytest.mark.slow
+def test_the_declared_local_scripts_with_eager_results(tmp_path: Path) -> None:
+    import torch
+
+    module, scripted = _scripted_module(_rewrite(LOCAL).text, "Refiner", tmp_path)
+    x = torch.randn(2, 4)
+    assert torch.equal(scripted(x, 3), module(x, 3))  # type: ignore[operator]
+
+
+def test_a_straight_line_rebinding_of_a_none_local_is_left() -> None:
+    code = HEADER + textwrap.dedent("""\
+        class Plain(nn.Module):
+            def forward(self, x):
+                y = None
+                y = x * 2
+                return y.sum()
+        """)
+    assert _rewrite(code).text == code

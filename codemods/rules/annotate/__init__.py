@@ -8,11 +8,26 @@ What it does
     * parameters with a literal default get its type (``alpha=1.0`` -> ``alpha: float = 1.0``,
       ``size=(1, 3)`` -> ``size: Tuple[int, int] = (1, 3)``);
     * ``None`` defaults become ``Optional[T]``, ``T`` from the types seen in the example calls,
-      else from how the body uses the value (``x.masked_fill(mask, ...)`` is a Tensor,
-      ``scale = x.size(-1) ** -0.5`` a float, ``x.topk(k)`` an int). A parameter the evidence
-      says is a Tensor is written ``Optional[torch.Tensor]`` too: unannotated it would script
-      (as an optional Tensor), but the annotation states it and keeps the rule's one policy
-      (every ``=None`` it can type gets ``Optional[T]``; the fixtures rely on it);
+      else from how the body uses the value (``x.masked_fill(mask, ...)``, ``mask[:, None]``,
+      ``a @ mask`` are Tensors, ``scale = x.size(-1) ** -0.5`` a float, ``x.topk(k)`` an int),
+      else from the callee it is passed to: ``self.rnn(x, hx)`` with ``self.rnn = nn.LSTM(...)``
+      makes ``hx`` ``Optional[Tuple[Tensor, Tensor]]`` (``nn.GRU``/``nn.RNN``: ``Optional[
+      Tensor]``; the masks of ``nn.MultiheadAttention`` and the transformer layers: Tensors),
+      a method of the class or function of the file types it by its parameter's annotation
+      (or by the one annotate has just given it: callees are annotated first), and
+      ``f(lengths * n)`` into a Tensor parameter makes ``lengths`` a Tensor. Last, arithmetic
+      with a Tensor (``x = x * mask``) makes ``Optional[Tensor]`` when nothing else says
+      anything: it fits a float as well, but unannotated the parameter is a Tensor to
+      TorchScript anyway, with an undefined tensor for its default, so the scripted method
+      fails when called without it (measured); ``Optional[Tensor]`` makes that call work;
+    * an ``Optional`` parameter (inferred or the author's) that the method never tests or
+      rebinds gets ``assert p is not None`` just before the top-level statement of its first
+      use, when that use fails on None in eager code too (arithmetic, a tensor method or
+      attribute, an index, a layer's or torch function's input) and runs whenever the
+      statement does; where no such place exists an inferred Optional is not written (it
+      would not compile; unannotated it does);
+    * a local set to None and then, inside a loop or branch, to values of one type ``T``
+      becomes ``name: Optional[T] = None`` (TorchScript: "previously had type NoneType");
     * annotated ``None`` and mutable defaults: ``k: int = None`` -> ``k: Optional[int] = None``;
       ``sizes: List[int] = [2, 4]`` -> ``sizes: Optional[List[int]] = None`` plus a fill-in line
       (the author's list type is kept; a tuple would fix its length);
@@ -35,7 +50,7 @@ What it does
     ``typing`` names are imported once, merged into the file's ``from typing import``.
 
     What ``tsfix check`` reports for it (TSF206-TSF210, one finding per parameter site of a
-    compiled method): each site is either fixed (rewritten as above) or refused with the reason
+    compiled method; TSF228 for an added assert, TSF229 for a declared local): each site is either fixed (rewritten as above) or refused with the reason
     it is left: a ``=None`` or mutable default whose type neither the code nor an example call
     tells, a ``*args``/``**kwargs`` the body reads (or, without ``--unsafe-fixes``, any),
     keyword-only parameters that cannot become ordinary ones, a set default, a string
@@ -48,6 +63,8 @@ Why it breaks export
     ``Optional``; mutable defaults, keyword-only parameters, ``*args`` and ``**kwargs`` are
     rejected; ``[]`` is ``List[Tensor]`` and ``{}`` ``Dict[str, Tensor]``; mixed returns and
     empty-list attributes cannot be typed; an Optional attribute cannot be refined in place.
+    An ``Optional`` value must be proven not None before arithmetic (``x + skip``), and a local
+    first set to None cannot take a Tensor in a loop or branch.
 
 Example
     Before::
@@ -102,9 +119,9 @@ class Annotate(Rule):
              "An unannotated parameter is a Tensor to TorchScript: `alpha=1.0` fails (\"Expected a "
              "default value of type Tensor\"). Annotate it (`alpha: float = 1.0`)."),
         Code("TSF207", "untyped-none-default", "unannotated parameter defaulting to None",
-             "`scale=None` scripts as Optional[Tensor]: passing an int or float fails at call "
-             "time and `is not None` may fold. Annotate it (`scale: Optional[float] = None`). A "
-             "warning: unannotated is right when the parameter is an optional Tensor.",
+             "`scale=None` scripts as a Tensor whose default is an undefined tensor: calling "
+             "without it fails, passing an int or float fails, `is not None` folds to True. "
+             "Annotate it (`scale: Optional[float] = None`, `mask: Optional[Tensor] = None`).",
              level="warning"),
         Code("TSF208", "none-default-not-optional", "None default on a non-Optional annotation",
              "`k: int = None` is rejected (\"Expected a default value of type int\"); the "
@@ -116,6 +133,13 @@ class Annotate(Rule):
              "Compiled methods cannot take *args/**kwargs or keyword-only parameters with "
              "defaults. annotate makes keyword-only parameters ordinary and removes unused "
              "*args/**kwargs with --unsafe-fixes."),
+        Code("TSF228", "optional-not-refined", "Optional value used without a None test",
+             "`x = x + skip` with `skip: Optional[Tensor]` fails (TorchScript must see `skip is "
+             "not None` first). annotate adds `assert skip is not None` before the first use "
+             "when that use fails on None in eager code too."),
+        Code("TSF229", "none-initialised-local", "local set to None, then to another type",
+             "`prev = None` and then `prev = x` inside a loop or branch fails (\"previously had "
+             "type NoneType\"). Declare it: `prev: Optional[Tensor] = None`."),
     )
     summary = ("Annotate parameters, empty containers, returns and attributes that TorchScript "
                "cannot type")

@@ -171,12 +171,21 @@ class Replace(cst.CSTTransformer):
     """Applies a method's ``replacements`` and reads refined attributes from their locals."""
 
     def __init__(self, replacements: dict[int, cst.CSTNode], self_var: str,
-                 local_copies: dict[str, str]) -> None:
+                 local_copies: dict[str, str],
+                 asserts: dict[int, list[str]] | None = None) -> None:
         self.replacements = replacements
         self.self_var = self_var
         self.local_copies = local_copies
+        self.asserts = asserts or {}
 
-    def on_leave(self, original: cst.CSTNode, updated: cst.CSTNode) -> cst.CSTNode:  # type: ignore[override]
+    def on_leave(self, original: cst.CSTNode, updated: cst.CSTNode  # type: ignore[override]
+                 ) -> cst.CSTNode | cst.FlattenSentinel[cst.CSTNode]:
+        asserts = self.asserts.get(id(original))
+        if asserts and isinstance(updated, cst.SimpleStatementLine):
+            # The statement's blank lines and comments stay above the asserts.
+            added = [cst.parse_statement(line + "\n") for line in asserts]
+            added[0] = added[0].with_changes(leading_lines=updated.leading_lines)
+            return cst.FlattenSentinel([*added, updated.with_changes(leading_lines=())])
         replacement = self.replacements.get(id(original))
         if replacement is not None:
             if isinstance(original, cst.Element) and isinstance(updated, cst.Element):

@@ -12,9 +12,10 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 
 import libcst as cst
-from tsfix.codemods.facts.syntax import qualified_name, self_attr, self_name
+from tsfix.codemods.facts.syntax import self_attr, self_name
 from tsfix.codemods.facts.value_types import TENSOR, is_complete, type_from_annotation, without_none
 from tsfix.codemods.rules.annotate._state import MethodState
+from tsfix.codemods.rules.annotate._typer import layer_class, module_functions
 
 _PAIR = "Tuple[Tensor, Tensor]"
 # forward() parameters of the torch.nn layers whose types matter for an argument passed to them
@@ -82,7 +83,7 @@ def _callee_parameters(method: MethodState, func: cst.BaseExpression) -> Paramet
     if isinstance(func, cst.Attribute) and method.self_var and \
             self_attr(func, method.self_var) is not None:
         called = func.attr.value
-        layer = _layer_class(method, called)
+        layer = layer_class(facts, called)
         if layer is not None:
             known = LAYER_PARAMETERS.get(layer)
             return Parameters(known) if known is not None else None
@@ -92,23 +93,10 @@ def _callee_parameters(method: MethodState, func: cst.BaseExpression) -> Paramet
         return _declared(callee, skip_first=self_name(callee) is not None,
                          decided=method.callee_types.get(called, {}))
     if isinstance(func, cst.Name):
-        function = _module_functions(method).get(func.value)
+        function = module_functions(method.rule.facts.tree).get(func.value)
         if function is not None:
             return _declared(function, skip_first=False)
     return None
-
-
-def _layer_class(method: MethodState, attr: str) -> str | None:
-    """``LSTM`` when every assignment to ``self.<attr>`` stores ``torch.nn.LSTM(...)``."""
-    assigned = [a for a in method.facts.assignments if a.attr == attr]
-    if not assigned or not all(isinstance(a.value, cst.Call) for a in assigned):
-        return None
-    constructors = {qualified_name(a.value.func, method.imports)  # type: ignore[union-attr]
-                    for a in assigned}
-    name = constructors.pop() if len(constructors) == 1 else None
-    if not name or not name.startswith("torch.nn."):
-        return None
-    return name.rpartition(".")[2]
 
 
 def _declared(func: cst.FunctionDef, *, skip_first: bool,
@@ -129,8 +117,3 @@ def _typed(param: cst.Param, decided: Mapping[str, str]) -> tuple[str, str]:
             if param.annotation is not None else decided.get(param.name.value))
     inner = without_none(kind) if kind else None
     return param.name.value, inner if inner and is_complete(inner) else ""
-
-
-def _module_functions(method: MethodState) -> dict[str, cst.FunctionDef]:
-    tree = method.rule.facts.tree
-    return {s.name.value: s for s in tree.body if isinstance(s, cst.FunctionDef)}

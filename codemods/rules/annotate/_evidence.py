@@ -110,16 +110,16 @@ def _arithmetic_with_tensor(method: MethodState, name: str) -> bool:
             continue
         for side, other in ((operation.left, operation.right),
                             (operation.right, operation.left)):
-            if is_name(side, name) and _scripted_as_tensor(method, other):
+            if is_name(side, name) and scripted_as_tensor(method, other):
                 return True
     for aug in find_all(body, cst.AugAssign):
         if (is_name(aug.value, name) and not isinstance(aug.operator, cst.PowerAssign)
-                and _scripted_as_tensor(method, aug.target)):
+                and scripted_as_tensor(method, aug.target)):
             return True
     return False
 
 
-def _scripted_as_tensor(method: MethodState, node: cst.BaseExpression) -> bool:
+def scripted_as_tensor(method: MethodState, node: cst.BaseExpression) -> bool:
     """A Tensor by the typer, or a parameter TorchScript takes for one: no annotation, no
     default, and annotate gave it no other type (``forward(self, x)``'s ``x``)."""
     if method.typer.type_of(node) == TENSOR:
@@ -150,6 +150,8 @@ def _call_votes(method: MethodState, call: cst.Call, name: str) -> list[str | No
     if isinstance(func, cst.Attribute) and is_name(func.value, name):
         votes.append(NOT_TENSOR if func.attr.value in CONTAINER_METHODS else TENSOR)
     for arg in call.args:
+        if _scaled(method, arg.value, name) and callee_type(method, call, arg) == TENSOR:
+            votes.append(TENSOR)    # ``name * n`` is a Tensor only when name is one
         if not is_name(arg.value, name) or arg.star:
             continue
         declared = callee_type(method, call, arg)
@@ -195,6 +197,16 @@ def _call_votes(method: MethodState, call: cst.Call, name: str) -> list[str | No
             and any(is_name(e.value, name) for e in positional[0].value.elements)):
         votes.append(TENSOR)
     return votes
+
+
+def _scaled(method: MethodState, value: cst.BaseExpression, name: str) -> bool:
+    """``name * n``, ``n + name``... with a number ``n``."""
+    if not isinstance(value, cst.BinaryOperation):
+        return False
+    for side, other in ((value.left, value.right), (value.right, value.left)):
+        if is_name(side, name) and method.typer.type_of(other) in ("int", "float"):
+            return True
+    return False
 
 
 def _bound_reads(bound: cst.BaseExpression | None, name: str) -> bool:

@@ -4,8 +4,11 @@ from the shared facts, the example calls and the body's own evidence (``_evidenc
 from __future__ import annotations
 
 import libcst as cst
+from tsfix.codemods.facts.syntax import code_of
+from tsfix.codemods.facts.value_types import type_from_annotation
 from tsfix.codemods.rules.annotate._body import Replace, empty_literals, integer_lists, return_type
 from tsfix.codemods.rules.annotate._common import prepend
+from tsfix.codemods.rules.annotate._refine import optional_locals, refinement
 from tsfix.codemods.rules.annotate._signature import Signature
 from tsfix.codemods.rules.annotate._state import MethodState
 
@@ -20,14 +23,15 @@ class MethodAnnotator(MethodState):
         empty_literals(self)
         integer_lists(self)
         returns = return_type(self)
+        self._refine_optionals(params)
         changed = (params is not self.func.params or returns is not None or self.prologue
-                   or self.replacements or self.local_copies)
+                   or self.replacements or self.local_copies or self.asserts)
         if not changed:
             return self.func
         func = self.func
-        if self.replacements or self.local_copies:
+        if self.replacements or self.local_copies or self.asserts:
             func = func.visit(Replace(self.replacements, self.self_var or "self",
-                                      self.local_copies))  # type: ignore[assignment]
+                                      self.local_copies, self.asserts))  # type: ignore[assignment]
         for attr, local in self.local_copies.items():
             self.prologue.append(f"{local} = {self.self_var}.{attr}")
         if self.prologue:
@@ -37,3 +41,31 @@ class MethodAnnotator(MethodState):
             func = func.with_changes(returns=self.annotation(returns))
             self.counts.parts.append(f"{self.name}() returns {returns}")
         return func
+
+    def _refine_optionals(self, params: cst.Parameters) -> None:
+        """``assert p is not None`` before the first use of an Optional parameter the method
+        never tests (TSF228); ``name: Optional[T] = None`` for a local set to None and then
+        to a ``T`` in a loop or branch (TSF229)."""
+        for param in [*params.posonly_params, *params.params, *params.kwonly_params]:
+            name = param.name.value
+            kind = self.param_types.get(name) or (
+                type_from_annotation(param.annotation.annotation)
+                if param.annotation is not None else None)
+            if kind is None or not kind.startswith("Optional["):
+                continue
+            plan = refinement(self, name)
+            if plan.before is None:
+                continue
+            self.asserts.setdefault(id(plan.before), []).append(f"assert {name} is not None")
+            self.fixed(plan.before, "TSF228", f"Optional parameter {name!r} of {self.name}() "
+                       "is used without an `is not None` test")
+            self.counts.parts.append(f"assert {name} is not None")
+        for assign, kind in optional_locals(self):
+            if id(assign) in self.replacements:
+                continue
+            target = assign.targets[0].target
+            self.replacements[id(assign)] = cst.AnnAssign(
+                target=target, annotation=self.annotation(kind), value=assign.value)
+            self.fixed(assign, "TSF229", f"local {code_of(target)!r} of {self.name}() starts "
+                       "as None and is assigned another type in a loop or branch")
+            self.counts.parts.append(f"{code_of(target)}: {kind}")

@@ -22,6 +22,7 @@ from tsfix.codemods.facts.value_types import (
 from tsfix.codemods.rules.annotate._body import stored_in
 from tsfix.codemods.rules.annotate._common import from_observation, is_name
 from tsfix.codemods.rules.annotate._evidence import usage_type
+from tsfix.codemods.rules.annotate._refine import refinement
 from tsfix.codemods.rules.annotate._state import MethodState
 
 _MUTABLE = (cst.List, cst.Dict, cst.Set, cst.ListComp, cst.DictComp, cst.SetComp)
@@ -202,6 +203,14 @@ class Signature:
                    message=message)
             return param
         kind = f"Optional[{inner}]"
+        plan = refinement(m, name)
+        if plan.needed and plan.before is None:
+            # Unannotated it compiles (as a Tensor); Optional would not compile here.
+            m.skip(param, f"{name}=None would be {kind}, but it is used without an `is not "
+                   "None` test at a place where an assert cannot be added (a use that does not "
+                   "fail on None in eager code comes first, or only some paths reach it); left "
+                   "unannotated", code="TSF207", message=message)
+            return param
         m.param_types[name] = kind
         m.fixed(param, "TSF207", message)
         return self._annotated(param, kind)

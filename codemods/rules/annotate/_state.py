@@ -9,6 +9,7 @@ from tsfix.codemods.facts.classes import ClassFacts
 from tsfix.codemods.facts.syntax import self_name
 from tsfix.codemods.facts.value_types import Typer, annotation_text, collect_locals, typing_names
 from tsfix.codemods.rules.annotate._common import Counts, from_observation
+from tsfix.codemods.rules.annotate._typer import CalleeTyper, module_functions
 from tsfix.codemods.rules.base import Rule
 
 
@@ -36,6 +37,7 @@ class MethodState:
         self.local_copies = local_copies
         self.prologue: list[str] = []
         self.replacements: dict[int, cst.CSTNode] = {}
+        self.asserts: dict[int, list[str]] = {}    # statement id -> asserts to put before it
         self.param_types: dict[str, str] = {}   # what the new signature says
         self.decided: dict[str, str] = {}       # empty literals typed so far
         # method -> the parameter types annotate gave it in this pass (callees go first)
@@ -61,8 +63,8 @@ class MethodState:
                     if (kind := from_observation(value)) is not None}
         env: dict[str, str | None] = {**self.facts.parameter_types(self.name, observed),
                                       **self.param_types}
-        typer = Typer(env, self.imports, self.self_var, self.facts.attributes,
-                      self.facts.layers)
+        typer = CalleeTyper(env, self.facts, self.self_var,
+                            module_functions(self.rule.facts.tree))
         collect_locals(self.func.body, typer)
         typer.env.update(self.decided)
         return typer
