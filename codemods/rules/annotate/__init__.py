@@ -50,8 +50,8 @@ What it does
     ``typing`` names are imported once, merged into the file's ``from typing import``.
 
     What ``tsfix check`` reports for it (TSF206-TSF210, one finding per parameter site of a
-    compiled method; TSF228 for an added assert, TSF229 for a declared local): each site is either fixed (rewritten as above) or refused with the reason
-    it is left: a ``=None`` or mutable default whose type neither the code nor an example call
+    compiled method; TSF228 for an added assert, TSF229 for a declared local): each site is
+    either fixed (rewritten as above) or refused with the reason it is left: a ``=None`` or mutable default whose type neither the code nor an example call
     tells, a ``*args``/``**kwargs`` the body reads (or, without ``--unsafe-fixes``, any),
     keyword-only parameters that cannot become ordinary ones, a set default, a string
     annotation, a mutable default of a parameter already ``Optional``.
