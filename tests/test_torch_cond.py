@@ -172,3 +172,21 @@ def test_a_second_run_on_the_output_changes_nothing() -> None:
     # The output has no `if` left: nothing to lower, and lowering nothing changes nothing.
     assert find_all(func, cst.If) == []
     assert code_of(lower_to_cond(func, []).func) == text
+
+
+def test_a_side_holding_an_inner_lowered_cond_is_lowered_too() -> None:
+    # data-dependent-branch lowers ``if mask.any():`` first; lift-branch then lowers the config
+    # branch around it: the inner branch functions' returns do not leave the outer side.
+    text, result = _lower("""
+        def forward(self, x, mask, use_mask):
+            if use_mask:
+                def fill_true(x, mask):
+                    x = x.masked_fill(mask, 0.0)
+                    return x
+                def fill_false(x, mask):
+                    return x.clone()
+                x = torch.cond(mask.any(), fill_true, fill_false, (x, mask))
+            return x
+        """, test="use_mask")
+    assert len(result.lowered) == 1 and not result.refused, result.refused
+    assert "x = torch.cond(use_mask, branch_true, branch_false, (mask, x))" in text

@@ -350,6 +350,10 @@ class _Planner:
     def _leaves_or_mutates(self, side: str, stmts: Sequence[cst.BaseStatement],
                            chain_lo: int) -> str | None:
         for stmt in stmts:
+            if isinstance(stmt, cst.FunctionDef | cst.ClassDef):
+                # A definition runs nothing: its own returns (a branch function an inner
+                # torch.cond already took) do not leave this branch.
+                continue
             why = escape(stmt)
             if why is not None:
                 return f"the {side} side leaves the branch ({why.replace('it ', '', 1)})"
