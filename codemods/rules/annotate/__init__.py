@@ -51,10 +51,11 @@ What it does
 
     What ``tsfix check`` reports for it (TSF206-TSF210, one finding per parameter site of a
     compiled method; TSF228 for an added assert, TSF229 for a declared local): each site is
-    either fixed (rewritten as above) or refused with the reason it is left: a ``=None`` or mutable default whose type neither the code nor an example call
-    tells, a ``*args``/``**kwargs`` the body reads (or, without ``--unsafe-fixes``, any),
-    keyword-only parameters that cannot become ordinary ones, a set default, a string
-    annotation, a mutable default of a parameter already ``Optional``.
+    either fixed (rewritten as above) or refused with the reason it is left: a ``=None`` or
+    mutable default whose type neither the code nor an example call tells (or an inferred
+    ``Optional`` no assert can refine), a ``*args``/``**kwargs`` the body reads (or, without
+    ``--unsafe-fixes``, any), keyword-only parameters that cannot become ordinary ones, a set
+    default, a string annotation, a mutable default of a parameter already ``Optional``.
 
 Why it breaks export
     TorchScript types every unannotated parameter as ``Tensor``: ``alpha=1.0`` fails at script
