@@ -67,8 +67,8 @@ def test_rules_via_module_entry_point() -> None:
     assert [line.split()[0] for line in probe.stdout.splitlines()] == list(ALL_RULES)
     assert list(ALL_RULES) == ["modulelist-iter", "super-forward", "flatten-parameters",
                                "drop-variable", "float-arguments", "starred-args",
-                               "sum-tensors", "lift-branch", "numpy-to-torch",
-                               "data-dependent-branch", "ignore-numpy", "annotate",
+                               "sum-tensors", "numpy-to-torch", "data-dependent-branch",
+                               "lift-branch", "ignore-numpy", "annotate",
                                "jit-unused-properties"]
 
 

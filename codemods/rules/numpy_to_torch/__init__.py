@@ -143,8 +143,10 @@ class NumpyToTorch(Rule):
 
     name = "numpy-to-torch"
     # --rule all order: before ignore-numpy: what has an exact torch form is translated (the
-    # artifact then saves), and only the rest is moved into an ignored method.
-    order = 80
+    # artifact then saves), and only the rest is moved into an ignored method. Before
+    # data-dependent-branch (export): ``if np.any(...)`` translated to a tensor test is lowered
+    # to torch.cond in the same run, so a second run has nothing left to do.
+    order = 62
     CODES = (
         Code("TSF205", "numpy", "numpy in a compiled method",
              "TorchScript cannot call numpy (often \"cannot create weak reference to "
