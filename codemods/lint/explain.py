@@ -213,7 +213,8 @@ EXPORT_ERRORS = (
     KnownError(r"When merging two branches' output in torch\.cond", None,
                "The two branch functions of a torch.cond return tensors of different dtypes "
                "(or a different number of them). Make both return the same."),
-    KnownError(r"nn/utils/rnn\.py", None,
+    # A packed sequence: packing (utils/rnn.py) or the RNN on it (modules/rnn.py) needs sizes.
+    KnownError(r"(?s)FakeTensor.*nn/(utils|modules)/rnn\.py", None,
                "pack_padded_sequence needs the lengths' values, and torch.export traces with "
                "tensors that have none. Run the RNN on the padded batch and mask the padding, "
                "or pack outside the exported forward."),
