@@ -129,7 +129,7 @@ def test_annotate_pairs_are_verified_with_observed_types(tmp_path: Path) -> None
     data = apply_with_report(folder, "annotate", workdir=folder)
     assert data.returncode == 0, data.stderr
     classes = data.classes
-    assert len(classes) == 6
+    assert len(classes) == 10
     assert {c["verdict"] for c in classes} == {"verified"}, classes
     # Several calls per instance: parity covered non-default argument values too.
     assert any("x 2 calls" in c["reason"] for c in classes)
