@@ -325,6 +325,8 @@ BLOCKER_ANSWERS = {
     "Variadic": ("TSF210", "forward(): *args is never read, but TorchScript rejects it; "
                            "removing it changes what callers may pass (--unsafe-fixes removes "
                            "it)"),
+    "OptionalNotRefined": ("TSF228", "fixed"),
+    "NoneInitialisedLocal": ("TSF229", "fixed"),
 }
 
 
