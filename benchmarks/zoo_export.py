@@ -309,7 +309,8 @@ def child_main() -> None:
                 raise
             except BaseException as exc:
                 record.update(status=NO_EXAMPLE, where=_where(exc, roots),
-                              detail="the original does not run on the example: " + _head(exc))
+                              detail=f"the {job.get('label', 'original')} does not run on the "
+                                     f"example: {_head(exc)}")
                 continue
             saved = item.get("compare_with")
             if saved:
@@ -354,7 +355,9 @@ def child_main() -> None:
                     parity = "calling the exported program: " + _head(exc)
                 record[name] = {"ok": True, "parity": parity}
             record["status"] = EXPORTS if record["export"]["ok"] else FAILS
-            lifted = dict(item.get("lifted") or {})
+            # A rejected rewrite is in the report but not in the file: only what forward takes.
+            lifted = {attr: param for attr, param in (item.get("lifted") or {}).items()
+                      if param in record["forward_params"]}
             for p in record["forward_params"]:
                 if (item.get("original_params") is not None
                         and p not in item["original_params"] and p not in lifted.values()):
@@ -497,6 +500,7 @@ def measure(targets: Sequence[Target], roots: Sequence[Path], tables: dict[str, 
         while items:
             job = {"roots": [str(r) for r in roots], "timeout": timeout, "strict": list(strict),
                    "outputs": str(outputs), "models": tables,
+                   "label": "rewrite" if compare is not None else "original",
                    "classes": [{"index": i, "key": t.key, "module": t.module, "cls": t.cls,
                                 "table": tables.get(t.key),
                                 "from_model": reached.get(t.key),
@@ -651,6 +655,8 @@ def counts(results: dict[str, Measured], branches: dict[str, list[str]]) -> dict
         "fails": len(fails),
         "fails by cause": {c: causes[c] for c in CAUSES if causes[c]},
         "bakes a config branch": sum(m.target.key in branches for m in exports),
+        # Static, every class: tsfix check's TSF204 sites, with or without an example.
+        "has a config branch (TSF204)": sum(m.target.key in branches for m in modules),
         "not a module": sum(m.status == NOT_MODULE for m in results.values()),
         "file does not import": sum(m.status == UNIMPORTABLE for m in results.values()),
     }
@@ -670,11 +676,11 @@ def print_table(before: dict[str, Any], after: dict[str, Any] | None) -> None:
         a = after["fails by cause"].get(cause, 0) if after else 0
         if b or a:
             rows.append((f"  fails: {cause}", b, a if after else ""))
-    rows.append(("bakes a config branch", before["bakes a config branch"],
-                 after["bakes a config branch"] if after else ""))
-    print(f"\n{'':<40} {'before':>8} {'after':>8}")
+    for key in ("bakes a config branch", "has a config branch (TSF204)"):
+        rows.append((key, before[key], after[key] if after else ""))
+    print(f"\n{'':<48} {'before':>8} {'after':>8}")
     for name, b, a in rows:
-        print(f"{name:<40} {b!s:>8} {a!s:>8}")
+        print(f"{name:<48} {b!s:>8} {a!s:>8}")
     print(f"(not counted: {before['not a module']} top-level classes that are not nn.Module, "
           f"{before['file does not import']} in files that do not import)")
     print("\nexports / with example: before " + ratio(before["exports"], before["with example"])
@@ -700,6 +706,8 @@ def print_blockers(results: dict[str, Measured], top: int = 3) -> None:
             print(f"    {n:3d} x {head[:110]}")
             print(f"          e.g. {example.target.cls} at {where}: "
                   f"{example.record['export'].get('line', '')[:80]}")
+            if example.record["export"].get("origin"):
+                print(f"          value from {example.record['export']['origin'][:100]}")
     no_example = Counter(_generic(m.detail) for m in results.values()
                          if m.status == NO_EXAMPLE)
     print("\nno example, by reason:")
