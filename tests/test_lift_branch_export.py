@@ -163,7 +163,7 @@ def test_str_setting_becomes_an_int_code_tensor() -> None:
             return y
         """, init="self.mode = mode", params='mode: str = "avg"'))
     assert 'mode = torch.tensor({"avg": 0}.get(self.mode, -1))' in result.text
-    assert "torch.cond(mode == 0, mode_true, mode_false, (x,))" in result.text
+    assert "torch.cond(mode == 0, mode_true, mode_false, ())" in result.text
 
 
 def test_torch_is_imported_when_the_file_lacks_it() -> None:

@@ -53,11 +53,51 @@ def test_one_output_without_else_and_a_value_that_may_alias() -> None:
     text, _ = _lower("""
         def forward(self, x, flag):
             if flag:
-                x = x.view(-1)
+                x = x.detach()
             return x
         """)
-    # A view of an input would alias it: torch.cond refuses that, so it is cloned.
+    # A detached tensor shares its input's storage: torch.cond refuses an output aliasing an
+    # input, so it is cloned.
     assert "return x.clone()\n    def branch_false(x):\n        return x.clone()" in text
+    assert "x = torch.cond(flag, branch_true, branch_false, (x,))" in text
+
+
+def test_a_side_that_may_change_shape_or_layout_is_refused() -> None:
+    # torch.cond needs one shape, dtype and stride order from both sides (speechbrain's
+    # skip_transpose / combine_batch_time flags broke eager runs when lowered).
+    for change in ("x.view(-1)", "x.transpose(1, -1)", "x.reshape(b, -1).float()", "x.mT",
+                   "x[:, :4]"):
+        _, result = _lower(f"""
+            def forward(self, x, flag, b: int):
+                if flag:
+                    x = {change}
+                return x
+            """)
+        assert not result.lowered, change
+        (reason,) = result.refused.values()
+        assert "may change shape, dtype or memory layout in the true side" in reason, change
+    # Shape changes inside arguments keep the value's own shape: lowered.
+    _, result = _lower("""
+        def forward(self, x, mask, flag):
+            if flag:
+                x = x.masked_fill(mask.unsqueeze(-1), 0.0)
+            return x
+        """)
+    assert result.lowered and not result.refused
+
+
+def test_names_the_sides_only_read_come_through_the_closure() -> None:
+    # A read-only name may hold anything (speechbrain passed a torch.Size as an operand, which
+    # torch.cond rejects); only names a side rebinds are operands.
+    text, result = _lower("""
+        def forward(self, x, mask, flag):
+            shape_or = x.shape
+            if flag:
+                x = self.norm(x) * mask + shape_or[0]
+            return x
+        """)
+    assert result.lowered
+    assert "def branch_true(x):" in text
     assert "x = torch.cond(flag, branch_true, branch_false, (x,))" in text
 
 
@@ -90,9 +130,9 @@ def test_elif_is_lowered_inside_the_false_function() -> None:
     text = code_of(result.func)
     assert len(result.lowered) == 2
     assert "elif" not in text and "if " not in text
-    assert "    def a_false(x, b):\n        def b_true(x):" in text
+    assert "    def a_false(x):\n        def b_true(x):" in text
     assert "x = torch.cond(b, b_true, b_false, (x,))" in text
-    assert "x = torch.cond(a, a_true, a_false, (x, b))" in text
+    assert "x = torch.cond(a, a_true, a_false, (x,))" in text
 
 
 def test_only_the_elif_lowered_becomes_an_else_block() -> None:
@@ -120,7 +160,7 @@ def test_names_do_not_collide_with_names_the_function_uses() -> None:
                 x = x - 1
             return x
         """)
-    assert "def branch2_true(x, branch_true):" in text
+    assert "def branch2_true(x):" in text and "x = x + branch_true" in text
     assert "def branch3_true(x):" in text
 
 
@@ -189,4 +229,4 @@ def test_a_side_holding_an_inner_lowered_cond_is_lowered_too() -> None:
             return x
         """, test="use_mask")
     assert len(result.lowered) == 1 and not result.refused, result.refused
-    assert "x = torch.cond(use_mask, branch_true, branch_false, (mask, x))" in text
+    assert "x = torch.cond(use_mask, branch_true, branch_false, (x,))" in text

@@ -59,6 +59,19 @@ _MAY_ALIAS = {
     "tensor_split", "hsplit", "vsplit", "view_as_real", "view_as_complex", "mT", "T", "H",
 }
 
+# Methods and torch functions whose result may have another shape, dtype or stride order than
+# their input. torch.cond needs both sides to return tensors of one shape, dtype and stride
+# order (measured: "The sorted order of strides of the two branches' output doesn't match",
+# "expected same dim"), and a config flag that reshapes or transposes (speechbrain's
+# ``skip_transpose``, ``combine_batch_time``) is exactly the case where they differ.
+_RESHAPES = {
+    "view", "view_as", "reshape", "reshape_as", "transpose", "permute", "contiguous", "to",
+    "float", "double", "half", "bfloat16", "int", "long", "bool", "type", "type_as", "squeeze",
+    "unsqueeze", "flatten", "unflatten", "expand", "expand_as", "narrow", "select", "t",
+    "movedim", "moveaxis", "swapaxes", "swapdims", "as_strided", "diagonal", "unfold",
+    "repeat", "repeat_interleave", "tile", "view_as_real", "view_as_complex",
+}
+
 _PYTHON_CALLS = {"len", "int", "float", "str", "bool", "range", "isinstance", "hasattr",
                  "getattr", "round", "min", "max", "abs", "sum", "tuple", "list", "dict",
                  "set", "format", "repr", "id", "type", "math.sqrt", "math.log", "math.ceil",
@@ -291,17 +304,19 @@ class _Planner:
                             "the loop; it may be unbound")
                 continue
             unchanged = is_output and any(name not in d for d in definite.values())
-            if (needed or unchanged) and (assigned or not self._python_input(name, chain_lo)):
+            if (needed or unchanged) and assigned:
                 # A name a side assigns is local to the branch function, so its value comes
-                # in as an operand; torch.cond takes only tensors as operands, so values that
-                # are plainly not tensors are read through the closure instead.
+                # in as an operand. A name the sides only read is read through the closure:
+                # torch.cond takes only tensors as operands, and a read-only name may hold
+                # anything (a torch.Size, a list, a config value).
                 inputs.append((min(needed) if needed else assigned[0], name))
         if not outputs:
             return ("no tensor output: the branch assigns nothing that code after it reads "
                     "(only Python side effects such as print or logging)")
         output_names = [name for _, name in sorted(outputs)]
         for name in output_names:
-            reason = self._python_output(name, sides, chain_lo)
+            reason = (self._python_output(name, sides, chain_lo)
+                      or self._reshaped_output(name, sides))
             if reason is not None:
                 return reason
         cloned = {side: {name: self._returns_clone(name, stmts, definite[side])
@@ -441,6 +456,33 @@ class _Planner:
                             f"side (`{code_of(value).strip()}`); torch.cond returns tensors")
         why = self._python_before(name, chain_lo)
         return f"no tensor output: {why}; torch.cond returns tensors" if why else None
+
+    def _reshaped_output(self, name: str, sides: dict[str, list[cst.BaseStatement]]
+                         ) -> str | None:
+        """Why an output may leave a side with another shape, dtype or stride order: the
+        value's own method chain (not its arguments: ``x.masked_fill(m.unsqueeze(-1), 0)``
+        keeps ``x``'s shape) reshapes, transposes, casts or slices."""
+        for side, stmts in sides.items():
+            for value in self._assignments(name, stmts):
+                node: cst.BaseExpression | None = value
+                while node is not None:
+                    what = None
+                    receiver: cst.BaseExpression | None = None
+                    if isinstance(node, cst.Call) and isinstance(node.func, cst.Attribute):
+                        if node.func.attr.value in _RESHAPES:
+                            what = code_of(node.func)
+                        receiver = node.func.value
+                    elif isinstance(node, cst.Attribute):
+                        if node.attr.value in ("T", "mT", "H", "mH"):
+                            what = code_of(node)
+                    elif isinstance(node, cst.Subscript):
+                        what = f"{code_of(node.value)}[...]"
+                    if what is not None:
+                        return (f"`{name}` may change shape, dtype or memory layout in the "
+                                f"{side} side (`{what.strip()}`): torch.cond needs both sides "
+                                "to return tensors of one shape, dtype and stride order")
+                    node = receiver
+        return None
 
     def _returns_clone(self, name: str, stmts: Sequence[cst.BaseStatement],
                        definite: set[str]) -> bool:
