@@ -75,11 +75,17 @@ Fix safety
 from __future__ import annotations
 
 import ast
-from collections.abc import Iterator, Mapping
-from dataclasses import dataclass
+from collections.abc import Collection, Iterator, Mapping
+from dataclasses import dataclass, replace
 
 import libcst as cst
-from tsfix.codemods.facts.classes import ClassFacts, scripting_test
+from libcst.metadata import MetadataWrapper, PositionProvider
+from tsfix.codemods.facts.classes import (
+    CONTAINER_METHODS,
+    TENSOR_CONSTRUCTORS,
+    ClassFacts,
+    scripting_test,
+)
 from tsfix.codemods.facts.module import module_facts
 from tsfix.codemods.facts.prefilter import AstFile
 from tsfix.codemods.facts.syntax import (
@@ -90,8 +96,8 @@ from tsfix.codemods.facts.syntax import (
     self_attr,
     self_name,
 )
-from tsfix.codemods.facts.value_types import TENSOR, Typer
-from tsfix.codemods.rules.base import ClassChange, Code, Example, Rule
+from tsfix.codemods.facts.value_types import TENSOR, Typer, collect_locals, type_from_annotation
+from tsfix.codemods.rules.base import ClassChange, Code, Example, Fix, Rule, Skip
 from tsfix.codemods.rules.imports import add_module_import
 from tsfix.codemods.rules.torch_cond import CondSite, lower_to_cond
 
@@ -320,8 +326,11 @@ class _Scalars:
     """Values read out of tensors in one method (``n.item()``, ``lengths.tolist()``, locals
     holding them) and where they are used."""
 
-    def __init__(self, func: cst.FunctionDef, proof: TensorProof, excluded: set[int]) -> None:
+    def __init__(self, func: cst.FunctionDef, proof: TensorProof, excluded: set[int],
+                 rewritten: Collection[int] = ()) -> None:
         self.proof = proof
+        # ``torch.arange(...).tolist()`` calls this rule turns into ``list(range(...))``
+        self.rewritten = rewritten
         self.names: set[str] = set()
         assigned: dict[str, list[bool]] = {}
         for node in find_all(func.body, cst.Assign, cst.AugAssign, cst.AnnAssign, cst.For):
@@ -348,11 +357,15 @@ class _Scalars:
         if isinstance(node, cst.Call):
             func = node.func
             if (isinstance(func, cst.Attribute) and func.attr.value in ("item", "tolist")
-                    and not node.args and self.proof.tensor(func.value)):
+                    and not node.args and id(node) not in self.rewritten
+                    and (self.proof.tensor(func.value)
+                         or self.proof.typer.type_of(func.value) == TENSOR)):
                 return True
             return self.conversion(node) is not None
         if isinstance(node, cst.Subscript):
             return self.read(node.value)
+        if isinstance(node, cst.List | cst.Tuple):
+            return any(self.read(e.value) for e in node.elements)
         if isinstance(node, cst.BinaryOperation):
             return self.read(node.left) or self.read(node.right)
         if isinstance(node, cst.UnaryOperation):
@@ -377,11 +390,12 @@ class _Scalars:
         return None
 
 
-def scalar_uses(func: cst.FunctionDef, proof: TensorProof,
-                excluded: set[int]) -> Iterator[ScalarUse]:
-    """``int(t)``/``float(t)`` of tensors, and values read out of tensors in ``range()`` or in
-    a test, in ``func`` (outside ``excluded``)."""
-    scalars = _Scalars(func, proof, excluded)
+def scalar_uses(func: cst.FunctionDef, proof: TensorProof, excluded: set[int],
+                rewritten: Collection[int] = ()) -> Iterator[ScalarUse]:
+    """``int(t)``/``float(t)`` of tensors, and values read out of tensors in ``range()``, in a
+    test or as a dimension, in ``func`` (outside ``excluded``; ``rewritten``: the
+    ``torch.arange(...).tolist()`` calls this rule replaces, whose values are no reads)."""
+    scalars = _Scalars(func, proof, excluded, rewritten)
     reported: set[int] = set()
     for call in find_all(func.body, cst.Call):
         if id(call) in excluded:
@@ -429,6 +443,403 @@ def scalar_uses(func: cst.FunctionDef, proof: TensorProof,
                         f"(`{_short(read)}`): torch.export fails with \"{INT_ERROR}\"",
                         "loop over a size known from shapes (`x.size(0)`), vectorise the "
                         "loop with tensor ops, or compute the count outside forward")
+    for call in find_all(func.body, cst.Call):
+        if id(call) in excluded or id(call) in reported:
+            continue
+        read = next((r for a in dimension_arguments(call, proof)
+                     if (r := scalars.contains_read(a)) is not None), None)
+        if read is None:
+            continue
+        reported.update(map(id, find_all(call, cst.CSTNode)))  # type: ignore[type-abstract]
+        yield ScalarUse(call, f"`{_short(read)}`, read out of a tensor, is used as a dimension "
+                        f"in `{_short(call)}`: torch.export fails with \"{INT_ERROR}\"",
+                        "dimensions must be Python ints while tracing: compute them from "
+                        "shapes (`list(range(1, x.dim()))`, not `torch.arange(1, x.dim())"
+                        ".tolist()`), not from tensor values")
+
+
+# ---- numbers used as dimensions ------------------------------------------------------------------
+
+# Where a number must be known while tracing because it names a dimension (measured on torch
+# 2.13: a ``.tolist()``/``.item()`` value there fails with INT_ERROR; as a size, a slice bound,
+# a ``reshape``/``expand``/``repeat``/``narrow`` extent or an index it exports).
+_DIM_KEYWORDS = frozenset({"dim", "dims", "axis", "dim0", "dim1", "source", "destination"})
+# tensor.method(dim, ...)
+_DIM_FIRST_METHODS = frozenset({
+    "sum", "mean", "var", "std", "prod", "amax", "amin", "nansum", "nanmean", "logsumexp",
+    "argmax", "argmin", "softmax", "log_softmax", "cumsum", "cumprod", "unsqueeze", "squeeze",
+    "size", "flip", "all", "any", "count_nonzero", "unbind", "select"})
+# tensor.method(dim, dim, ...) / torch.function(tensor, dim, dim, ...)
+_DIM_ALL_METHODS = frozenset({"permute", "transpose", "flip", "movedim", "moveaxis", "swapaxes",
+                              "swapdims"})
+# torch.function(tensor or tensors, dim, ...)
+_DIM_SECOND_FUNCTIONS = frozenset({
+    "sum", "mean", "var", "std", "prod", "amax", "amin", "nansum", "nanmean", "logsumexp",
+    "argmax", "argmin", "softmax", "log_softmax", "cumsum", "cumprod", "unsqueeze", "squeeze",
+    "flip", "all", "any", "count_nonzero", "cat", "concat", "stack", "unbind", "var_mean",
+    "std_mean", "nn.functional.softmax", "nn.functional.log_softmax"})
+
+
+def dimension_arguments(call: cst.Call, proof: TensorProof) -> list[cst.BaseExpression]:
+    """The arguments of ``call`` that name dimensions."""
+    found = [a.value for a in call.args if a.keyword is not None
+             and a.keyword.value in _DIM_KEYWORDS]
+    positional = [a.value for a in call.args if a.keyword is None and not a.star]
+    func = call.func
+    if isinstance(func, cst.Attribute) and proof.typer.type_of(func.value) == TENSOR:
+        method = func.attr.value
+        if method in _DIM_ALL_METHODS:
+            return found + positional
+        if method in _DIM_FIRST_METHODS:
+            return found + positional[:1]
+        return found
+    name = (qualified_name(func, proof.imports) or "").removeprefix("torch.")
+    if name in _DIM_ALL_METHODS:
+        return found + positional[1:]
+    if name in _DIM_SECOND_FUNCTIONS:
+        return found + positional[1:2]
+    return found
+
+
+# ---- torch.arange(...).tolist() of Python ints ---------------------------------------------------
+
+INT_KIND, FLOAT_KIND = "int", "float"
+# dtypes whose arange(...).tolist() are the same Python ints as range()'s
+_INT_DTYPES = frozenset({"torch.long", "torch.int64", "torch.int", "torch.int32"})
+_ARANGE_KEYWORDS = frozenset({"start", "end", "step", "dtype", "device"})
+# Calls between ``torch.arange(...)`` and ``.tolist()`` that do not change the values.
+_SAME_VALUES = frozenset({"numpy", "cpu", "detach"})
+
+
+class IntProof:
+    """Whether an expression is a Python int: an int literal, ``len(...)``, a tensor's
+    ``dim()``/``ndim``/``numel()``/``size(i)``/``shape[i]``, a parameter annotated ``int``, an
+    ``__init__`` attribute typed int, ``int(...)``, and ``+ - * // %`` of those; a local when
+    every value it is given is one. Anything else is a float, a tensor, or unknown (None)."""
+
+    def __init__(self, func: cst.FunctionDef, typer: Typer, excluded: set[int]) -> None:
+        self.typer = typer
+        params = func.params
+        self.params: dict[str, str | None] = {}
+        for param in [*params.posonly_params, *params.params, *params.kwonly_params]:
+            name = param.name.value
+            if name == typer.self_var:
+                continue
+            annotated = (type_from_annotation(param.annotation.annotation)
+                         if param.annotation is not None else None)
+            self.params[name] = annotated or (TENSOR if typer.env.get(name) == TENSOR
+                                              else None)
+        self.values: dict[str, list[cst.BaseExpression | None]] = {}
+        for node in find_all(func.body, cst.Assign, cst.AnnAssign, cst.AugAssign, cst.For,
+                             cst.With, cst.NamedExpr):
+            if id(node) in excluded:
+                continue
+            for name, value in _bindings(node):
+                self.values.setdefault(name, []).append(value)
+        self._visiting: set[str] = set()
+
+    def kind(self, node: cst.BaseExpression) -> str | None:
+        """"int", "float", "Tensor" or None (cannot tell)."""
+        if isinstance(node, cst.Integer):
+            return INT_KIND
+        if isinstance(node, cst.Float):
+            return FLOAT_KIND
+        if isinstance(node, cst.UnaryOperation):
+            return (self.kind(node.expression)
+                    if isinstance(node.operator, cst.Minus | cst.Plus) else None)
+        if isinstance(node, cst.BinaryOperation):
+            return self._binary(node)
+        if isinstance(node, cst.Name):
+            return self._name(node.value)
+        if isinstance(node, cst.Call):
+            kind = self._call(node)
+            if kind is not None:
+                return kind
+        if isinstance(node, cst.Attribute):
+            if node.attr.value == "ndim" and self._tensor(node.value):
+                return INT_KIND
+            if (isinstance(node.value, cst.Name) and node.value.value == self.typer.self_var
+                    and self.typer.attributes.get(node.attr.value) == INT_KIND):
+                return INT_KIND
+        if (isinstance(node, cst.Subscript) and len(node.slice) == 1
+                and isinstance(node.slice[0].slice, cst.Index) and _is_shape(node.value, self)):
+            return INT_KIND
+        kind = self.typer.type_of(node)
+        # The typer's "int" includes elements of lists read out of tensors; only these forms
+        # are trusted for ints.
+        return kind if kind in (FLOAT_KIND, TENSOR) else None
+
+    def _tensor(self, node: cst.BaseExpression) -> bool:
+        return self.typer.type_of(node) == TENSOR
+
+    def _binary(self, node: cst.BinaryOperation) -> str | None:
+        left, right = self.kind(node.left), self.kind(node.right)
+        if TENSOR in (left, right):
+            return TENSOR
+        if left is None or right is None:
+            return None
+        if isinstance(node.operator, cst.Divide) or FLOAT_KIND in (left, right):
+            return FLOAT_KIND
+        if isinstance(node.operator, cst.Add | cst.Subtract | cst.Multiply | cst.FloorDivide
+                      | cst.Modulo):
+            return INT_KIND
+        return None
+
+    def _call(self, node: cst.Call) -> str | None:
+        func = node.func
+        if isinstance(func, cst.Name) and func.value in ("len", "int") and len(node.args) == 1:
+            return INT_KIND
+        if isinstance(func, cst.Attribute) and self._tensor(func.value):
+            method = func.attr.value
+            if method in ("dim", "ndimension", "numel", "nelement") and not node.args:
+                return INT_KIND
+            if method == "size" and len(node.args) == 1 and node.args[0].keyword is None:
+                return INT_KIND
+        return None
+
+    def _name(self, name: str) -> str | None:
+        if name in self._visiting:
+            # A value built from itself (``n += 1``): it is an int when everything else it is
+            # given is, as ``+ - * // %`` of ints are ints.
+            return INT_KIND
+        kinds: list[str | None] = []
+        if name in self.params:
+            kinds.append(self.params[name])
+        self._visiting.add(name)
+        try:
+            kinds.extend(None if value is None else self.kind(value)
+                         for value in self.values.get(name, []))
+        finally:
+            self._visiting.discard(name)
+        if not kinds or None in kinds:
+            return None
+        if TENSOR in kinds:
+            return TENSOR
+        return FLOAT_KIND if FLOAT_KIND in kinds else INT_KIND
+
+
+def _is_shape(node: cst.BaseExpression, proof: IntProof) -> bool:
+    """``t.shape`` or ``t.size()`` of a tensor."""
+    if isinstance(node, cst.Attribute) and node.attr.value == "shape":
+        return proof._tensor(node.value)
+    return (isinstance(node, cst.Call) and isinstance(node.func, cst.Attribute)
+            and node.func.attr.value == "size" and not node.args
+            and proof._tensor(node.func.value))
+
+
+def _bindings(node: cst.CSTNode) -> Iterator[tuple[str, cst.BaseExpression | None]]:
+    """(name, value) for each name ``node`` binds; value None when it cannot be told (an
+    unpacked tuple, a loop over anything but ``range``, a ``with`` target)."""
+    if isinstance(node, cst.Assign):
+        for target in node.targets:
+            if isinstance(target.target, cst.Name):
+                yield target.target.value, node.value
+            else:
+                for name in find_all(target.target, cst.Name):
+                    yield name.value, None
+    elif isinstance(node, cst.AnnAssign) and isinstance(node.target, cst.Name):
+        yield node.target.value, node.value
+    elif isinstance(node, cst.AugAssign) and isinstance(node.target, cst.Name):
+        operator = getattr(cst, type(node.operator).__name__.removesuffix("Assign"))()
+        yield node.target.value, cst.BinaryOperation(node.target, operator, node.value)
+    elif isinstance(node, cst.For):
+        ranged = (isinstance(node.iter, cst.Call) and isinstance(node.iter.func, cst.Name)
+                  and node.iter.func.value == "range")
+        for name in find_all(node.target, cst.Name):
+            yield name.value, (cst.Integer("0") if ranged and isinstance(node.target, cst.Name)
+                               else None)
+    elif isinstance(node, cst.With):
+        for item in node.items:
+            if item.asname is not None:
+                for name in find_all(item.asname.name, cst.Name):
+                    yield name.value, None
+    elif isinstance(node, cst.NamedExpr) and isinstance(node.target, cst.Name):
+        yield node.target.value, node.value
+
+
+@dataclass(frozen=True)
+class ArangeList:
+    """``torch.arange(...).tolist()`` (``.numpy().tolist()``...): ``replacement`` is the
+    ``list(range(...))`` that gives the same list, or ``problem`` says why none does."""
+
+    node: cst.Call
+    replacement: cst.BaseExpression | None
+    problem: str | None = None
+
+
+def arange_lists(func: cst.FunctionDef, proof: IntProof, imports: Mapping[str, str],
+                 excluded: set[int], shadowed: set[str]) -> Iterator[ArangeList]:
+    """The ``torch.arange(...).tolist()`` calls in ``func`` (outside ``excluded``)."""
+    for call in find_all(func.body, cst.Call):
+        if id(call) in excluded:
+            continue
+        arange = _arange_of_tolist(call, imports)
+        if arange is None:
+            continue
+        bounds = _arange_bounds(arange, imports)
+        if isinstance(bounds, str):
+            yield ArangeList(call, None, bounds)
+            continue
+        problem = next((p for b in bounds if (p := _not_an_int(b, proof)) is not None), None)
+        if problem is None and {"list", "range"} & shadowed:
+            problem = "`list` or `range` is rebound in this file"
+        if problem is not None:
+            yield ArangeList(call, None, problem)
+            continue
+        comma = cst.Comma(whitespace_after=cst.SimpleWhitespace(" "))
+        ranged = cst.Call(cst.Name("range"), [
+            cst.Arg(_bare(b), comma=comma if i < len(bounds) - 1 else cst.MaybeSentinel.DEFAULT)
+            for i, b in enumerate(bounds)])
+        yield ArangeList(call, cst.Call(cst.Name("list"), [cst.Arg(ranged)],
+                                        lpar=call.lpar, rpar=call.rpar))
+
+
+def _arange_of_tolist(call: cst.Call, imports: Mapping[str, str]) -> cst.Call | None:
+    """The ``torch.arange(...)`` call whose ``.tolist()`` ``call`` is."""
+    func = call.func
+    if not (isinstance(func, cst.Attribute) and func.attr.value == "tolist" and not call.args):
+        return None
+    receiver = func.value
+    while (isinstance(receiver, cst.Call) and isinstance(receiver.func, cst.Attribute)
+           and receiver.func.attr.value in _SAME_VALUES and not receiver.args):
+        receiver = receiver.func.value
+    if (isinstance(receiver, cst.Call)
+            and qualified_name(receiver.func, dict(imports)) == "torch.arange"):
+        return receiver
+    return None
+
+
+def _arange_bounds(arange: cst.Call, imports: Mapping[str, str]
+                   ) -> tuple[cst.BaseExpression, ...] | str:
+    """``(end,)``, ``(start, end)`` or ``(start, end, step)`` for ``range()``, or why not."""
+    if any(a.star for a in arange.args):
+        return "unpacked arguments: the bounds cannot be read"
+    positional = [a.value for a in arange.args if a.keyword is None]
+    keywords = {a.keyword.value: a.value for a in arange.args if a.keyword is not None}
+    unknown = sorted(set(keywords) - _ARANGE_KEYWORDS)
+    if unknown:
+        return f"`{unknown[0]}=`: range() has no such argument"
+    dtype = keywords.pop("dtype", None)
+    keywords.pop("device", None)
+    if dtype is not None and qualified_name(dtype, dict(imports)) not in _INT_DTYPES:
+        return (f"`dtype={_short(dtype)}`: the list holds that dtype's numbers, range() "
+                "gives ints")
+    if len(positional) == 1 and not keywords:
+        return (positional[0],)
+    named = dict(zip(("start", "end", "step"), positional, strict=False))
+    if set(named) & set(keywords) or len(positional) > 3:
+        return "arguments given twice"
+    named.update(keywords)
+    if "end" not in named:
+        return "no end bound"
+    if "start" not in named:
+        return "a step without a start: write the call with positional bounds"
+    return tuple(named[k] for k in ("start", "end", "step") if k in named)
+
+
+def _not_an_int(bound: cst.BaseExpression, proof: IntProof) -> str | None:
+    """Why ``bound`` may not be a Python int (None: it is one)."""
+    kind = proof.kind(bound)
+    shown = _short(bound)
+    if kind == INT_KIND:
+        return None
+    if kind == FLOAT_KIND:
+        return (f"`{shown}` is a float: torch.arange of floats gives floats, and range() "
+                "takes only ints")
+    if kind == TENSOR:
+        return (f"`{shown}` is a tensor: the list's numbers are read out of it (keep the "
+                "bounds Python ints, e.g. from shapes)")
+    return (f"`{shown}` cannot be shown to be a Python int (an int literal, len(), a "
+            "shape, a parameter annotated `int`): torch.arange of floats gives floats")
+
+
+class _ReplaceCalls(cst.CSTTransformer):
+    """Replaces calls by their source text (the method may have been rebuilt by the
+    torch.cond lowering, so the original nodes are not its nodes any more)."""
+
+    def __init__(self, by_code: Mapping[str, cst.BaseExpression]) -> None:
+        self.by_code = by_code
+        self.replaced = 0
+
+    def leave_Call(self, original_node: cst.Call, updated_node: cst.Call
+                   ) -> cst.BaseExpression:
+        new = self.by_code.get(code_of(original_node))
+        if new is None:
+            return updated_node
+        self.replaced += 1
+        return new
+
+
+# ---- module-level functions forward reaches ------------------------------------------------------
+
+def _bound_names(func: cst.FunctionDef) -> set[str]:
+    """The names ``func`` binds itself: a call of one is no call of a module function."""
+    params = func.params
+    names = {p.name.value for p in [*params.posonly_params, *params.params,
+                                     *params.kwonly_params]}
+    for star in (params.star_arg, params.star_kwarg):
+        if isinstance(star, cst.Param):
+            names.add(star.name.value)
+    for node in find_all(func.body, cst.Assign, cst.AnnAssign, cst.AugAssign, cst.For,
+                         cst.With, cst.NamedExpr, cst.FunctionDef, cst.ClassDef):
+        if isinstance(node, cst.FunctionDef | cst.ClassDef):
+            names.add(node.name.value)
+        else:
+            names.update(name for name, _ in _bindings(node))
+    return names
+
+
+def reached_functions(callers: list[cst.FunctionDef], functions: Mapping[str, cst.FunctionDef],
+                      imports: Mapping[str, str]) -> list[str]:
+    """The module-level functions of the file ``callers`` call by name, transitively: what
+    torch.export runs of them (decorators such as asteroid's ``@script_if_tracing`` run the
+    function itself outside ``torch.jit.trace``)."""
+    order: list[str] = []
+    pending = list(callers)
+    while pending:
+        func = pending.pop(0)
+        skipped = _skipped_under_export(func, imports)
+        local = _bound_names(func)
+        for call in find_all(func.body, cst.Call):
+            callee = call.func.value if isinstance(call.func, cst.Name) else None
+            if (callee in functions and callee not in order and callee not in local
+                    and id(call) not in skipped):
+                assert callee is not None
+                order.append(callee)
+                pending.append(functions[callee])
+    return order
+
+
+def function_typer(func: cst.FunctionDef, imports: Mapping[str, str]) -> Typer:
+    """A :class:`Typer` for a module-level function: parameters by their annotation, else a
+    tensor when the body uses one as a tensor (as TorchScript would type it)."""
+    env: dict[str, str | None] = {}
+    params = func.params
+    for param in [*params.posonly_params, *params.params, *params.kwonly_params]:
+        name = param.name.value
+        if param.annotation is not None:
+            env[name] = type_from_annotation(param.annotation.annotation)
+        elif param.default is None and _used_as_tensor(name, func, imports):
+            env[name] = TENSOR
+        else:
+            env[name] = None
+    typer = Typer(env, imports, None)
+    collect_locals(func.body, typer)
+    return typer
+
+
+def _used_as_tensor(name: str, func: cst.FunctionDef, imports: Mapping[str, str]) -> bool:
+    for attribute in find_all(func.body, cst.Attribute):
+        if (isinstance(attribute.value, cst.Name) and attribute.value.value == name
+                and attribute.attr.value not in CONTAINER_METHODS):
+            return True
+    for call in find_all(func.body, cst.Call):
+        if any(isinstance(a.value, cst.Name) and a.value.value == name for a in call.args):
+            qualified = qualified_name(call.func, dict(imports)) or ""
+            if (qualified.startswith("torch.")
+                    and qualified.rpartition(".")[2] not in TENSOR_CONSTRUCTORS):
+                return True
+    return False
 
 
 # ---- the rule ------------------------------------------------------------------------------------
@@ -560,24 +971,50 @@ class M(torch.nn.Module):
     def may_apply(cls, file: AstFile) -> bool:
         if file.tree is None:
             return True
+        if not file.module_classes:
+            return False
+        # The module-level functions forward calls are searched too: the whole file.
         return any(isinstance(node, ast.If | ast.While | ast.IfExp)
                    or (isinstance(node, ast.Call) and (
                        (isinstance(node.func, ast.Name) and node.func.id in ("int", "float"))
                        or (isinstance(node.func, ast.Attribute)
                            and node.func.attr in ("item", "tolist"))))
-                   for klass in file.module_classes for node in ast.walk(klass))
+                   for node in ast.walk(file.tree))
 
     def transform_module_impl(self, tree: cst.Module) -> cst.Module:
         # ``torch.cond`` needs the torch module by some name; a file with only ``from torch
         # import nn`` gets ``import torch``.
         import_torch = module_facts(tree).torch_alias is None
         rewritten = super().transform_module_impl(tree)
-        if self.changes and import_torch:
+        new_functions = {id(self._functions[name]): plan.func
+                         for name, plan in self._claimed.items()
+                         if plan.func is not self._functions[name]}
+        if new_functions and rewritten is not tree:
+            body = [new_functions.pop(id(s), s) for s in rewritten.body]
+            assert not new_functions, "a rewritten module function was not found in the module"
+            rewritten = rewritten.with_changes(body=body)
+        if self._cond_lowered and import_torch:
             rewritten = add_module_import(rewritten, "torch")
         return rewritten
 
     def prepare(self, module: cst.Module) -> None:
         self.torch = self.facts.torch_alias or "torch"
+        self._cond_lowered = False
+        self._functions = {s.name.value: s for s in module.body
+                           if isinstance(s, cst.FunctionDef)}
+        # module function -> the module classes whose forward reaches it, in file order
+        self._function_users: dict[str, list[str]] = {}
+        for statement in module.body:
+            if isinstance(statement, cst.ClassDef) and self.facts.is_module_class(statement):
+                facts = self.facts.of(statement)
+                callers = [facts.methods[m] for m in export_reached(facts)]
+                for function in reached_functions(callers, self._functions, facts.imports):
+                    self._function_users.setdefault(function, []).append(
+                        statement.name.value)
+        self._plans: dict[str, _FunctionPlan] = {}
+        # module functions whose findings a class has reported (and whose rewrite it claims)
+        self._claimed: dict[str, _FunctionPlan] = {}
+        self._def_lines: dict[str, int] | None = None
 
     def rewrite_class(self, cls: cst.ClassDef) -> cst.ClassDef:
         if not self.facts.is_module_class(cls):
@@ -586,44 +1023,154 @@ class M(torch.nn.Module):
         facts = self.class_facts(cls)
         replaced: dict[str, cst.FunctionDef] = {}
         summaries: list[str] = []
+        listed: list[str] = []
         for method in export_reached(facts):
             func = facts.methods[method]
-            proof = TensorProof(facts.typer(method), facts.imports)
-            excluded = _skipped_under_export(func, facts.imports) | _nested_scopes(func)
-            for use in scalar_uses(func, proof, excluded):
+            typer = facts.typer(method)
+            proof = TensorProof(typer, facts.imports)
+            nested = _nested_scopes(func)
+            excluded = _skipped_under_export(func, facts.imports) | nested
+            lists = self._arange_lists(func, typer, excluded, nested)
+            for item in lists:
+                message = _arange_message(item.node)
+                if item.replacement is None:
+                    self.skip(name, item.node, f"{message}; not turned into list(range(...)): "
+                              f"{item.problem}", message=message)
+                else:
+                    self.fixed(item.node, "TSF227", message)
+            for use in scalar_uses(func, proof, excluded, _rewritten_ids(lists)):
                 self.skip(name, use.node, f"{use.message}; left as it is: {use.fix}",
                           code="TSF227", message=use.message)
-            sites: list[CondSite] = []
-            for branch in self._branches(method, func, proof, excluded):
-                predicate = branch.predicate.expression
-                if predicate is None or not isinstance(branch.node, cst.If):
-                    self._refuse(cls, branch, branch.predicate.problem or "")
-                    continue
-                sites.append(CondSite(branch.node, predicate, _stem(branch.node.test,
-                                                                   self.torch)))
-            if not sites:
-                continue
-            result = lower_to_cond(func, sites, self.torch)
-            for site in sites:
-                reason = result.refused.get(site.branch)
-                if reason is not None:
-                    self._refuse(cls, _Branch(method, site.branch, Predicate(None)), reason)
-            if not result.lowered:
-                continue
-            for branch_node in result.lowered:
-                self.fixed(branch_node, "TSF226", _message("if", branch_node.test))
-            summaries.extend(f"{method}(): `if {_short(b.test)}`" for b in result.lowered)
-            replaced[method] = result.func
-        if not replaced:
-            return cls
-        rewritten = cls.visit(_ReplaceMethods({id(facts.methods[m]): f
-                                               for m, f in replaced.items()}))
-        assert isinstance(rewritten, cst.ClassDef)
-        self.changes.append(ClassChange(
-            self.name, name, self.span_of(cls),
-            f"torch.cond for {len(summaries)} data-dependent branch"
-            f"{'es' if len(summaries) > 1 else ''}: {'; '.join(summaries)}"))
+            new_func = self._lower_branches(cls, method, func, proof, excluded, summaries)
+            if _rewritten_ids(lists):
+                new_func = _replace_lists(new_func, lists)
+                listed.append(f"{method}()")
+            if new_func is not func:
+                replaced[method] = new_func
+        claims: dict[str, _FunctionPlan] = {}
+        for function, users in self._function_users.items():
+            if name not in users or self.skip_classes & set(users):
+                continue    # a class that runs it was rejected by validation: left as it is
+            plan = self._function_plan(function)
+            claims[function] = plan
+            if plan.func is not self._functions[function]:
+                listed.append(f"{function}() (a function of this file forward calls)")
+            if function not in self._claimed:
+                self.fixes.extend(replace(f, class_name=name) for f in plan.fixes)
+                self.skips.extend(replace(s, class_name=name) for s in plan.skips)
+        if listed:
+            summaries.append(f"list(range(...)) for torch.arange(...).tolist() in "
+                             f"{', '.join(listed)}")
+        rewritten = cls
+        if replaced:
+            visited = cls.visit(_ReplaceMethods({id(facts.methods[m]): f
+                                                 for m, f in replaced.items()}))
+            assert isinstance(visited, cst.ClassDef)
+            rewritten = visited
+        if summaries:
+            self.changes.append(ClassChange(self.name, name, self.span_of(cls),
+                                            "; ".join(summaries)))
+        # Last, so a failure above (the class is then left as it was) claims nothing.
+        for function, plan in claims.items():
+            self._claimed.setdefault(function, plan)
         return rewritten
+
+    def _lower_branches(self, cls: cst.ClassDef, method: str, func: cst.FunctionDef,
+                        proof: TensorProof, excluded: set[int],
+                        summaries: list[str]) -> cst.FunctionDef:
+        """``func`` with its ifs on tensors lowered to torch.cond where they can be."""
+        sites: list[CondSite] = []
+        for branch in self._branches(method, func, proof, excluded):
+            predicate = branch.predicate.expression
+            if predicate is None or not isinstance(branch.node, cst.If):
+                self._refuse(cls, branch, branch.predicate.problem or "")
+                continue
+            sites.append(CondSite(branch.node, predicate, _stem(branch.node.test, self.torch)))
+        if not sites:
+            return func
+        result = lower_to_cond(func, sites, self.torch)
+        for site in sites:
+            reason = result.refused.get(site.branch)
+            if reason is not None:
+                self._refuse(cls, _Branch(method, site.branch, Predicate(None)), reason)
+        if not result.lowered:
+            return func
+        for branch_node in result.lowered:
+            self.fixed(branch_node, "TSF226", _message("if", branch_node.test))
+        count = len(result.lowered)
+        lowered = "; ".join(f"{method}(): `if {_short(b.test)}`" for b in result.lowered)
+        # One summary per class: the methods' lists are joined.
+        if summaries and summaries[-1].startswith("torch.cond for "):
+            previous = summaries.pop()
+            head, _, rest = previous.partition(": ")
+            count += int(head.split()[2])
+            lowered = f"{rest}; {lowered}"
+        summaries.append(f"torch.cond for {count} data-dependent branch"
+                         f"{'es' if count > 1 else ''}: {lowered}")
+        self._cond_lowered = True
+        return result.func
+
+    def _arange_lists(self, func: cst.FunctionDef, typer: Typer, excluded: set[int],
+                      nested: set[int]) -> list[ArangeList]:
+        shadowed = (self.facts.top_level_names | _bound_names(func)) & {"list", "range"}
+        lists = list(arange_lists(func, IntProof(func, typer, excluded), self.facts.imports,
+                                  excluded, shadowed))
+        # The rewrite finds its calls again by their text: one that a nested function also
+        # holds (where the names may mean something else) is left.
+        inner = {code_of(c) for c in find_all(func.body, cst.Call) if id(c) in nested}
+        return [ArangeList(i.node, None, "the same call is in a nested function of this "
+                           "method, where its names may be others")
+                if i.replacement is not None and code_of(i.node) in inner else i
+                for i in lists]
+
+    def _function_plan(self, function: str) -> _FunctionPlan:
+        """What this rule does in a module-level function forward reaches: its
+        ``torch.arange(...).tolist()`` rewritten, its numbers read out of tensors reported
+        (not its ifs: lowering them there is left for later)."""
+        plan = self._plans.get(function)
+        if plan is not None:
+            return plan
+        func = self._functions[function]
+        imports = self.facts.imports
+        typer = function_typer(func, imports)
+        nested = _nested_scopes(func)
+        excluded = _skipped_under_export(func, imports) | nested
+        lists = self._arange_lists(func, typer, excluded, nested)
+        fixes: list[Fix] = []
+        skips: list[Skip] = []
+        for item in lists:
+            line, column = self._function_position(func, item.node)
+            message = _arange_message(item.node)
+            if item.replacement is None:
+                skips.append(Skip(self.name, "", line, f"{message}; not turned into "
+                                  f"list(range(...)): {item.problem}", None, column, message))
+            else:
+                fixes.append(Fix(self.name, "TSF227", "", line, column, message))
+        for use in scalar_uses(func, TensorProof(typer, imports), excluded,
+                               _rewritten_ids(lists)):
+            line, column = self._function_position(func, use.node)
+            skips.append(Skip(self.name, "", line, f"{use.message}; left as it is: {use.fix}",
+                              "TSF227", column, use.message))
+        new = _replace_lists(func, lists) if _rewritten_ids(lists) else func
+        plan = self._plans[function] = _FunctionPlan(new, fixes, skips)
+        return plan
+
+    def _function_position(self, func: cst.FunctionDef, node: cst.CSTNode) -> tuple[int, int]:
+        """(line, 1-based column) of ``node`` in a module-level function, in the lines of the
+        text as the user has it (earlier rules may have added import lines above)."""
+        positions = MetadataWrapper(cst.Module(body=[func]), unsafe_skip_copy=True).resolve(
+            PositionProvider)
+        if self._def_lines is None:
+            try:
+                tree = ast.parse(self.source_text or self.source_module.code)
+                self._def_lines = {s.name: s.lineno for s in tree.body
+                                   if isinstance(s, ast.FunctionDef | ast.AsyncFunctionDef)}
+            except (SyntaxError, ValueError):
+                self._def_lines = {}
+        here = positions[node].start
+        name_line = positions[func.name].start.line
+        shift = self._def_lines.get(func.name.value, name_line) - name_line
+        return here.line + shift, here.column + 1
 
     def _branches(self, method: str, func: cst.FunctionDef, proof: TensorProof,
                   excluded: set[int]) -> Iterator[_Branch]:
@@ -657,6 +1204,33 @@ class M(torch.nn.Module):
 def _message(keyword: str, test: cst.BaseExpression) -> str:
     return (f"{keyword} on a tensor value (`{_short(test)}`): torch.export fails with "
             f"\"{GUARD_ERROR}\"")
+
+
+@dataclass(frozen=True)
+class _FunctionPlan:
+    """A module-level function as this rule leaves it, and what it reports there (the class
+    name is filled in by the class that reports it)."""
+
+    func: cst.FunctionDef
+    fixes: list[Fix]
+    skips: list[Skip]
+
+
+def _arange_message(node: cst.CSTNode) -> str:
+    return (f"`{_short(node)}` reads its numbers out of a tensor: torch.export makes each one "
+            f"data-dependent and fails with \"{INT_ERROR}\" where one names a dimension")
+
+
+def _rewritten_ids(lists: list[ArangeList]) -> set[int]:
+    return {id(i.node) for i in lists if i.replacement is not None}
+
+
+def _replace_lists(func: cst.FunctionDef, lists: list[ArangeList]) -> cst.FunctionDef:
+    by_code = {code_of(i.node): i.replacement for i in lists if i.replacement is not None}
+    replacer = _ReplaceCalls(by_code)
+    new = func.visit(replacer)
+    assert isinstance(new, cst.FunctionDef) and replacer.replaced >= len(by_code)
+    return new
 
 
 def _stem(test: cst.BaseExpression, torch_name: str) -> str:
