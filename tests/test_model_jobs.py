@@ -550,6 +550,9 @@ def test_a_rewritten_class_whose_constructor_raises_is_rejected_and_the_model_fa
                                     job.root))
     verdict, reason = verdicts(result)["Gate"]
     assert verdict == "rejected"
-    assert reason == ("the rewritten model does not build for init[0]: ValueError: no")
+    raised_at = line_of(raising, "raise ValueError")
+    assert reason == (f"build from model pkg/net.py:Net: the rewritten model does not build "
+                      f"for init[0] at parts.py:{raised_at} (Gate.__init__): ValueError: no")
     assert result.model is not None and result.model.status == "fails"
-    assert result.model.reason == "build: " + reason
+    assert result.model.reason == (f"build: the rewritten model does not build for init[0] "
+                                   f"at parts.py:{raised_at} (Gate.__init__): ValueError: no")

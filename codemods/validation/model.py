@@ -31,6 +31,7 @@ from __future__ import annotations
 import ast
 import contextlib
 import copy
+import functools
 import importlib
 import importlib.abc
 import importlib.machinery
@@ -42,13 +43,14 @@ import sys
 import time
 import traceback
 import types
-from collections.abc import Callable, Iterator, Mapping, Sequence
+from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
 import torch
 from tsfix.codemods.validation.protocol import (
+    NOT_CHECKED,
     NOT_SCRIPTABLE_EITHER,
     REJECTED,
     UNVERIFIED,
@@ -74,6 +76,7 @@ from tsfix.codemods.validation.worker import (
     Verdict,
     build,
     call,
+    changed_at,
     clone,
     difference,
     import_context,
@@ -732,20 +735,24 @@ def validate(job: ModelJob, name: str, path: Path, tree: Tree, original: Origina
                               error) if site else None
             return verdicts, ModelVerdict("fails", f"the rewritten tree does not import: "
                                                        f"{error}", blocker=blocker)
+        label = _model_label(job, path, tree)
         models = []
         for k, inst in enumerate(original.configs):
             try:
                 new = build(cls, inst.init)
                 new.load_state_dict(original.models[k].state_dict())
             except BaseException as exc:
+                # The original built and ran with this table: the error is the rewrite's.
                 error = short_error(exc, finder.rename)
-                culprit = _culprit(error_site(exc, finder.rename, tree), texts)
-                why = f"the rewritten model does not build for {inst.label(show_init=True)}: " \
-                      f"{error}"
-                return (nobody(culprit, why, whole_file=False),
-                        ModelVerdict("fails", f"build: {why}"))
+                why = f"the rewritten model does not build for {inst.label(show_init=True)}"
+                failure = NewFailure(exc, f"build from model {label}: {why}", error,
+                                     finder.rename, tree, texts, originals,
+                                     tree_modules(tree, finder.rename), listed)
+                stops = failure.stops_at()
+                return ([ModelClassVerdict(c.path, ClassVerdict(c.name, *failure.verdict(c)))
+                         for c in reached_listed],
+                        ModelVerdict("fails", f"build: {why}{stops}: {error}"))
             models.append(new)
-        label = _model_label(job, path, tree)
         rewritten_modules = tree_modules(tree, finder.rename)
         verdicts = []
         for model_class in reached_listed:
@@ -768,11 +775,154 @@ def validate(job: ModelJob, name: str, path: Path, tree: Tree, original: Origina
             verdicts.append(ModelClassVerdict(model_class.path, ClassVerdict(
                 model_class.name, verdict, reason,
                 round(time.perf_counter() - class_started, 3))))
-        verdict_of_model = model_verdict(original, models, finder.rename, tree, texts,
-                                         job.target)
+        outputs, raised = eager_run(original, models)
+        if raised is not None:
+            error_raised, where = raised
+            error = short_error(error_raised, finder.rename)
+            why = f"the rewritten model raised for {where}"
+            failure = NewFailure(error_raised, f"eager from model {label}: {why}", error,
+                                 finder.rename, tree, texts, originals, rewritten_modules,
+                                 listed)
+            verdicts = [_rejected_if_blamed(v, failure, listed) for v in verdicts]
+            verdict_of_model = ModelVerdict("fails", f"eager parity: {why}"
+                                                     f"{failure.stops_at()}: {error}")
+        else:
+            verdict_of_model = model_verdict(original, models, finder.rename, tree, texts,
+                                             job.target, outputs)
         return verdicts, ModelVerdict(
             verdict_of_model.status, verdict_of_model.reason, None, verdict_of_model.blocker,
             verdict_of_model.python_only, round(time.perf_counter() - started, 3))
+
+
+def _rejected_if_blamed(found: ModelClassVerdict, failure: NewFailure,
+                        listed: Mapping[tuple[str, str], ModelClass]) -> ModelClassVerdict:
+    """``found``, or rejected when the rewritten model's own run raised in its code."""
+    model_class = listed.get((str(Path(found.path).resolve()), found.verdict.name))
+    if model_class is None or found.verdict.verdict == REJECTED:
+        return found
+    verdict, reason = failure.verdict(model_class)
+    if verdict != REJECTED:
+        return found
+    return ModelClassVerdict(found.path, ClassVerdict(found.verdict.name, verdict, reason,
+                                                      found.verdict.duration_s))
+
+
+@dataclass(frozen=True)
+class Frame:
+    """A frame of an error's traceback that implicates a listed class."""
+
+    key: tuple[str, str]                # (resolved original file, class) of the listed class
+    site: str                           # "RNN.py:1169 (LiGRU.forward)", or how it is involved
+    changed: bool                       # the frame runs code the rewrite changed or added
+
+
+class NewFailure:
+    """An error the rewritten model raises where the original built and ran with the same
+    table: new, so the rewrite's. The listed classes it is blamed on (:meth:`blamed`) are
+    rejected, the others not checked. Blamed: the class of the innermost traceback frame that
+    runs a listed class's code (a frame in its span of the rewritten file, or a frame whose
+    ``self`` is an instance of it: the class being built or called), and every outer listed
+    class whose frame runs a function its rewrite changed (the error may come from what that
+    code passed on)."""
+
+    def __init__(self, exc: BaseException, why: str, error: str, rename: Mapping[str, str],
+                 tree: Tree, texts: Texts, originals: Mapping[str, types.ModuleType],
+                 rewritten: Mapping[str, types.ModuleType],
+                 listed: Iterable[tuple[str, str]]) -> None:
+        self.exc = exc
+        self.why = why
+        self.error = error
+        self.rename = dict(rename)
+        self.tree = tree
+        self.texts = texts
+        self.originals = originals
+        self.rewritten = rewritten
+        self.listed = set(listed)
+
+    def verdict(self, model_class: ModelClass) -> tuple[VerdictName, str]:
+        """Rejected with where the traceback runs its code, else not checked."""
+        frame = self.blamed.get((str(Path(model_class.path).resolve()), model_class.name))
+        if frame is None:
+            return UNVERIFIED, f"{NOT_CHECKED}{self.why}: {self.error}"
+        return REJECTED, f"{self.why} at {frame.site}: {self.error}"
+
+    def stops_at(self) -> str:
+        """`` at file:line (scope)`` of the innermost traceback frame in the tree, or ""."""
+        site = error_site(self.exc, self.rename, self.tree)
+        return "" if site is None else f" at {self._site(*site)}"
+
+    @functools.cached_property
+    def blamed(self) -> dict[tuple[str, str], Frame]:
+        frames = self.frames()
+        found = {frame.key: frame for frame in frames if frame.changed}
+        if frames:
+            found.setdefault(frames[-1].key, frames[-1])
+        return found
+
+    def frames(self) -> list[Frame]:
+        """The traceback's frames that run a listed class's code, outermost first (a class
+        once per frame: its innermost frame of code, else a frame of a call of it)."""
+        found: list[Frame] = []
+        exc: BaseException | None = self.exc
+        seen: set[int] = set()
+        while exc is not None and id(exc) not in seen:     # a cause raised deeper in
+            seen.add(id(exc))
+            for frame, line in traceback.walk_tb(exc.__traceback__):
+                item = self._frame(frame, line)
+                if item is not None:
+                    found.append(item)
+            exc = exc.__cause__
+        return found
+
+    def _frame(self, frame: types.FrameType, line: int) -> Frame | None:
+        temporary = frame.f_code.co_filename
+        file = self.rename.get(temporary, temporary)
+        if self.tree.holds(file):
+            path = str(Path(file).resolve())
+            scope = scope_at(self.texts.get(path) or "", line)
+            for key in self.listed:
+                if key[0] == path and scope is not None and (
+                        scope == key[1] or scope.startswith(key[1] + ".")):
+                    return Frame(key, self._site(path, line), self._changed(key[0], temporary,
+                                                                             line))
+        try:
+            instance = frame.f_locals.get("self")
+        except Exception:
+            return None
+        if isinstance(instance, torch.nn.Module):
+            origin = class_origin(type(instance), self.rename)
+            if origin in self.listed:
+                assert origin is not None
+                return Frame(origin, f"a call of {type(instance).__qualname__} "
+                                     f"({frame.f_code.co_name})", False)
+        return None
+
+    def _changed(self, path: str, temporary: str, line: int) -> bool:
+        old = module_at(self.originals, path, {})
+        new = module_at(self.rewritten, path, self.rename)
+        if old is None or new is None:
+            return True
+        return changed_at((temporary, line), old, new)
+
+    def _site(self, path: str, line: int) -> str:
+        text = self.texts.get(path)
+        scope = scope_at(text, line) if text else None
+        return f"{Path(path).name}:{line}" + (f" ({scope})" if scope else "")
+
+
+def eager_run(original: Original, models: list[torch.nn.Module]
+              ) -> tuple[list[list[Any]], tuple[BaseException, str] | None]:
+    """The rewritten model's outputs for the original's calls (per configuration), or the
+    first error it raises and for which call."""
+    outputs: list[list[Any]] = []
+    for inst, model in zip(original.configs, models, strict=True):
+        outputs.append([])
+        for j, (args, kwargs) in enumerate(inst.calls):
+            try:
+                outputs[-1].append(call(model, args, kwargs))
+            except BaseException as exc:
+                return outputs, (exc, inst.label(j))
+    return outputs, None
 
 
 def _culprit(site: tuple[str, int] | None, texts: Texts) -> tuple[str, str | None] | None:
@@ -789,7 +939,7 @@ def _blame(model_class: ModelClass, culprit: tuple[str, str | None] | None, why:
     if culprit is not None and culprit[0] == str(Path(model_class.path).resolve()) and (
             culprit[1] == model_class.name or whole_file):
         return REJECTED, why
-    return UNVERIFIED, f"not checked: {why}"
+    return UNVERIFIED, f"{NOT_CHECKED}{why}"
 
 
 def _model_label(job: ModelJob, path: Path, tree: Tree) -> str:
@@ -1159,17 +1309,19 @@ def _shapes(module: torch.nn.Module) -> dict[str, Any]:
 
 def model_verdict(original: Original, models: list[torch.nn.Module],
                   rename: Mapping[str, str], tree: Tree, texts: Texts,
-                  target: str = "torchscript") -> ModelVerdict:
+                  target: str = "torchscript",
+                  outputs: Sequence[Sequence[Any]] | None = None) -> ModelVerdict:
     """The rewritten model against the ORIGINAL eager outputs: eager parity, script, the
     scripted outputs, save/load. Under the target ``export``, torch.export replaces
     TorchScript: "scripts" then means every configuration exports and its programs (and
-    their saved and loaded copies) reproduce the original's eager outputs."""
+    their saved and loaded copies) reproduce the original's eager outputs. ``outputs``: the
+    rewritten model's eager outputs when they were computed already (:func:`eager_run`)."""
     configs = original.configs
     rename = dict(rename)
     for k, (inst, model) in enumerate(zip(configs, models, strict=True)):
         for j, (args, kwargs) in enumerate(inst.calls):
             try:
-                got = call(model, args, kwargs)
+                got = outputs[k][j] if outputs is not None else call(model, args, kwargs)
             except BaseException as exc:
                 return ModelVerdict("fails", f"eager parity: the rewritten model raised "
                                                  f"for {inst.label(j)}: "

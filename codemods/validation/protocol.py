@@ -43,8 +43,8 @@ from tsfix.codemods.validation import (
     verdict_name,
 )
 
-__all__ = ["MODEL_ERROR", "MODEL_FAILS", "MODEL_SCRIPTS", "NOT_SCRIPTABLE_EITHER", "READY",
-           "REJECTED", "UNVERIFIED", "VERDICTS", "VERIFIED", "Blocker",
+__all__ = ["MODEL_ERROR", "MODEL_FAILS", "MODEL_SCRIPTS", "NOT_CHECKED", "NOT_SCRIPTABLE_EITHER",
+           "READY", "REJECTED", "UNVERIFIED", "VERDICTS", "VERIFIED", "Blocker",
            "ClassVerdict", "Example", "ExampleCall", "Job", "JobClass", "JobFailure",
            "ModelClass", "ModelClassVerdict", "ModelJob", "ModelResult", "ModelVerdict",
            "ObservationResult", "ObserveClass", "ObserveJob", "Result", "TypeTable",
@@ -54,6 +54,11 @@ __all__ = ["MODEL_ERROR", "MODEL_FAILS", "MODEL_SCRIPTS", "NOT_SCRIPTABLE_EITHER
 # How an ``unverified`` reason starts when the rewritten class does not script and neither did
 # the original: the engine still looks for a rule to drop when several rules changed the class.
 NOT_SCRIPTABLE_EITHER = "eager parity holds, but the class does not script before or after"
+
+# How a model job's ``unverified`` reason starts for a rewritten class it reached but could not
+# judge: the rewritten tree did not import, or the rewritten model did not build or run, for an
+# error blamed on other classes. The engine checks such a class again once those are left out.
+NOT_CHECKED = "not checked: "
 
 READY: dict[str, Any] = {"ready": True}
 
