@@ -36,6 +36,7 @@ from tsfix.codemods.pipeline.report import (
 from tsfix.codemods.pipeline.sources import SourceError, SourceText, is_generated, read_source
 from tsfix.codemods.validation.pool import WorkerPool
 from tsfix.codemods.validation.protocol import (
+    NOT_CHECKED,
     NOT_SCRIPTABLE_EITHER,
     ClassVerdict,
     JobClass,
@@ -299,9 +300,13 @@ def run_phases(todo: list[File], session: Session) -> tuple[dict[int, Outcome], 
                 for c in item.classes}) for item in pending}
             drops = {}
         finals = _final_texts(pending, checked, drops, session, rewriters)
+        rechecked: dict[str, tuple[dict[str, str], ModelResult]] = {}
+        if models and session.verify:
+            finals = _recheck_not_checked(pending, checked, drops, finals, models, validated,
+                                          session, pool, rewriters, rechecked)
         if models:
             found_models = _model_verdicts(models, todo, pending, finals, validated,
-                                           observations, session, pool)
+                                           observations, session, pool, rechecked)
     outcomes = {}
     for file in todo:
         answer = rewritten[file.index]
@@ -871,6 +876,73 @@ def _decided(item: _Pending, classes: list[ClassResult], text: str) -> _Final:
     return _Final("changed", tuple(classes), text=text)
 
 
+def _final_overlay(pending: list[_Pending], finals: Mapping[int, _Final]) -> dict[str, str]:
+    """Resolved path -> the text the run writes, for every file it changes."""
+    return {str(item.file.resolved): final.text for item in pending
+            if (final := finals.get(item.index)) is not None and final.status == "changed"
+            and final.text is not None}
+
+
+def _ticks(report: Callable[..., None]) -> Callable[..., None]:
+    """An ``on_result`` callback that counts one item per result."""
+    return lambda *_: report()
+
+
+def _recheck_not_checked(pending: list[_Pending], checked: dict[int, _Checked],
+                         drops: dict[int, dict[str, _Drop]], finals: dict[int, _Final],
+                         models: list[configured.Configured],
+                         validated: Mapping[str, ModelResult], session: Session,
+                         pool: WorkerPool, rewriters: _Rewriters,
+                         rechecked: dict[str, tuple[dict[str, str], ModelResult]]
+                         ) -> dict[int, _Final]:
+    """A class a model reached but could not check (``NOT_CHECKED``: the rewritten model did
+    not build or run for another class's rewrite) and that the final texts still hold is
+    checked again by that model on the final tree; a class rejected there is left out too,
+    and the round repeats until no class is newly rejected (each round leaves one out).
+    ``rechecked`` gets each model's last answer and the overlay it ran on."""
+    by_path = {str(item.file.resolved): item for item in pending}
+    for _ in range(sum(len(item.classes) for item in pending)):
+        overlay = _final_overlay(pending, finals)
+        jobs: list[tuple[configured.Configured, list[tuple[_Pending, str]]]] = []
+        for model in models:
+            answer = validated.get(model.display)
+            wanted = []
+            for found in answer.classes if answer is not None else ():
+                item = by_path.get(found.path)
+                if (item is None or not found.verdict.reason.startswith(NOT_CHECKED)
+                        or found.path not in overlay):
+                    continue
+                now = checked[item.index].verdicts.get(found.verdict.name)
+                if now is not None and now.verdict != REJECTED:
+                    wanted.append((item, found.verdict.name))
+            if wanted:
+                jobs.append((model, wanted))
+        if not jobs:
+            break
+        answers = pool.models(
+            [configured.model_job(k, model, session, overlay=overlay, classes=[
+                configured.model_class(item.file.resolved, name, _by_class(item.classes)[name])
+                for item, name in wanted]) for k, (model, wanted) in enumerate(jobs)],
+            timeout=session.timeout, on_result=_ticks(session.reporter("models", len(jobs))))
+        results = {model.display: answers[k] for k, (model, _) in enumerate(jobs)
+                   if k in answers}
+        for display, result in results.items():
+            rechecked[display] = (overlay, result)
+        newly_rejected = False
+        for (path, name), verdict in configured.merged_verdicts(results.items()).items():
+            item = by_path[path]
+            now = checked[item.index].verdicts.get(name)
+            if now is None or now.verdict == REJECTED:
+                continue
+            if verdict.verdict == REJECTED or now.reason.startswith(NOT_CHECKED):
+                checked[item.index] = _Checked({**checked[item.index].verdicts, name: verdict})
+                newly_rejected = newly_rejected or verdict.verdict == REJECTED
+        finals = _final_texts(pending, checked, drops, session, rewriters)
+        if not newly_rejected:
+            break
+    return finals
+
+
 # ---- configured models: the model verdict and the fix loop ------------------------------------
 
 @dataclass(frozen=True)
@@ -898,18 +970,24 @@ def _model_verdicts(models: list[configured.Configured], todo: list[File],
                     pending: list[_Pending], finals: dict[int, _Final],
                     validated: dict[str, ModelResult],
                     observations: configured.Observations, session: Session,
-                    pool: WorkerPool) -> _Models:
+                    pool: WorkerPool,
+                    rechecked: Mapping[str, tuple[dict[str, str], ModelResult]] | None = None
+                    ) -> _Models:
     """Each configured model's verdict on the tree as the run leaves it, and the fix loop for
-    a model that stops in a file of the tree outside the run (models.py's docstring)."""
+    a model that stops in a file of the tree outside the run (models.py's docstring).
+    ``rechecked``: a model's answer on an overlay of its own (_recheck_not_checked)."""
     validated_overlay = {str(item.file.resolved): item.text for item in pending}
-    overlay = {str(item.file.resolved): final.text for item in pending
-               if (final := finals.get(item.index)) is not None and final.status == "changed"
-               and final.text is not None}
+    overlay = _final_overlay(pending, finals)
     results: dict[str, ModelResult] = {}
     again: list[configured.Configured] = []
     for model in models:
         known = validated.get(model.display)
-        if (known is not None and known.failure is None and known.model is not None
+        ran_on, last = (rechecked or {}).get(model.display, (None, None))
+        if (last is not None and ran_on is not None and last.failure is None
+                and configured.overlay_for(last.files, overlay)
+                == configured.overlay_for(last.files, ran_on)):
+            results[model.display] = last       # checked again on the final tree already
+        elif (known is not None and known.failure is None and known.model is not None
                 and configured.overlay_for(known.files, overlay)
                 == configured.overlay_for(known.files, validated_overlay)):
             results[model.display] = known      # nothing it imports was held back
