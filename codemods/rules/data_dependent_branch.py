@@ -453,9 +453,10 @@ def scalar_uses(func: cst.FunctionDef, proof: TensorProof, excluded: set[int],
         reported.update(map(id, find_all(call, cst.CSTNode)))  # type: ignore[type-abstract]
         yield ScalarUse(call, f"`{_short(read)}`, read out of a tensor, is used as a dimension "
                         f"in `{_short(call)}`: torch.export fails with \"{INT_ERROR}\"",
-                        "dimensions must be Python ints while tracing: compute them from "
+                        "dimensions must be Python ints while tracing: keep them in a "
+                        "Python list (an attribute set in __init__) or compute them from "
                         "shapes (`list(range(1, x.dim()))`, not `torch.arange(1, x.dim())"
-                        ".tolist()`), not from tensor values")
+                        ".tolist()`)")
 
 
 # ---- numbers used as dimensions ------------------------------------------------------------------
