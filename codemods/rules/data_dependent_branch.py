@@ -1218,8 +1218,8 @@ class _FunctionPlan:
 
 
 def _arange_message(node: cst.CSTNode) -> str:
-    return (f"`{_short(node)}` reads its numbers out of a tensor: torch.export makes each one "
-            f"data-dependent and fails with \"{INT_ERROR}\" where one names a dimension")
+    return (f"`{_short(node, 60)}` reads its numbers out of a tensor: torch.export makes each "
+            f"one data-dependent and fails with \"{INT_ERROR}\" where one names a dimension")
 
 
 def _rewritten_ids(lists: list[ArangeList]) -> set[int]:
