@@ -20,7 +20,11 @@ compiles, so the text must be a real file), imports the model's module again und
 and builds the rewritten model per configuration with the same seed and the original's weights.
 Each listed class the model holds instances of gets a verdict from those instances
 (:func:`check_reached_class`), and the model one :class:`ModelVerdict`
-(:func:`model_verdict`).
+(:func:`model_verdict`). The original built and ran with the same table, so when the
+rewritten model does not build or its own run raises, the error is new (:class:`NewFailure`):
+the listed classes whose code the traceback runs are rejected, the others reached are
+``not checked`` (:data:`~tsfix.codemods.validation.protocol.NOT_CHECKED`; the engine checks
+them again once the rejected ones are left out).
 
 "The tree": files under ``job.root`` (resolved) that are not in the Python installation; with no
 root, the top package folder of the model's file.
@@ -92,9 +96,9 @@ from tsfix.codemods.validation.worker import (
     unverified,
 )
 
-__all__ = ["MAX_CALL_BYTES", "MAX_TOTAL_BYTES", "RECORDED_CALLS", "OverlayFinder", "Tree",
-           "blocker_of", "check_reached_class", "headline", "model_verdict", "run_model_job",
-           "scope_at"]
+__all__ = ["MAX_CALL_BYTES", "MAX_TOTAL_BYTES", "RECORDED_CALLS", "NewFailure", "OverlayFinder",
+           "Tree", "blocker_of", "check_reached_class", "eager_run", "headline", "model_verdict",
+           "run_model_job", "scope_at"]
 
 RECORDED_CALLS = 2                  # calls recorded per submodule instance
 MAX_CALL_BYTES = 64 * 2**20         # one call's tensors (inputs or output) recorded at most
@@ -860,12 +864,12 @@ class NewFailure:
         return found
 
     def frames(self) -> list[Frame]:
-        """The traceback's frames that run a listed class's code, outermost first (a class
-        once per frame: its innermost frame of code, else a frame of a call of it)."""
+        """The traceback's frames (and its causes', raised deeper) that run a listed class's
+        code or call an instance of it, outermost first."""
         found: list[Frame] = []
         exc: BaseException | None = self.exc
         seen: set[int] = set()
-        while exc is not None and id(exc) not in seen:     # a cause raised deeper in
+        while exc is not None and id(exc) not in seen:
             seen.add(id(exc))
             for frame, line in traceback.walk_tb(exc.__traceback__):
                 item = self._frame(frame, line)
