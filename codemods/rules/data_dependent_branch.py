@@ -1,5 +1,6 @@
 """``data-dependent-branch``: under ``--target export``, an ``if`` on a tensor value in
-``forward()`` (or a method it calls) becomes ``torch.cond``; values read out of tensors where
+``forward()`` (or a method it calls) becomes ``torch.cond``; ``torch.arange(...).tolist()`` of
+Python ints becomes ``list(range(...))``; other values read out of tensors where
 ``torch.export`` needs a Python number are reported with the hand fix.
 
 What it does
@@ -21,9 +22,24 @@ What it does
     :mod:`~tsfix.codemods.rules.torch_cond`): ``not p`` is ``torch.logical_not(p)``, ``a and
     b``/``a or b`` of two tensor tests ``torch.logical_and/or``, ``bool(t)`` is ``t``.
 
+    ``torch.arange(a[, b[, step]]).tolist()`` (also through ``.numpy()``, ``.cpu()``,
+    ``.detach()``, with ``start=``/``end=``/``step=``, an int ``dtype=`` or a ``device=``)
+    becomes ``list(range(a[, b[, step]]))`` when every bound is shown to be a Python int: an
+    int literal, ``len(...)``, a tensor's ``dim()``/``ndim``/``numel()``/``size(i)``/
+    ``shape[i]``, a parameter annotated ``int``, an attribute ``__init__`` sets to an int,
+    ``int(...)``, and ``+ - * // %`` of those (``TSF227``, fixed). This is asteroid's
+    ``dims = torch.arange(1, len(x.shape)).tolist()`` in ``masknn/norms.py``, in
+    module-level functions: the functions of the same file that forward and its methods call
+    by name (transitively, decorated ones too: torch.export runs them) are searched for it
+    and for the reports below. ``list(torch.arange(n))`` holds 0-d tensors, not ints, and is
+    left.
+
     Reported and left (``TSF227``): a number read out of a tensor where export must know it
     while tracing: ``int(t)``/``float(t)`` of a tensor (any use), and a ``.item()`` or
-    ``.tolist()`` value in ``range()`` or in an ``if``/``while``/conditional-expression test.
+    ``.tolist()`` value in ``range()``, in an ``if``/``while``/conditional-expression test,
+    or naming a dimension (``dim=``/``dims=``/``axis=``, the dim of a reduction,
+    ``softmax``, ``cat``/``stack``, ``unsqueeze``/``squeeze``, ``size(i)``, ``permute``/
+    ``transpose``/``flip``/``movedim`` arguments) in the same function.
 
 Why it breaks export
     ``torch.export`` traces forward once with symbolic tensors: Python cannot take both paths
@@ -35,7 +51,14 @@ Why it breaks export
     in a test like a tensor. ``torch.cond`` records both branches: one exported program serves
     inputs that take either side. ``.item()`` as a size, a slice bound or a ``view``/
     ``repeat``/``narrow`` argument, ``.tolist()`` iterated or indexed, and ``assert
-    n.item() > 0`` all export (one program serves every value) and are not reported.
+    n.item() > 0`` all export (one program serves every value) and are not reported. Each
+    number of ``t.tolist()`` is an unbacked symbol (``u0``): as a dimension (``x.mean(dim=
+    dims)``, ``permute``, ``transpose``, ``unsqueeze``, ``cat``, ``softmax``, ``size(i)``,
+    ``split``'s size) export fails with "Could not extract specialized integer from
+    data-dependent expression u0" (measured; asteroid's ConvTasNet and DPRNNTasNet fail so in
+    ``z_norm``), while as a ``reshape``/``expand``/``repeat``/``narrow`` extent, in
+    ``torch.zeros`` or as an index it exports. ``list(range(...))`` of ints is a Python list
+    export reads as constants.
 
 Example
     Before::
@@ -48,14 +71,14 @@ Example
     After::
 
         def forward(self, x, mask):
-            def mask_any_true(x, mask):
+            def mask_any_true(x):
                 x = x.masked_fill(mask, 0.0)
                 return x
 
-            def mask_any_false(x, mask):
+            def mask_any_false(x):
                 return x.clone()
 
-            x = torch.cond(mask.any(), mask_any_true, mask_any_false, (x, mask))
+            x = torch.cond(mask.any(), mask_any_true, mask_any_false, (x,))
             return self.proj(x)
 
 Fix safety
@@ -70,6 +93,14 @@ Fix safety
     ``torch.where``). A test whose Python part comes first (``not self.training or keep[i] >
     p``) is reported without the code: export specialises the Python value, and when that
     decides the test (eval mode here) the tensor is never read and the model exports.
+    ``list(range(a, b, step))`` is the same list of Python ints as ``torch.arange(a, b,
+    step).tolist()`` for int bounds, negative steps included (measured); where ``arange``
+    raises (bounds inconsistent with the step's sign, ``arange(3, 1)``) ``range`` gives
+    ``[]``. Floats, tensors and bounds it cannot show to be ints are left, with the reason (no
+    code: as a size the list exports). ``list(range(...))`` scripts, so a function that
+    ``torch.jit.script`` or asteroid's ``@script_if_tracing`` compiles still compiles. A
+    module-level function is shared by every class that runs it: each such class is a change
+    validation checks, and the function is left when validation rejected one of them.
 """
 
 from __future__ import annotations
@@ -855,8 +886,9 @@ class _Branch:
 class DataDependentBranch(Rule):
     __doc__ = __doc__
     name = "data-dependent-branch"
-    summary = ("An if on a tensor value (mask.any(), x.max() > limit) becomes torch.cond "
-               "(--target export); int(t), float(t), .item() in tests and range() are reported")
+    summary = ("An if on a tensor value (mask.any(), x.max() > limit) becomes torch.cond and "
+               "torch.arange(...).tolist() of ints list(range(...)) (--target export); int(t), "
+               "float(t), .item() in tests, range() and dims are reported")
     # Before lift-branch: a data-dependent if inside a config branch (``if self.use_mask:
     # if mask.any():``) is lowered here first; once lift-branch has moved it into a branch
     # function it is in a nested scope, which this rule does not search.
@@ -872,11 +904,14 @@ class DataDependentBranch(Rule):
              "`torch.cond(pred, true_fn, false_fn, operands)`; `tsfix apply --target export "
              "--rule data-dependent-branch` does it where it can."),
         Code("TSF227", "data-dependent-value", "number read out of a tensor",
-             "`int(t)`, `float(t)`, and `.item()`/`.tolist()` values in `range()` or in a "
-             "test make torch.export fail (\"Could not extract specialized integer\" / "
-             "\"Could not guard on data-dependent expression\"). Keep the value a tensor, "
-             "test the tensor itself, or compute it outside forward; `.item()` as a size or "
-             "slice bound exports as it is."),
+             "`int(t)`, `float(t)`, and `.item()`/`.tolist()` values in `range()`, in a test "
+             "or as a dimension (`x.mean(dim=t.tolist())`) make torch.export fail (\"Could "
+             "not extract specialized integer\" / \"Could not guard on data-dependent "
+             "expression\"). Keep the value a tensor, test the tensor itself, take "
+             "dimensions from shapes, or compute it outside forward; `.item()` as a size or "
+             "slice bound exports as it is. `torch.arange(a, b).tolist()` of Python ints is "
+             "`list(range(a, b))`: `tsfix apply --target export --rule data-dependent-branch` "
+             "writes it."),
     )
     VALID = (
         # Python values: a flag, None, a length, a shape, training mode.
@@ -927,12 +962,12 @@ class M(torch.nn.Module):
         super().__init__()
         self.proj = torch.nn.Linear(4, 4)
     def forward(self, x, mask):
-        def mask_any_true(x, mask):
+        def mask_any_true(x):
             x = x.masked_fill(mask, 0.0)
             return x
-        def mask_any_false(x, mask):
+        def mask_any_false(x):
             return x.clone()
-        x = torch.cond(mask.any(), mask_any_true, mask_any_false, (x, mask))
+        x = torch.cond(mask.any(), mask_any_true, mask_any_false, (x,))
         return self.proj(x)
 """,
         ),
