@@ -493,6 +493,23 @@ def test_an_arange_that_may_not_be_of_ints_is_left_with_the_reason(expression: s
         .startswith(problem)
 
 
+def test_only_a_parameter_annotated_int_is_an_int() -> None:
+    result = rewrite("""\
+        import torch
+        from typing import List, Optional
+        class M(torch.nn.Module):
+            def forward(self, x, n: int, m: Optional[int] = None, ks: List[int] = [1], k=2):
+                a = torch.arange(n).tolist()
+                b = torch.arange(m).tolist()
+                c = torch.arange(ks[0]).tolist()
+                d = torch.arange(k).tolist()
+                return x, a, b, c, d
+        """)
+    assert "        a = list(range(n))\n" in result.text
+    assert [s.reason.partition("; not turned into list(range(...)): ")[2].split("`")[1]
+            for s in result.skips] == ["m", "ks[0]", "k"]
+
+
 def test_list_of_an_arange_and_a_rebound_range_are_left() -> None:
     # list(torch.arange(n)) holds 0-d tensors, not ints: no range gives it.
     assert not rewrite(module("return list(torch.arange(x.dim()))\n")).changed

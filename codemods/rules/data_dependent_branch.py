@@ -647,7 +647,10 @@ class IntProof:
             return None
         if TENSOR in kinds:
             return TENSOR
-        return FLOAT_KIND if FLOAT_KIND in kinds else INT_KIND
+        if FLOAT_KIND in kinds:
+            return FLOAT_KIND
+        # ``Optional[int]``, ``List[int]``...: no int
+        return INT_KIND if all(k == INT_KIND for k in kinds) else None
 
 
 def _is_shape(node: cst.BaseExpression, proof: IntProof) -> bool:
