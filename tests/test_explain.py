@@ -210,7 +210,8 @@ for name in sorted({f.class_name for f in findings}):
                              "sys_path": [str(config.root)]})
     hints = [f for f in findings if f.class_name == name]
     result = _explain(outcome, name, path.name, path, text, hints, [])
-    site = [f for f in hints if f.code == result.code and f.line == result.line]
+    site = [f for f in hints if f.code == result.code and f.line == result.line] or [
+        f for f in hints if f.code == result.code and result.outcome == "call_failed"]
     out[name] = {"outcome": result.outcome, "line": result.line, "code": result.code,
                  "fix": result.fix, "site_fix": site[0].fix if site else None,
                  "text": result.lines()}

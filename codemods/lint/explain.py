@@ -117,6 +117,9 @@ class KnownError:
     explanation: str = ""
 
 
+# Codes whose TorchScript error points at another line than the one to fix.
+_PLACED_BY_FINDING = frozenset({"TSF229"})
+
 # Measured on torch 2.13 (fixtures/check/blockers.py has one class for each). Order matters:
 # the first pattern found in the message wins.
 KNOWN_ERRORS = (
@@ -154,6 +157,10 @@ KNOWN_ERRORS = (
     # parameter annotation (measured on fixtures/sum-tensors/wavenet.in.py).
     KnownError(r"(?s)(?=.*\bsum\b).*for argument 'self' but instead found type "
                r"'(List|Tuple)\[Tensor", "TSF215"),
+    # An Optional value used where its type is needed (annotate's refinement, TSF228).
+    KnownError(r"for argument '\w+' but instead found type 'Optional\[", "TSF228"),
+    # The error points at the later assignment; the fix is at the ``= None`` (TSF229).
+    KnownError(r"previously had type NoneType but is now being assigned", "TSF229"),
     KnownError(r"Expected a value of type 'Tensor[^']*' for argument '\w+' but instead found",
                "TSF206", "An unannotated parameter is a Tensor to TorchScript; this call "
                "passes something else. Annotate the parameter with the type it takes."),
@@ -485,9 +492,12 @@ def _explain(outcome: dict[str, Any], class_name: str, display: str, path: Path,
         # Messages overlap (a bad sum() reads like a bad argument type); what the linter finds
         # on the line the error points at says which construct it is.
         code = on_line[0].code
-    if result.line is None and code is not None and not result.site:
+    if code is not None and not result.site and not any(
+            h.code == code and h.line == result.line for h in hints):
+        # The message may point elsewhere than the site check fixes (a later assignment for
+        # a local first set to None): the class's finding of that construct places it.
         located = [h for h in hints if h.code == code]
-        if located:
+        if located and (result.line is None or code in _PLACED_BY_FINDING):
             result.line = located[0].line
     if result.site:
         on_line = hints         # the findings at the site, in the other file
