@@ -227,7 +227,11 @@ def _rule_findings(text: str, display: str, module: cst.Module,
         assert skip.code is not None
         key = (skip.line, skip.column, skip.code)
         known = sites.get(key)
-        reason = f"{skip.rule}: {skip.reason}"
+        why = skip.reason
+        if skip.message and why.startswith(skip.message):
+            # The finding already says what the site is; the refusal adds only why it stays.
+            why = why[len(skip.message):].lstrip(" ;:.") or why
+        reason = f"{skip.rule}: {why}"
         if known is None:
             sites[key] = Finding(display, skip.line, skip.column, skip.code,
                                  skip.message or CODES[skip.code].summary, skip.class_name,
