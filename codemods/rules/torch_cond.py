@@ -35,11 +35,11 @@ a statement) are ignore-numpy's (``ignore_numpy/_statements.py``).
 from __future__ import annotations
 
 from collections.abc import Iterable, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 
 import libcst as cst
 from libcst.helpers import get_full_name_for_node
-from libcst.metadata import GlobalScope, MetadataWrapper, ScopeProvider
+from tsfix.codemods.facts.locals import function_locals
 from tsfix.codemods.facts.syntax import code_of, find_all, names_used, self_name
 from tsfix.codemods.rules.ignore_numpy._statements import (
     MUTATORS,
@@ -105,12 +105,6 @@ class _Plan:
     false_name: str = ""
 
 
-@dataclass
-class _Local:
-    assigns: list[int] = field(default_factory=list)
-    reads: list[int] = field(default_factory=list)
-
-
 class _FunctionIndex:
     """Pre-order positions of every node of one function, its parents, and where each
     function-scope name is bound and read (LibCST scope analysis of the function alone)."""
@@ -133,41 +127,7 @@ class _FunctionIndex:
             for child in reversed(children(node)):
                 self.parent[id(child)] = node
                 stack.append((child, False))
-        self.locals: dict[str, _Local] = {}
-        self._read_locals()
-
-    def _read_locals(self) -> None:
-        body = self.func.body
-        if not isinstance(body, cst.IndentedBlock) or not body.body:
-            return
-        wrapper = MetadataWrapper(cst.Module(body=[self.func]), unsafe_skip_copy=True)
-        scopes = wrapper.resolve(ScopeProvider)
-        scope = scopes[body.body[0]]
-        assert scope is not None
-        for assignment in scope.assignments:
-            node = getattr(assignment, "node", None)
-            local = self.locals.setdefault(assignment.name, _Local())
-            if node is not None and id(node) in self.start:
-                local.assigns.append(self.start[id(node)])
-        for inner in {id(s): s for s in scopes.values() if s is not None}.values():
-            for access in inner.accesses:
-                name = access.node.value if isinstance(access.node, cst.Name) else None
-                if name is None or name not in self.locals or id(access.node) not in self.start:
-                    continue
-                owner = inner
-                while owner is not scope and name not in owner.assignments:
-                    if owner.parent is owner or isinstance(owner, GlobalScope):
-                        break
-                    owner = owner.parent
-                if owner is scope:
-                    self.locals[name].reads.append(self.start[id(access.node)])
-        for aug in find_all(self.func.body, cst.AugAssign):
-            # ``a += 1`` reads ``a`` too; LibCST records it as an assignment only.
-            if isinstance(aug.target, cst.Name) and aug.target.value in self.locals:
-                self.locals[aug.target.value].reads.append(self.start[id(aug.target)])
-        for local in self.locals.values():
-            local.reads = sorted(set(local.reads))
-            local.assigns.sort()
+        self.locals = function_locals(func, self.start)
 
     def span(self, node: cst.CSTNode) -> tuple[int, int]:
         return self.start[id(node)], self.end[id(node)]

@@ -13,7 +13,7 @@ from dataclasses import dataclass, field
 
 import libcst as cst
 from libcst.helpers import get_full_name_for_node
-from libcst.metadata import GlobalScope, MetadataWrapper, ScopeProvider
+from tsfix.codemods.facts.locals import function_locals
 from tsfix.codemods.facts.numpy_usage import NumpyUse, function_numpy_bindings, numpy_uses
 from tsfix.codemods.facts.syntax import find_all, literal_type, self_name
 from tsfix.codemods.facts.value_types import TENSOR, is_complete, unify, without_none
@@ -140,40 +140,11 @@ class MethodAnalysis:
     # -- locals (LibCST scope analysis) --------------------------------------------------------
 
     def read_locals(self) -> None:
-        """Assignments and reads of each function-scope name, from LibCST scope analysis of
-        this method alone."""
-        wrapper = MetadataWrapper(cst.Module(body=[self.func]), unsafe_skip_copy=True)
-        scopes = wrapper.resolve(ScopeProvider)
-        body = self.func.body
-        assert isinstance(body, cst.IndentedBlock)
-        scope = scopes[body.body[0]]
-        assert scope is not None
-        for assignment in scope.assignments:
-            node = getattr(assignment, "node", None)
-            if node is None:
-                continue
-            local = self.locals.setdefault(assignment.name, Local())
-            local.import_only = local.import_only and imports_numpy(node)
-            if id(node) in self.start:
-                local.assigns.append(self.start[id(node)])
-        # Reads: every access that resolves to this function's scope. (An Assignment's
-        # ``references`` leave out accesses written before it, such as loop-carried reads.)
-        for inner in {id(s): s for s in scopes.values() if s is not None}.values():
-            for access in inner.accesses:
-                name = access.node.value if isinstance(access.node, cst.Name) else None
-                if name is None or name not in self.locals or id(access.node) not in self.start:
-                    continue
-                owner = inner
-                while owner is not scope and name not in owner.assignments:
-                    if owner.parent is owner or isinstance(owner, GlobalScope):
-                        break
-                    owner = owner.parent
-                if owner is scope:
-                    self.locals[name].reads.append(self.start[id(access.node)])
-        for aug in find_all(self.func.body, cst.AugAssign):
-            # ``a += 1`` reads ``a`` too; LibCST records it as an assignment only.
-            if isinstance(aug.target, cst.Name) and aug.target.value in self.locals:
-                self.locals[aug.target.value].reads.append(self.start[id(aug.target)])
+        """Assignments, reads and in-place mutations of each function-scope name, and whether
+        only numpy imports bind it."""
+        for name, found in function_locals(self.func, self.start).items():
+            self.locals[name] = Local(found.assigns, found.reads, import_only=all(
+                imports_numpy(node) for node in found.bindings))
         for node in find_all(self.func.body, cst.Call, cst.AssignTarget, cst.AugAssign,
                              cst.Del):
             root: cst.BaseExpression | None = None
@@ -186,9 +157,6 @@ class MethodAnalysis:
                     root = target.value
             if isinstance(root, cst.Name) and root.value in self.locals:
                 self.locals[root.value].mutations.append(self.start[id(node)])
-        for local in self.locals.values():
-            local.reads = sorted(set(local.reads))
-            local.assigns.sort()
 
     # -- types ---------------------------------------------------------------------------------
 
