@@ -38,7 +38,6 @@ from __future__ import annotations
 
 import ast
 import contextlib
-import hashlib
 import importlib.util
 import inspect
 import io
@@ -63,7 +62,9 @@ from tsfix.codemods.validation.worker import (
     call,
     changed_at,
     clone,
+    comparable_text,
     difference,
+    fingerprint,
     rejected,
     unverified,
 )
@@ -239,12 +240,7 @@ def headline(exc: BaseException, *modules: types.ModuleType) -> str:
     text = lines[0] if lines else ""
     if text.endswith(":") and len(lines) > 1:
         text = f"{text} {lines[1]}"
-    for module in modules:
-        text = text.replace(module.__name__, "<module>")
-        file = vars(module).get("__file__")
-        if isinstance(file, str):
-            text = text.replace(file, "<file>")
-    text = re.sub(r"0x[0-9a-fA-F]+", "0x?", text)
+    text = comparable_text(text, *modules)
     # "Could not guard on data-dependent expression Eq(u0, 1) (unhinted: ...)": the rest is
     # torch's debugging detail.
     text = re.sub(r"\s*\(unhinted: .*$", "", text)
@@ -458,13 +454,13 @@ def check_onnx(case: Case, program: Any, first_key: str) -> str:
     (the exporter bakes them in), its ``If`` nodes and onnxruntime outputs."""
     from tsfix.codemods.validation import onnx_export as ox
 
-    first_weights = _fingerprint(case.originals[0].state_dict())
+    first_weights = fingerprint(case.originals[0].state_dict())
     runtimes: dict[str, Any] = {}
     parameters = inspect.signature(case.first.forward)
     compared = 0
     if_count = 0
     for k in case.served:
-        weights = _fingerprint(case.originals[k].state_dict())
+        weights = fingerprint(case.originals[k].state_dict())
         settings = case.values(k)
         for j, (args, kwargs) in enumerate(case.configs[k].calls):
             if signature(args, {**kwargs, **settings}) != first_key:
@@ -534,14 +530,6 @@ def onnx_failure(case: Case, exc: BaseException) -> Verdict:
                           f"original ({describe(original_exc, {})}); torch.export holds")
     return rejected(f"onnx: the exporter fails on the rewrite while the original converts: "
                     f"{error}")
-
-
-def _fingerprint(weights: dict[str, Any]) -> str:
-    digest = hashlib.sha256()
-    for name, tensor in weights.items():
-        digest.update(name.encode())
-        digest.update(tensor.detach().cpu().contiguous().numpy().tobytes())
-    return digest.hexdigest()
 
 
 # ---- configured models (model jobs) ------------------------------------------------------------

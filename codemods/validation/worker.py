@@ -450,19 +450,24 @@ def script(module: torch.nn.Module) -> Any:
 _SITE = re.compile(r'File "([^"]+)", line (\d+)')
 
 
-def _headline(exc: BaseException, *modules: types.ModuleType) -> str:
-    """A TorchScript error without where it happened: its text before the first source
-    location, with module names, files, mangled type names and addresses made alike."""
-    text = str(exc)
-    site = _SITE.search(text)
-    text = text[:site.start()] if site else text
+def comparable_text(text: str, *modules: types.ModuleType) -> str:
+    """An error's text with the modules' names and files and every address made alike, so
+    that the original's error and the rewrite's compare equal when only those differ."""
     for module in modules:
         text = text.replace(module.__name__, "<module>")
         file = vars(module).get("__file__")
         if isinstance(file, str):
             text = text.replace(file, "<file>")
+    return re.sub(r"0x[0-9a-fA-F]+", "0x?", text)
+
+
+def _headline(exc: BaseException, *modules: types.ModuleType) -> str:
+    """A TorchScript error without where it happened: its text before the first source
+    location, with module names, files, mangled type names and addresses made alike."""
+    text = str(exc)
+    site = _SITE.search(text)
+    text = comparable_text(text[:site.start()] if site else text, *modules)
     text = re.sub(r"___torch_mangle_\d+\.", "", text)
-    text = re.sub(r"0x[0-9a-fA-F]+", "0x?", text)
     return f"{type(exc).__name__}: {' '.join(text.split())}"
 
 
@@ -860,7 +865,7 @@ def check_onnx(configs: list[Instance], originals: list[Any],
             except ox.OnnxUnsupported as exc:
                 raise unverified(f"onnx: not checked: {exc} for {label}") from exc
             # One export per module, weights and input signature; the settings are inputs.
-            key = (id(module), _fingerprint(weights),
+            key = (id(module), fingerprint(weights),
                    tuple((name, _signature(value)) for name, value in arguments
                          if name not in values))
             if key not in exports:
@@ -918,7 +923,8 @@ def _with(values: dict[str, Any]) -> str:
     return f" with {shown}"
 
 
-def _fingerprint(weights: dict[str, Any]) -> str:
+def fingerprint(weights: dict[str, Any]) -> str:
+    """A digest of a state dict's names and values (equal weights, equal digest)."""
     digest = hashlib.sha256()
     for name, tensor in weights.items():
         digest.update(name.encode())
