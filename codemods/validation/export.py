@@ -259,6 +259,19 @@ def describe(exc: BaseException, rename: dict[str, str]) -> str:
 
 # ---- the steps ---------------------------------------------------------------------------------
 
+def saved_and_loaded(program: Any, rename: dict[str, str]) -> Any:
+    """The module of ``program`` after ``torch.export.save`` and ``load``; rejected when either
+    fails."""
+    buffer = io.BytesIO()
+    try:
+        with quiet():
+            torch.export.save(program, buffer)
+            buffer.seek(0)
+            return torch.export.load(buffer).module()
+    except Exception as exc:
+        raise rejected(f"save/load: {describe(exc, rename)}") from exc
+
+
 @dataclass
 class Case:
     """What the worker's steps 1-2 and the eager one-artifact step leave for the export
@@ -333,14 +346,7 @@ def check_export(case: Case) -> str:
     original_note = original_exports(case)
 
     # 5: save / load of the first program.
-    buffer = io.BytesIO()
-    try:
-        with quiet():
-            torch.export.save(program, buffer)
-            buffer.seek(0)
-            loaded = torch.export.load(buffer).module()
-    except Exception as exc:
-        raise rejected(f"save/load: {describe(exc, rename)}") from exc
+    loaded = saved_and_loaded(program, rename)
     saved_calls = 0
     for k in case.served:
         for j, (args, kwargs) in enumerate(case.configs[k].calls):
@@ -677,14 +683,7 @@ def _serve_reached(first: Any, serving: list[Any], alone: list[Any], called: lis
             check(module, pair, j, {}, "export")
 
     program = program_for(first, first.new, values(first), 0)[0]
-    buffer = io.BytesIO()
-    try:
-        with quiet():
-            torch.export.save(program, buffer)
-            buffer.seek(0)
-            loaded = torch.export.load(buffer).module()
-    except Exception as exc:
-        raise rejected(f"save/load: {describe(exc, rename)}") from exc
+    loaded = saved_and_loaded(program, rename)
     check(loaded, first, 0, values(first), "save/load")
     return (f"one exported program served {len(serving)} of {len(called)} instance(s) "
             f"({len(programs)} program(s), one per input shape), save/load"
