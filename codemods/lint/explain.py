@@ -636,6 +636,28 @@ def child_main() -> None:
     results.flush()
 
 
+def _module_class(job: dict[str, Any], load: Any) -> type | dict[str, Any]:
+    """The job's nn.Module class, imported from the original file by ``load`` (the worker's
+    import context), or the outcome saying why there is none."""
+    import torch
+    from tsfix.codemods.validation.worker import Verdict
+
+    try:
+        module = load.original()
+    except Verdict as verdict:
+        return {"outcome": NOT_BUILT, "error": verdict.reason}
+    cls = getattr(module, job["class"], None)
+    if not isinstance(cls, type) or not issubclass(cls, torch.nn.Module):
+        return {"outcome": NOT_BUILT, "error": f"{job['class']} is not an nn.Module class"}
+    return cls
+
+
+def _constructor_failed(instance: Any, exc: BaseException, notes: list[str]) -> dict[str, Any]:
+    return {"outcome": NOT_BUILT, "notes": notes,
+            "error": f"{instance.label(show_init=True)}: the constructor failed "
+                     f"({type(exc).__name__}: {exc}); add an example table with init arguments"}
+
+
 def _script_class(job: dict[str, Any]) -> dict[str, Any]:
     import warnings
 
@@ -655,13 +677,9 @@ def _script_class(job: dict[str, Any]) -> dict[str, Any]:
     calls = 0
     context = ObserveJob(-1, str(job["path"]), (), tuple(job.get("sys_path") or ()))
     with import_context(context) as load:
-        try:
-            module = load.original()
-        except Verdict as verdict:
-            return {"outcome": NOT_BUILT, "error": verdict.reason}
-        cls = getattr(module, job["class"], None)
-        if not isinstance(cls, type) or not issubclass(cls, torch.nn.Module):
-            return {"outcome": NOT_BUILT, "error": f"{job['class']} is not an nn.Module class"}
+        cls = _module_class(job, load)
+        if isinstance(cls, dict):
+            return cls
         try:
             made = instances(Example.from_json(job["example"]), cls)
         except Verdict as verdict:
@@ -674,10 +692,7 @@ def _script_class(job: dict[str, Any]) -> dict[str, Any]:
             try:
                 model = build(cls, instance.init)
             except BaseException as exc:
-                return {"outcome": NOT_BUILT, "notes": notes,
-                        "error": f"{instance.label(show_init=True)}: the constructor failed "
-                                 f"({type(exc).__name__}: {exc}); add an example table with "
-                                 "init arguments"}
+                return _constructor_failed(instance, exc, notes)
             try:
                 scripted = torch.jit.script(model)
             except BaseException as exc:
@@ -722,13 +737,9 @@ def _export_class(job: dict[str, Any]) -> dict[str, Any]:
     calls = skipped = 0
     context = ObserveJob(-1, str(job["path"]), (), tuple(job.get("sys_path") or ()))
     with import_context(context) as load:
-        try:
-            module = load.original()
-        except Verdict as verdict:
-            return {"outcome": NOT_BUILT, "error": verdict.reason}
-        cls = getattr(module, job["class"], None)
-        if not isinstance(cls, type) or not issubclass(cls, torch.nn.Module):
-            return {"outcome": NOT_BUILT, "error": f"{job['class']} is not an nn.Module class"}
+        cls = _module_class(job, load)
+        if isinstance(cls, dict):
+            return cls
         try:
             made = instances(Example.from_json(job["example"]), cls)
         except Verdict as verdict:
@@ -741,10 +752,7 @@ def _export_class(job: dict[str, Any]) -> dict[str, Any]:
             try:
                 model = build(cls, instance.init)
             except BaseException as exc:
-                return {"outcome": NOT_BUILT, "notes": notes,
-                        "error": f"{instance.label(show_init=True)}: the constructor failed "
-                                 f"({type(exc).__name__}: {exc}); add an example table with "
-                                 "init arguments"}
+                return _constructor_failed(instance, exc, notes)
             if not instance.calls:
                 return {"outcome": NOT_BUILT, "notes": notes,
                         "error": "torch.export needs an example input: the example table "
