@@ -281,22 +281,29 @@ class Explanation:
         else:
             verb = ("does not script" if self.outcome == SCRIPT_FAILED
                     else "scripts, but calling the scripted module fails")
-            title = CODES[self.code].summary if self.code else "TorchScript error"
-            out.append(f"{where}: {self.class_name} {verb}: {title}"
-                       + (f" [{self.code}]" if self.code else ""))
+            out.append(self._failure_title(where, verb, "TorchScript error"))
             if self.source_line:
                 out.append(f"    {self.line} | {self.source_line.strip()}")
-            if self.explanation:
-                out.append(f"why: {self.explanation}")
-            if self.fix:
-                out.append(f"fix: {fix_command(self.fix, self.target)} {self.display}")
-            elif self.refused:
-                out.append(f"not fixed by tsfix here ({self.refused}); change the code by "
-                           "hand.")
-            elif self.code:
-                out.append("fix: no tsfix rule rewrites this yet; change the code by hand.")
-            out.append(f"torch said: {self.error}")
+            out += self._remedy(self.display, "no tsfix rule rewrites this yet")
         return out + self._tail()
+
+    def _failure_title(self, where: str, verb: str, untitled: str) -> str:
+        title = CODES[self.code].summary if self.code else untitled
+        return f"{where}: {self.class_name} {verb}: {title}" + (
+            f" [{self.code}]" if self.code else "")
+
+    def _remedy(self, fix_file: str, no_rule: str) -> list[str]:
+        """After a failure's title and lines: why, the fix (or why there is none), and
+        torch's own message."""
+        out = [f"why: {self.explanation}"] if self.explanation else []
+        if self.fix:
+            out.append(f"fix: {fix_command(self.fix, self.target)} {fix_file}")
+        elif self.refused:
+            out.append(f"not fixed by tsfix here ({self.refused}); change the code by hand.")
+        elif self.code:
+            out.append(f"fix: {no_rule}; change the code by hand.")
+        out.append(f"torch said: {self.error}")
+        return out
 
     def _tail(self) -> list[str]:
         out = [f"note: {note}" for note in self.notes]
@@ -331,25 +338,14 @@ class Explanation:
         else:
             verb = ("does not export (torch.export.export)" if self.outcome == EXPORT_FAILED
                     else "exports, but its exported program fails the examples")
-            title = CODES[self.code].summary if self.code else "torch.export error"
-            out.append(f"{where}: {self.class_name} {verb}: {title}"
-                       + (f" [{self.code}]" if self.code else ""))
+            out.append(self._failure_title(where, verb, "torch.export error"))
             if self.site:
                 out.append(f"    at {self.site}" + (f" | {self.site_line.strip()}"
                                                     if self.site_line else ""))
             if self.source_line:
                 out.append(f"    {self.line} | {self.source_line.strip()}")
-            if self.explanation:
-                out.append(f"why: {self.explanation}")
             shown = self.site.rpartition(":")[0] if self.site else self.display
-            if self.fix:
-                out.append(f"fix: {fix_command(self.fix, self.target)} {shown}")
-            elif self.refused:
-                out.append(f"not fixed by tsfix here ({self.refused}); change the code by "
-                           "hand.")
-            elif self.code:
-                out.append("fix: no tsfix rule rewrites this site; change the code by hand.")
-            out.append(f"torch said: {self.error}")
+            out += self._remedy(shown, "no tsfix rule rewrites this site")
         return out + self._tail()
 
 
