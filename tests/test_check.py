@@ -58,7 +58,11 @@ def test_codes_are_the_linters_and_those_the_rules_declare() -> None:
     for code in CODES.values():
         assert code.summary and code.help and code.name
         if code.code.startswith("TSF1"):
-            assert rule_of_code(code.code) is None, code.code
+            # The linter's own; a rule may declare one it fixes at some sites (a nested def),
+            # and the linter still reports the sites that rule does not report.
+            handler = rule_of_code(code.code)
+            assert handler is None or handler in ALL_RULES, code.code
+            assert code.code in {c.code for c in LINT_CODES}, code.code
         else:
             assert code.code.startswith("TSF2") and rule_of_code(code.code) in ALL_RULES
     declared = [c.code for rule in ALL_RULES.values() for c in rule.CODES]

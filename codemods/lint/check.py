@@ -164,9 +164,14 @@ def check_source(text: str, display: str, *, errors: list[str] | None = None,
         facts = module_facts(module)
         if not facts.module_classes:
             return []
-        findings = (_lint_findings(module, facts, display)
-                    if target in _TORCHSCRIPT_TARGETS else [])
-        findings.extend(_rule_findings(text, display, module, errors, target))
+        linted = (_lint_findings(module, facts, display)
+                  if target in _TORCHSCRIPT_TARGETS else [])
+        findings = _rule_findings(text, display, module, errors, target)
+        # A rule that handles a construct the linter also reports (a nested def, a try/except)
+        # declares the linter's code; its finding says whether it fixes that site, so it
+        # replaces the linter's own on that line.
+        handled = {(f.line, f.code) for f in findings}
+        findings.extend(f for f in linted if (f.line, f.code) not in handled)
     return sorted(set(findings), key=lambda f: (f.line, f.column, f.code))
 
 
