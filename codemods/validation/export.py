@@ -61,10 +61,10 @@ from tsfix.codemods.validation.worker import (
     Verdict,
     call,
     changed_at,
-    clone,
     comparable_text,
     difference,
     fingerprint,
+    fresh,
     rejected,
     unverified,
 )
@@ -173,7 +173,8 @@ def quiet() -> Iterator[None]:
 
 def export(module: Any, args: tuple[Any, ...], kwargs: dict[str, Any]) -> Any:
     with quiet():
-        return torch.export.export(module, clone(args), clone(kwargs), strict=False)
+        args, kwargs = fresh((args, kwargs))
+        return torch.export.export(module, args, kwargs, strict=False)
 
 
 def signature(args: tuple[Any, ...], kwargs: dict[str, Any]) -> str:
@@ -448,8 +449,9 @@ def onnx_available() -> bool:
 
 
 def onnx_model(model: Any, args: tuple[Any, ...], kwargs: dict[str, Any]) -> Any:
+    args, kwargs = fresh((args, kwargs))
     with quiet():
-        exported = torch.onnx.export(model, clone(args), kwargs=clone(kwargs), dynamo=True,
+        exported = torch.onnx.export(model, args, kwargs=kwargs, dynamo=True,
                                      verbose=False)
     assert exported is not None
     return exported.model_proto

@@ -55,6 +55,7 @@ from __future__ import annotations
 
 import ast
 import contextlib
+import copy
 import dis
 import faulthandler
 import hashlib
@@ -170,7 +171,31 @@ def make_tensor(spec: dict[str, Any], generator: torch.Generator) -> torch.Tenso
     return made
 
 
+def fresh(value: Any) -> Any:
+    """A copy of an example value that no other build or call shares.
+
+    The original and the rewrite are built from the same init values and called with the same
+    inputs; a constructor or forward that changes an object it is given (ParityBench's
+    ``FocalLoss`` sets ``loss_fcn.reduction = "none"``) would otherwise change what the next
+    build or call sees. A deep copy keeps the value's own aliasing (one tensor passed twice
+    stays one tensor); what cannot be deep-copied (a module object, a non-leaf tensor) is
+    copied part by part, and a part that cannot be copied at all is shared, as given."""
+    try:
+        return copy.deepcopy(value)
+    except Exception:
+        pass
+    if isinstance(value, torch.Tensor):
+        return value.clone()
+    if isinstance(value, list | tuple) and not hasattr(value, "_fields"):
+        return type(value)(fresh(v) for v in value)
+    if isinstance(value, dict):
+        return {k: fresh(v) for k, v in value.items()}
+    return value
+
+
 def clone(value: Any) -> Any:
+    """Tensors copied, containers rebuilt, other objects shared: for values recorded inside a
+    model's run, where a deep copy could copy whatever object graph an argument reaches."""
     if isinstance(value, torch.Tensor):
         return value.clone()
     if isinstance(value, list | tuple) and not hasattr(value, "_fields"):
@@ -412,14 +437,16 @@ def load_module(name: str, path: Path) -> types.ModuleType:
 
 def call(module: Any, args: tuple[Any, ...], kwargs: dict[str, Any],
          extra: dict[str, Any] | None = None) -> Any:
+    args, kwargs = fresh((args, kwargs))
     torch.manual_seed(SEED)
     with torch.no_grad():
-        return module(*clone(args), **clone(kwargs), **(extra or {}))
+        return module(*args, **kwargs, **(extra or {}))
 
 
 def build(cls: type, init: dict[str, Any]) -> Any:
+    init = fresh(init)
     torch.manual_seed(SEED)
-    instance = cls(**clone(init))
+    instance = cls(**init)
     instance.eval()
     return instance
 
