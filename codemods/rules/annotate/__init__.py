@@ -102,6 +102,7 @@ import ast
 import libcst as cst
 from tsfix.codemods.facts.prefilter import AstFile
 from tsfix.codemods.rules.annotate._classes import ClassAnnotator
+from tsfix.codemods.rules.annotate._functions import ModuleFunctions
 from tsfix.codemods.rules.base import Code, Example, Rule
 
 __all__ = ["Annotate"]
@@ -344,47 +345,81 @@ class Annotate(Rule):
 
     @classmethod
     def may_apply(cls, file: AstFile) -> bool:
-        """Something annotate looks at: a compiled method's unannotated or defaulted
-        parameter, variadic or keyword-only parameters, a list or dict display, several
-        returns of which one is a literal, a ``-> float`` return, or an attribute that
-        ``__init__`` sets to None or to an empty container and compiled code reads (a
-        class-level declaration)."""
+        """Something annotate looks at: a compiled method's (or a module-level function's that
+        a compiled method calls by name) unannotated or defaulted parameter, variadic or
+        keyword-only parameters, a list or dict display, several returns of which one is a
+        literal, a ``-> float`` return, or an attribute that ``__init__`` sets to None or to
+        an empty container and compiled code reads (a class-level declaration)."""
         read: set[str] = set()
+        functions = ({s.name: s for s in file.tree.body if isinstance(s, ast.FunctionDef)}
+                     if file.tree is not None else {})
+        called: list[str] = []
         for _, func in file.compiled:
-            arguments = func.args
-            if arguments.vararg or arguments.kwarg or arguments.kwonlyargs:
-                return True
-            positional = arguments.posonlyargs + arguments.args
-            if any(argument.annotation is None for argument in positional[1:]):
-                return True
-            pairs = zip(reversed(positional), reversed(arguments.defaults), strict=False)
-            for argument, default in pairs:
-                none = isinstance(default, ast.Constant) and default.value is None
-                annotation = ast.unparse(argument.annotation) if argument.annotation else ""
-                if (not isinstance(default, ast.Constant | ast.Tuple | ast.UnaryOp)
-                        or (none and "Optional" not in annotation and "None" not in annotation)):
-                    return True
-            if func.returns is not None and ast.unparse(func.returns) == "float":
-                return True
-            returns: list[ast.expr] = []
             self_var = file.self_var(func)
+            if _looks_at(func, skip_first=True):
+                return True
             for node in ast.walk(func):
-                if isinstance(node, ast.List | ast.Dict | ast.ListComp | ast.DictComp):
-                    return True
-                if isinstance(node, ast.Return) and node.value is not None:
-                    returns.append(node.value)
                 if (isinstance(node, ast.Attribute) and isinstance(node.value, ast.Name)
                         and node.value.id == self_var):
                     read.add(node.attr)
-            if len(returns) > 1 and any(isinstance(value, ast.Constant | ast.List | ast.Dict
-                                                   | ast.UnaryOp) for value in returns):
+            called.extend(_called_functions(func, functions))
+        for name in called:     # grows: the functions these call, transitively
+            if _looks_at(functions[name], skip_first=False):
                 return True
+            called.extend(c for c in _called_functions(functions[name], functions)
+                          if c not in called)
         return bool(read & _maybe_none_or_empty(file))
+
+    def prepare(self, module: cst.Module) -> None:
+        self._functions = ModuleFunctions(self, module)
+
+    def transform_module_impl(self, tree: cst.Module) -> cst.Module:
+        rewritten = super().transform_module_impl(tree)
+        new_functions = self._functions.written({c.class_name for c in self.changes})
+        if new_functions and rewritten is not tree:
+            body = [new_functions.pop(id(s), s) for s in rewritten.body]
+            assert not new_functions, "a rewritten module function was not found in the module"
+            rewritten = rewritten.with_changes(body=body)
+        return rewritten
 
     def rewrite_class(self, cls: cst.ClassDef) -> cst.ClassDef:
         if not self.facts.is_module_class(cls):
             return cls
-        return ClassAnnotator(self, cls).rewrite()
+        return ClassAnnotator(self, cls, self._functions).rewrite()
+
+
+def _looks_at(func: ast.FunctionDef, *, skip_first: bool) -> bool:
+    """``func`` has something annotate looks at (``skip_first``: a method's ``self``)."""
+    arguments = func.args
+    if arguments.vararg or arguments.kwarg or arguments.kwonlyargs:
+        return True
+    positional = arguments.posonlyargs + arguments.args
+    if any(argument.annotation is None for argument in positional[1 if skip_first else 0:]):
+        return True
+    pairs = zip(reversed(positional), reversed(arguments.defaults), strict=False)
+    for argument, default in pairs:
+        none = isinstance(default, ast.Constant) and default.value is None
+        annotation = ast.unparse(argument.annotation) if argument.annotation else ""
+        if (not isinstance(default, ast.Constant | ast.Tuple | ast.UnaryOp)
+                or (none and "Optional" not in annotation and "None" not in annotation)):
+            return True
+    if func.returns is not None and ast.unparse(func.returns) == "float":
+        return True
+    returns: list[ast.expr] = []
+    for node in ast.walk(func):
+        if isinstance(node, ast.List | ast.Dict | ast.ListComp | ast.DictComp):
+            return True
+        if isinstance(node, ast.Return) and node.value is not None:
+            returns.append(node.value)
+    return len(returns) > 1 and any(isinstance(value, ast.Constant | ast.List | ast.Dict
+                                               | ast.UnaryOp) for value in returns)
+
+
+def _called_functions(func: ast.FunctionDef, functions: dict[str, ast.FunctionDef]) -> list[str]:
+    """The module-level functions ``func`` calls by name (any call: an over-approximation)."""
+    return list(dict.fromkeys(node.func.id for node in ast.walk(func)
+                              if isinstance(node, ast.Call) and isinstance(node.func, ast.Name)
+                              and node.func.id in functions))
 
 
 def _maybe_none_or_empty(file: AstFile) -> set[str]:

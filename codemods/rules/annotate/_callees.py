@@ -4,7 +4,7 @@ A ``None``-default parameter passed straight to a callee whose parameter has a t
 type: ``self.rnn(x, hx)`` with ``self.rnn = nn.LSTM(...)`` makes ``hx`` a
 ``Tuple[Tensor, Tensor]`` (Optional by its default); ``self.attend(q, mask)`` with ``def
 attend(self, q, mask: Optional[torch.Tensor] = None)`` makes ``mask`` a Tensor; so does a
-function of the same file.
+function of the same file (by its annotation, or by the one annotate has just given it).
 """
 
 from __future__ import annotations
@@ -15,7 +15,7 @@ import libcst as cst
 from tsfix.codemods.facts.syntax import self_attr, self_name
 from tsfix.codemods.facts.value_types import TENSOR, is_complete, type_from_annotation, without_none
 from tsfix.codemods.rules.annotate._state import MethodState
-from tsfix.codemods.rules.annotate._typer import layer_class, module_functions
+from tsfix.codemods.rules.annotate._typer import layer_class
 
 _PAIR = "Tuple[Tensor, Tensor]"
 # forward() parameters of the torch.nn layers whose types matter for an argument passed to them
@@ -93,9 +93,10 @@ def _callee_parameters(method: MethodState, func: cst.BaseExpression) -> Paramet
         return _declared(callee, skip_first=self_name(callee) is not None,
                          decided=method.callee_types.get(called, {}))
     if isinstance(func, cst.Name):
-        function = module_functions(method.rule.facts.tree).get(func.value)
+        function = method.functions.get(func.value)
         if function is not None:
-            return _declared(function, skip_first=False)
+            return _declared(function, skip_first=False,
+                             decided=method.function_types.get(func.value, {}))
     return None
 
 

@@ -3,6 +3,8 @@ container attributes), then each compiled method (``_method``)."""
 
 from __future__ import annotations
 
+from dataclasses import replace
+
 import libcst as cst
 from tsfix.codemods.facts.syntax import find_all, names_used, self_attr, self_name
 from tsfix.codemods.facts.value_types import (
@@ -14,13 +16,15 @@ from tsfix.codemods.facts.value_types import (
     without_none,
 )
 from tsfix.codemods.rules.annotate._common import Counts, has_docstring, is_name
+from tsfix.codemods.rules.annotate._functions import FunctionPlan, ModuleFunctions
 from tsfix.codemods.rules.annotate._method import MethodAnnotator
 from tsfix.codemods.rules.base import ClassChange, Rule
 
 
 class ClassAnnotator:
-    def __init__(self, rule: Rule, cls: cst.ClassDef) -> None:
+    def __init__(self, rule: Rule, cls: cst.ClassDef, functions: ModuleFunctions) -> None:
         self.rule = rule
+        self.functions = functions
         self.cls = cls
         self.name = cls.name.value
         self.facts = rule.class_facts(cls)
@@ -41,12 +45,20 @@ class ClassAnnotator:
         # counts are merged back in the callers-first order of the summary.
         decided: dict[str, dict[str, str]] = {}
         method_counts: dict[str, Counts] = {}
+        # The module functions compiled with this class go first of all (their callers'
+        # parameters take their types); one that a rejected class reaches stays as it is.
+        claims = {name: self.functions.plan(name)
+                  for name in self.functions.reached(self.name)
+                  if self.functions.claimable(name, self.rule.skip_classes)}
+        functions = self.functions.as_left(claims)
+        function_types = {name: plan.param_types for name, plan in claims.items()}
         for name in reversed(self.compiled):
             func = self.methods[name]
             method_counts[name] = Counts()
             annotator = MethodAnnotator(self.rule, self.facts, method_counts[name],
                                         self.observed.get(name, {}), name,
-                                        local_copies.get(name, {}), decided)
+                                        local_copies.get(name, {}), decided, functions,
+                                        function_types)
             rewritten = annotator.rewrite()
             decided[name] = annotator.param_types
             if rewritten is not func:
@@ -57,9 +69,12 @@ class ClassAnnotator:
             self.counts.static += counts.static
             self.counts.parts.extend(counts.parts)
             self.counts.notes.extend(counts.notes)
-        if not new_methods and not class_lines:
-            return self.cls
-        if not isinstance(self.cls.body, cst.IndentedBlock):
+        changed_functions = [plan for name, plan in claims.items()
+                             if plan.func is not self.functions.functions[name]]
+        self._report(claims)
+        if not isinstance(self.cls.body, cst.IndentedBlock) or (
+                not new_methods and not class_lines and not changed_functions):
+            self.functions.register(self.name, claims, [])
             return self.cls
         body: list[cst.BaseStatement] = [
             new_methods.get(s.name.value, s) if isinstance(s, cst.FunctionDef) else s
@@ -72,18 +87,35 @@ class ClassAnnotator:
                 rest[0] = rest[0].with_changes(leading_lines=rest[0].leading_lines  # type: ignore[attr-defined]
                                                or (cst.EmptyLine(),))
             body = [*body[:at], *(cst.parse_statement(line) for line in class_lines), *rest]
-        new_cls = self.cls.with_changes(body=self.cls.body.with_changes(body=body))
+        new_cls = (self.cls.with_changes(body=self.cls.body.with_changes(body=body))
+                   if new_methods or class_lines else self.cls)
         counts = self.counts
         parts = list(counts.parts)
         if counts.observed or counts.static:
             parts.insert(0, f"typed {counts.observed + counts.static} parameter(s) "
                          f"({counts.observed} from observed calls, {counts.static} from "
                          "the code)")
+        notes = list(counts.notes)
+        for plan in changed_functions:
+            parts.append(plan.summary)
+            notes.extend(plan.counts.notes)
+            self.rule.need_typing(*plan.typing_names)
         summary = "; ".join(parts)
         self.rule.changes.append(ClassChange(self.rule.name, self.name,
                                              self.rule.span_of(self.cls), summary,
-                                             notes=counts.notes))
+                                             notes=notes))
+        # Last, so a failure above (the class is then left as it was) claims nothing.
+        self.functions.register(self.name, claims, [plan.name for plan in changed_functions])
         return new_cls
+
+    def _report(self, claims: dict[str, FunctionPlan]) -> None:
+        """The findings in the module functions this class reaches, under this class's name,
+        where no class reported them before."""
+        for name, plan in claims.items():
+            if name in self.functions.reported:
+                continue
+            self.rule.fixes.extend(replace(f, class_name=self.name) for f in plan.fixes)
+            self.rule.skips.extend(replace(s, class_name=self.name) for s in plan.skips)
 
     # -- attributes ------------------------------------------------------------------------------
 

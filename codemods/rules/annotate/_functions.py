@@ -1,0 +1,266 @@
+"""Module-level functions compiled code calls: ``torch.jit.script`` compiles every function a
+compiled method calls by name (``length_to_mask(lengths, max_len)``), with the same typing
+rules as a method: an unannotated parameter is a Tensor there too.
+
+The functions of the file that the compiled methods of a module class call by name, and those
+these functions call, transitively (not in code TorchScript never compiles, not a name the
+caller binds itself, not a ``@torch.jit.ignore``/``@torch.jit.unused`` function), are
+annotated once per file like a method (``_method``), callees first. A function's rewrite is
+part of the rewrite of every class that reaches it: each such class's change lists it, so the
+validation of the class (re-script + eager parity) covers the function. When validation
+rejects one of those classes, the function is left as it was (and so is every function that
+reaches it), whatever the other classes' verdicts.
+"""
+
+from __future__ import annotations
+
+import ast
+from collections.abc import Collection, Mapping
+from dataclasses import dataclass, field
+
+import libcst as cst
+from libcst.metadata import MetadataWrapper, PositionProvider
+from tsfix.codemods.facts.classes import ClassFacts, is_ignored, never_compiled_nodes
+from tsfix.codemods.facts.syntax import decorator_names, find_all, parameters_of
+from tsfix.codemods.rules.annotate._common import Counts
+from tsfix.codemods.rules.annotate._method import MethodAnnotator
+from tsfix.codemods.rules.annotate._state import FunctionFacts
+from tsfix.codemods.rules.annotate._typer import module_functions
+from tsfix.codemods.rules.base import Fix, Rule, Skip
+
+# Where the engine's observations of module-level functions would be: ``observed[
+# FUNCTIONS_KEY][function][parameter]`` (no class is named so). The observing worker records
+# only the methods of classes today; annotate reads this key when it is there.
+FUNCTIONS_KEY = "<module>"
+# Decorators under which TorchScript compiles the function as it is written.
+_TRANSPARENT = ("jit.script", "jit.script_if_tracing", "jit._script_if_tracing")
+
+
+@dataclass
+class FunctionPlan:
+    """What annotate does to one module-level function, decided once per file."""
+
+    name: str
+    func: cst.FunctionDef                   # the new function (the old one: nothing to do)
+    param_types: dict[str, str]             # what its new signature says
+    counts: Counts
+    fixes: list[Fix] = field(default_factory=list)
+    skips: list[Skip] = field(default_factory=list)
+    typing_names: set[str] = field(default_factory=set)
+
+    @property
+    def summary(self) -> str:
+        counts = self.counts
+        parts = list(counts.parts)
+        if counts.observed or counts.static:
+            parts.insert(0, f"typed {counts.observed + counts.static} parameter(s)")
+        return f"{self.name}() (a function of this file it calls): {', '.join(parts)}"
+
+
+class ModuleFunctions:
+    """The module-level functions of one file that compiled code reaches, and their plans."""
+
+    def __init__(self, rule: Rule, module: cst.Module) -> None:
+        self.rule = rule
+        self.functions = module_functions(module)
+        facts = rule.facts
+        self.imports = facts.imports
+        # function -> the functions it calls by name (compiled code only), in order
+        self._calls = {name: self._called(func, never_compiled_nodes(func, self.imports))
+                       for name, func in self.functions.items()}
+        # function -> the module classes whose compiled methods reach it
+        self.users: dict[str, set[str]] = {}
+        self._reached: dict[str, list[str]] = {}
+        for statement in module.body:
+            if isinstance(statement, cst.ClassDef) and facts.is_module_class(statement):
+                reached = self._reach(facts.of(statement))
+                self._reached[statement.name.value] = reached
+                for name in reached:
+                    self.users.setdefault(name, set()).add(statement.name.value)
+        self._plans: dict[str, FunctionPlan] = {}
+        self._def_lines: dict[str, int] | None = None
+        # functions whose findings a class has reported
+        self.reported: set[str] = set()
+        # class -> the functions its recorded change rewrites
+        self.rewritten_by: dict[str, list[str]] = {}
+
+    def register(self, class_name: str, claims: Mapping[str, FunctionPlan],
+                 rewritten: list[str]) -> None:
+        """A class's rewrite went through: its findings in ``claims`` are reported, and the
+        functions ``rewritten`` are written when its change is."""
+        self.reported.update(claims)
+        self.rewritten_by[class_name] = rewritten
+
+    def written(self, changed_classes: Collection[str]) -> dict[int, cst.FunctionDef]:
+        """id of an original function -> its rewrite, for the functions the recorded changes
+        of ``changed_classes`` rewrite (a change undone after the class's rewrite, such as an
+        overloaded class's, writes none)."""
+        names = {name for cls in changed_classes for name in self.rewritten_by.get(cls, [])}
+        return {id(self.functions[name]): self._plans[name].func for name in names}
+
+    def reached(self, class_name: str) -> list[str]:
+        """The functions the class's compiled methods reach, callers before callees."""
+        return self._reached.get(class_name, [])
+
+    def claimable(self, name: str, rejected: Collection[str]) -> bool:
+        """Whether ``name`` may be rewritten: no class that reaches it, or reaches a function
+        it reaches, was rejected by validation."""
+        return not any(self.users.get(f, set()) & set(rejected)
+                       for f in [name, *self._closure(name)])
+
+    def plan(self, name: str) -> FunctionPlan:
+        """The plan for ``name`` (its callees planned first: a parameter passed on to one
+        takes the type it was given)."""
+        plan = self._plans.get(name)
+        if plan is not None:
+            return plan
+        # A placeholder first: a recursive call sees the function unannotated.
+        self._plans[name] = FunctionPlan(name, self.functions[name], {}, Counts())
+        for callee in self._calls[name]:
+            self.plan(callee)
+        plan = self._plans[name] = self._annotate(name)
+        return plan
+
+    def as_left(self, claimed: Mapping[str, FunctionPlan]) -> dict[str, cst.FunctionDef]:
+        """The file's functions as annotate leaves them: claimed ones rewritten."""
+        return {name: claimed[name].func if name in claimed else func
+                for name, func in self.functions.items()}
+
+    # -- what compiled code calls --------------------------------------------------------------
+
+    def _reach(self, facts: ClassFacts) -> list[str]:
+        order: list[str] = []
+        pending = [self._called(facts.methods[m], facts.never_compiled(m))
+                   for m in facts.compiled]
+        while pending:
+            for name in pending.pop(0):
+                if name not in order:
+                    order.append(name)
+                    pending.append(self._calls[name])
+        return order
+
+    def _closure(self, name: str) -> list[str]:
+        found: list[str] = []
+        pending = list(self._calls.get(name, []))
+        while pending:
+            callee = pending.pop(0)
+            if callee not in found and callee != name:
+                found.append(callee)
+                pending.extend(self._calls[callee])
+        return found
+
+    def _called(self, func: cst.FunctionDef, skipped: Collection[int]) -> list[str]:
+        """The module functions ``func`` calls by name in code TorchScript compiles."""
+        bound = _bound_names(func)
+        found: list[str] = []
+        for call in find_all(func.body, cst.Call):
+            callee = call.func.value if isinstance(call.func, cst.Name) else None
+            if (callee is not None and callee in self.functions and callee not in bound
+                    and id(call) not in skipped and callee not in found
+                    and not is_ignored(self.functions[callee])):
+                found.append(callee)
+        return found
+
+    # -- annotating one ------------------------------------------------------------------------
+
+    def _annotate(self, name: str) -> FunctionPlan:
+        func = self.functions[name]
+        counts = Counts()
+        plan = FunctionPlan(name, func, {}, counts)
+        foreign = [d for d in decorator_names(func) if not d.endswith(_TRANSPARENT)]
+        if foreign:
+            line, column = self.position(func, func)
+            plan.skips.append(Skip(self.rule.name, "", line, f"{name}(): decorated with "
+                                   f"@{foreign[0]}: TorchScript compiles what the decorator "
+                                   "returns, not this function; left as it is", None, column))
+            return plan
+        observed = self.rule.observed.get(FUNCTIONS_KEY, {}).get(name, {})
+        done = {n: p for n, p in self._plans.items() if n != name}
+        annotator = FunctionAnnotator(self, plan, FunctionFacts(func, self.imports), observed,
+                                      done)
+        previous = set(self.rule.typing_names)
+        self.rule.typing_names = set()
+        try:
+            plan.func = annotator.rewrite()
+            plan.typing_names = set(self.rule.typing_names)
+        finally:
+            self.rule.typing_names = previous
+        plan.param_types = annotator.param_types
+        return plan
+
+    def position(self, func: cst.FunctionDef, node: cst.CSTNode) -> tuple[int, int]:
+        """(line, 1-based column) of ``node`` in a module-level function, in the lines of the
+        text as the user has it (earlier rules may have added import lines above)."""
+        positions = MetadataWrapper(cst.Module(body=[func]), unsafe_skip_copy=True).resolve(
+            PositionProvider)
+        if self._def_lines is None:
+            try:
+                tree = ast.parse(self.rule.source_text or self.rule.source_module.code)
+                self._def_lines = {s.name: s.lineno for s in tree.body
+                                   if isinstance(s, ast.FunctionDef | ast.AsyncFunctionDef)}
+            except (SyntaxError, ValueError):
+                self._def_lines = {}
+        here = positions[node].start
+        name_line = positions[func.name].start.line
+        shift = self._def_lines.get(func.name.value, name_line) - name_line
+        return here.line + shift, here.column + 1
+
+
+class FunctionAnnotator(MethodAnnotator):
+    """:class:`MethodAnnotator` for a module-level function: what it fixes and refuses goes to
+    the function's plan (reported by the first class that reaches the function)."""
+
+    def __init__(self, functions: ModuleFunctions, plan: FunctionPlan, facts: FunctionFacts,
+                 observed: Mapping[str, str], done: Mapping[str, FunctionPlan]) -> None:
+        self.module_functions = functions
+        self.plan = plan
+        super().__init__(functions.rule, facts, plan.counts, observed, plan.name, {},
+                         functions=functions.as_left(done),
+                         function_types={n: p.param_types for n, p in done.items()})
+
+    def skip(self, node: cst.CSTNode, reason: str, *, code: str | None = None,
+             message: str = "") -> None:
+        line, column = self.module_functions.position(self.func, node)
+        self.plan.skips.append(Skip(self.rule.name, "", line, f"{self.name}(): {reason}", code,
+                                    column, message))
+
+    def fixed(self, node: cst.CSTNode, code: str, message: str) -> None:
+        line, column = self.module_functions.position(self.func, node)
+        self.plan.fixes.append(Fix(self.rule.name, code, "", line, column, message))
+
+
+def _bound_names(func: cst.FunctionDef) -> set[str]:
+    """The names ``func`` binds itself (parameters, assignment and loop targets, nested
+    definitions, imports): a call of one is no call of a module function."""
+    names = set(parameters_of(func))
+    for node in find_all(func.body, cst.AssignTarget, cst.AnnAssign, cst.AugAssign, cst.For,
+                         cst.WithItem, cst.NamedExpr, cst.CompFor, cst.FunctionDef,
+                         cst.ClassDef, cst.ImportAlias):
+        if isinstance(node, cst.FunctionDef | cst.ClassDef):
+            names.add(node.name.value)
+        elif isinstance(node, cst.ImportAlias):
+            alias = node.asname.name if node.asname is not None else node.name
+            names.add(_head(alias))
+        elif isinstance(node, cst.WithItem):
+            if node.asname is not None:
+                names.update(_target_names(node.asname.name))
+        else:
+            names.update(_target_names(node.target))
+    return names
+
+
+def _target_names(target: cst.BaseExpression) -> set[str]:
+    """The plain names an assignment target binds (not ``self.x`` or ``a[i]``)."""
+    if isinstance(target, cst.Name):
+        return {target.value}
+    if isinstance(target, cst.Tuple | cst.List):
+        return {n for e in target.elements for n in _target_names(e.value)}
+    if isinstance(target, cst.StarredElement):
+        return _target_names(target.value)
+    return set()
+
+
+def _head(node: cst.BaseExpression) -> str:
+    while isinstance(node, cst.Attribute):
+        node = node.value
+    return node.value if isinstance(node, cst.Name) else ""
