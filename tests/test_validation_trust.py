@@ -12,6 +12,7 @@ import textwrap
 from pathlib import Path
 
 import pytest
+from conftest import Project
 from tsfix.codemods.pipeline.config import parse_example
 from tsfix.codemods.validation.pool import (
     JobClass,
@@ -338,6 +339,95 @@ def test_a_new_torchscript_error_is_rejected(tmp_path: Path) -> None:
     assert "Can't get source for <class 'numpy.float32'>" in reason_top
     assert ("then fails in code it did not change: RuntimeError: Python builtin <built-in "
             "function array> is currently not supported in Torchscript") in reason_top
+
+
+# The issue-18 case: forward fails first on something no rule fixes (**kwargs), so scripting
+# never reaches the helper annotate typed wrongly; the rewrite's first error is the original's.
+BEHIND_KWARGS = textwrap.dedent("""\
+    import torch
+    import torch.nn as nn
+
+
+    class Net(nn.Module):
+        def __init__(self, size=4):
+            super().__init__()
+            self.proj = nn.Linear(size, size)
+
+        def forward(self, x, **kwargs):
+            scale = kwargs.get("scale", 1.0)
+            return self.encode(x * scale)
+
+        def encode(self, x, return_hidden=False):
+            h = self.proj(x)
+            out = torch.relu(h)
+            if return_hidden:
+                return out, h
+            return out
+
+        def shifted(self, x):
+            return x + 1
+""")
+BEHIND_WRONG_RETURN = BEHIND_KWARGS.replace(
+    "def encode(self, x, return_hidden=False):",
+    "def encode(self, x, return_hidden: bool = False) -> torch.Tensor:")
+TOP = textwrap.dedent("""\
+
+
+    class Top(nn.Module):
+        def __init__(self, size=4):
+            super().__init__()
+            self.net = Net(size)
+
+        def forward(self, x):
+            return self.net(x)
+""")
+# Right types on the helper; a wrong return type on a method forward never calls, which
+# TorchScript never compiles: nothing new.
+BEHIND_RIGHT = BEHIND_KWARGS.replace(
+    "def encode(self, x, return_hidden=False):",
+    "def encode(self, x, return_hidden: bool = False):").replace(
+    "def shifted(self, x):", "def shifted(self, x) -> int:")
+
+
+def test_a_new_error_behind_the_originals_first_one_is_rejected(tmp_path: Path) -> None:
+    path = tmp_path / "model.py"
+    path.write_text(BEHIND_KWARGS)
+    net = JobClass("Net", example("model.py:Net", {"init": [{}], "inputs": ["randn(2, 4)"]}),
+                   ("annotate",))
+
+    (wrong, wrong_reason), (right, right_reason) = validate_all(
+        (path, BEHIND_WRONG_RETURN, net), (path, BEHIND_RIGHT, net))
+
+    assert wrong == "rejected", wrong_reason
+    assert wrong_reason.startswith(
+        "re-script: a TorchScript error the original does not have, in Net.encode "
+        "(scripting stops at the original's first error before it; compiled on its own): "
+        "RuntimeError: Return value was annotated as having type Tensor but is actually of "
+        "type Tuple[Tensor, Tensor] (at the rewritten model.py line 18)"), wrong_reason
+    assert "(the original Net.encode fails with: RuntimeError: Previous return statement" \
+        in wrong_reason
+    assert right == "unverified", right_reason
+    assert right_reason.startswith(
+        "eager parity holds, but the class does not script before or after this rewrite, for "
+        "a reason it does not fix: NotSupportedError: Compiled functions can't take variable "
+        "number of arguments"), right_reason
+
+
+def test_a_model_job_rejects_a_new_error_behind_the_originals_first_one(
+        project: Project) -> None:
+    # Net cannot be built with defaults (no guessed input): only the model that holds it
+    # judges its rewrite.
+    project.pyproject({"model.py:Top": {"init": [{}], "inputs": ["randn(2, 4)"]}})
+    project.write("model.py", BEHIND_KWARGS.replace("def __init__(self, size=4):",
+                                                    "def __init__(self, size):") + TOP)
+
+    result = project.run(rules=["annotate"], mode="diff", allow_unscriptable=True)
+
+    [net] = [c for c in result.files[0].classes if c.class_name == "Net"]
+    assert net.verdict == "rejected", net.reason
+    assert net.reason.startswith("re-script: a TorchScript error the original does not have, "
+                                 "in Net.encode"), net.reason
+    assert net.reason.endswith("(inputs from model model.py:Top)"), net.reason
 
 
 # ---- item 9: a package that fails to import is the model's problem -------------------------------

@@ -83,6 +83,7 @@ from tsfix.codemods.validation.worker import (
     changed_at,
     clone,
     difference,
+    hidden_new_error,
     import_context,
     in_changed_code,
     instances,
@@ -1171,6 +1172,10 @@ def check_reached_class(model_class: ModelClass, pairs: list[Pair], many_configs
                     # Without both modules no line can be compared: the headlines decide.
                     same = headline(original_exc, {}) == headline(exc, rename)
                 else:
+                    hidden = hidden_new_error(p.seen.module, p.new, old_module, new_module,
+                                              rename)
+                    if hidden is not None:
+                        raise rejected(f"{hidden} (inputs from model {model_label})") from exc
                     same = same_error(original_exc, exc, old_module, new_module)
                 if same:
                     raise unverified(

@@ -17,9 +17,11 @@ several calls). For every class, with every configuration:
    of the two modules and line numbers aside) is ``unverified`` (a reason the rewrite does not
    fix), and so is an error in code the rewrite did not change (another file, or a function
    identical in the original: it was there behind the original's first error); any other
-   error is new and the rewrite is ``rejected``, as when the original scripts. Scripting
-   forgets half-made types after a failure (:func:`script`), so one failure cannot hide
-   the next one's real error;
+   error is new and the rewrite is ``rejected``, as when the original scripts. Before an
+   ``unverified`` verdict, each method forward reaches that the rewrite changed is compiled on
+   its own in both (:func:`hidden_new_error`): a new error the first one hid is ``rejected``
+   too. Scripting forgets half-made types after a failure (:func:`script`), so one failure
+   cannot hide the next one's real error;
 4. one artifact: the instance built from the first configuration, given each other
    configuration's weights and lifted-argument values, reproduces that configuration: first
    in eager mode (before step 3, so it decides also for a class that does not script), then
@@ -570,6 +572,132 @@ def _function_at(tree: ast.Module, line: int) -> tuple[str, _Function] | None:
     return None if best is None else (best[0], best[1])
 
 
+# Decorators whose methods TorchScript does not compile from their body (or not as methods).
+_NOT_COMPILED = {"ignore", "unused", "property", "staticmethod", "classmethod", "setter",
+                 "getter", "deleter"}
+
+
+def _decorator_names(function: _Function) -> set[str]:
+    names = set()
+    for decorator in function.decorator_list:
+        target = decorator.func if isinstance(decorator, ast.Call) else decorator
+        if isinstance(target, ast.Attribute):
+            names.add(target.attr)
+        elif isinstance(target, ast.Name):
+            names.add(target.id)
+    return names
+
+
+def _class_methods(cls: type, module: types.ModuleType, tree: ast.Module
+                   ) -> dict[str, tuple[str, _Function]]:
+    """Method name -> (qualified name, definition) for the methods of ``cls`` and of its bases
+    written at the top level of ``module``'s file, as the class resolves them (MRO order)."""
+    classes = {node.name: node for node in tree.body if isinstance(node, ast.ClassDef)}
+    found: dict[str, tuple[str, _Function]] = {}
+    for base in cls.__mro__:
+        node = classes.get(base.__name__)
+        if base.__module__ != module.__name__ or node is None:
+            continue
+        for item in node.body:
+            if isinstance(item, ast.FunctionDef | ast.AsyncFunctionDef):
+                found.setdefault(item.name, (f"{node.name}.{item.name}", item))
+    return found
+
+
+def _reached_methods(methods: dict[str, tuple[str, _Function]]) -> list[str]:
+    """The methods TorchScript compiles for an instance: forward, the exported ones, and every
+    method they call through ``self`` (not the ignored, unused or property ones)."""
+    def compiled(name: str) -> bool:
+        return name in methods and not _decorator_names(methods[name][1]) & _NOT_COMPILED
+
+    todo = [name for name, (_, function) in methods.items()
+            if compiled(name) and (name == "forward" or "export" in _decorator_names(function))]
+    reached: list[str] = []
+    while todo:
+        name = todo.pop()
+        if name in reached:
+            continue
+        reached.append(name)
+        for node in ast.walk(methods[name][1]):
+            if (isinstance(node, ast.Attribute) and isinstance(node.value, ast.Name)
+                    and node.value.id == "self" and compiled(node.attr)):
+                todo.append(node.attr)
+    return reached
+
+
+def script_method(module: torch.nn.Module, method: str) -> None:
+    """Compile one method of ``module`` (and what it calls) as TorchScript would while
+    scripting the module, without compiling forward first. Fresh types (``share_types``
+    off): a module type with only this method must not be reused by a later scripting."""
+    from torch.jit import _recursive
+
+    recursive: Any = _recursive    # torch's own helpers here carry no annotations
+
+    def stubs(sub: torch.nn.Module) -> list[Any]:
+        if sub is module:
+            return [recursive.make_stub_from_method(sub, method)]
+        return list(recursive.infer_methods_to_compile(sub))
+
+    recursive.create_script_module(module, stubs, share_types=False)
+
+
+def hidden_new_error(original_instance: torch.nn.Module, rewritten_instance: torch.nn.Module,
+                     original: types.ModuleType, rewritten: types.ModuleType,
+                     rename: dict[str, str]) -> str | None:
+    """A TorchScript error the rewrite brings that the original's first error hides.
+
+    When the original and the rewrite both fail to script with one error, TorchScript stopped
+    there: a method forward calls after that point was never compiled. A rule may have
+    changed it (annotate wrote ``-> torch.Tensor`` on a helper that returns a tuple when a
+    flag the examples never set is on). Each method the rewrite changed that forward reaches,
+    of every module the instance holds whose class is written in the rewritten file, is
+    compiled on its own in both. An error in the rewrite that the original's method does not
+    have, in code the rewrite changed, is the rejection's reason; None when there is none."""
+    try:
+        new_tree = ast.parse(Path(vars(rewritten)["__file__"]).read_text(encoding="utf-8"))
+        old_tree = ast.parse(Path(vars(original)["__file__"]).read_text(encoding="utf-8"))
+    except (KeyError, OSError, SyntaxError, ValueError):
+        return None
+    old_functions = _functions(old_tree)
+    probed: set[tuple[type, str]] = set()
+    for path, sub in rewritten_instance.named_modules():
+        cls = type(sub)
+        if cls.__module__ != rewritten.__name__:
+            continue
+        try:
+            old_sub = original_instance.get_submodule(path)
+        except AttributeError:
+            continue
+        methods = _class_methods(cls, rewritten, new_tree)
+        for name in _reached_methods(methods):
+            qualified, function = methods[name]
+            before = old_functions.get(qualified)
+            if (name == "forward" or (cls, name) in probed
+                    or (before is not None and ast.dump(before) == ast.dump(function))):
+                continue    # forward: the whole scripting already compiled it
+            probed.add((cls, name))
+            try:
+                script_method(sub, name)
+                continue
+            except Exception as exc:
+                after_exc: Exception = exc
+            if not in_changed_code(after_exc, original, rewritten):
+                continue
+            said = "scripts"
+            if hasattr(type(old_sub), name):
+                try:
+                    script_method(old_sub, name)
+                except Exception as exc:
+                    if same_error(exc, after_exc, original, rewritten):
+                        continue
+                    said = f"fails with: {short_error(exc)}"
+            return (f"re-script: a TorchScript error the original does not have, in "
+                    f"{qualified} (scripting stops at the original's first error before "
+                    f"it; compiled on its own): {short_error(after_exc, rename)} (the "
+                    f"original {qualified} {said})")
+    return None
+
+
 def plain_settings(module: torch.nn.Module, skip: set[str]) -> dict[str, Any]:
     """Scalar attributes of a module tree: what else must agree for one artifact to serve two
     configurations."""
@@ -796,6 +924,9 @@ def check_class(original: types.ModuleType, rewritten: types.ModuleType,
                 script(originals[k])
             except BaseException as original_exc:
                 before = short_error(original_exc)
+                hidden = hidden_new_error(originals[k], new, original, rewritten, rename)
+                if hidden is not None:
+                    raise rejected(hidden) from exc
                 if same_error(original_exc, exc, original, rewritten):
                     raise unverified(
                         f"{NOT_SCRIPTABLE_EITHER} this rewrite, for a reason it does not fix: "
