@@ -101,10 +101,10 @@ def test_not_and_and_become_logical_functions() -> None:
      def forward(self, x):
          if self.flag:
              x = self.lin(x)
-         for _ in range(self.flag):
+         for _ in range(int(self.flag)):
              x = x + 1
          return x
-     """, "it is passed to `range(flag)`"),
+     """, "it is passed to `int(flag)`"),
     ("""
      def forward(self, x):
          return self.lin(x) if self.flag else x

@@ -77,9 +77,26 @@ Fix safety
     config object's field (``TSF203``) is either fixed or refused with the reason, which
     ``tsfix check`` shows instead of promising a fix. Reads that are not configuration
     (``self.training``, submodules, tensors, values of unknown type) are noted with ``-v`` only.
-    The parameter type comes from the attribute's annotation, default or literal value, else from
-    how the test uses it (``== "avg"`` is str, a bare test is bool); a wrong guess fails re-script,
-    and validation rejects the rewrite rather than writing it.
+    The parameter type is the one type that serves the values ``__init__`` gives and every use in
+    the compiled methods (an attribute's value must have the argument's type exactly: an int
+    attribute fails to script as ``Optional[float]`` or ``Optional[bool]``). The values: an
+    annotation, a literal or literal default, ``int(...)``/``len(...)``, arithmetic of those, else
+    (a constructor parameter with neither) the type every observed example build passed when
+    the example runs were observed (``annotate`` in the same run asks for them). The uses:
+    ``range(n)`` and slices need an int, an index an int (or a str key), ``<`` and arithmetic a
+    number, ``== "avg"`` a str, and a literal compared or combined with it (``n > 0.5``,
+    ``i < n - 1``) tells int from float; a bare truth test takes any type (measured: an
+    ``Optional[int]``, ``float`` or ``str`` argument serves ``if n:``, ``not n``, ``and``,
+    ``while``, ternaries) and alone means bool. Refused, with the use named: a type no use
+    allows (a float in ``range()``, a bool index), and a number of unknown type used only in
+    arithmetic with tensors (int or float cannot be told; annotating the constructor parameter
+    settles it). A wrong guess fails re-script, and validation rejects the rewrite rather than
+    writing it.
+    Config objects are followed down to the field read: ``self.config.NETWORK.USE_X`` is copied
+    as ``self.USE_X = self.config.NETWORK.USE_X``, and a node of one kept on the module
+    (``self.NETWORK = self.config.NETWORK``, YACS style, whose fields the class reads) is a config
+    object too, its fields copied after it; such an object, or any attribute whose fields are
+    read, is never lifted itself.
 """
 
 from __future__ import annotations
@@ -122,8 +139,9 @@ from tsfix.codemods.rules.ignore_numpy._statements import children
 from tsfix.codemods.rules.imports import add_module_import
 from tsfix.codemods.rules.torch_cond import CondSite, is_python_value, lower_to_cond
 
-# What a test reads: ("attr", name) for self.name, ("cfg", holder, field) for self.holder.field
-# or self.holder["field"].
+# What a test reads: ("attr", name) for self.name, ("cfg", holder, field, ...) for
+# self.holder.field or self.holder["field"], one entry per field of a chain down to the leaf
+# (self.config.NETWORK.USE_X is ("cfg", "config", "NETWORK", "USE_X")).
 ReadKey = tuple[str, ...]
 
 _CONFIG_NAME = re.compile(r"^_?(cfg|conf|config|configs|opt|opts|options|args|hparams|hp|params)$|"
@@ -133,12 +151,28 @@ _CONFIG_NAME = re.compile(r"^_?(cfg|conf|config|configs|opt|opts|options|args|hp
 # An annotation naming one of these holds an object, not a setting.
 _OBJECT_TYPE = re.compile(r"\b(Module|ModuleList|ModuleDict|Sequential|Tensor|Parameter)\b")
 
+# Methods a config object answers as a mapping (a YACS node, a dict); other method calls on a
+# setting (``self.mode.startswith("a")``) do not make it an object.
+_MAPPING_METHODS = frozenset({"get", "items", "keys", "values"})
+
 _TSF203 = "TSF203"
 _TSF204 = "TSF204"
 
 
 def _describe(key: ReadKey) -> str:
-    return f"self.{key[1]}" if key[0] == "attr" else f"self.{key[1]}.{key[2]}"
+    return f"self.{key[1]}" if key[0] == "attr" else "self." + ".".join(key[1:])
+
+
+def _field_name(node: cst.CSTNode) -> str | None:
+    """The field ``node`` reads from its value: ``x.name`` / ``x["name"]`` -> ``"name"``."""
+    if isinstance(node, cst.Attribute):
+        return node.attr.value
+    if isinstance(node, cst.Subscript) and len(node.slice) == 1:
+        index = node.slice[0].slice
+        if (isinstance(index, cst.Index) and isinstance(index.value, cst.SimpleString)
+                and isinstance(index.value.evaluated_value, str)):
+            return index.value.evaluated_value
+    return None
 
 
 def _dotted_read(expr: cst.BaseExpression) -> str | None:
@@ -168,6 +202,106 @@ def _test_expressions(body: cst.CSTNode) -> list[cst.BaseExpression]:
     return tests
 
 
+# What each use of a setting needs its value to be, measured (torch 2.13): an Optional[int]
+# setting refined by ``if n is None: n = self.n`` serves truth tests, ``not``, ``and``/``or``,
+# ``while``, ``<`` and arithmetic with ints, floats and tensors, ``range()``, indexes and slices;
+# a bool serves arithmetic, comparisons and slices, not ``range()`` or an index; a float serves no
+# ``range()``, index or slice. The attribute's value must have the lifted type exactly: an int
+# attribute assigned to an ``Optional[float]`` or ``Optional[bool]`` argument fails to script.
+_SERVES = {
+    "int": (("int",), "an int"),
+    "slice": (("int", "bool"), "an int"),
+    "index": (("int", "str"), "an int index (or a str key)"),
+    "number": (("int", "float", "bool"), "a number"),
+    "str": (("str",), "a str"),
+}
+
+
+@dataclass
+class _Usage:
+    """How the compiled methods use one setting's value."""
+
+    none: bool = False                      # compared with None
+    # What a use needs the value to be (a key of _SERVES) -> the first such use.
+    needs: dict[str, cst.CSTNode] = field(default_factory=dict)
+    # Types of the literals the value is compared or combined with (``n > 0.5``: float).
+    hints: list[str] = field(default_factory=list)
+
+    def guess(self) -> str | None:
+        """The type the uses imply when ``__init__`` does not say: None when they show only
+        that it is a number, "" when the literals disagree."""
+        for need in ("int", "str", "slice"):
+            if need in self.needs:
+                return "int" if need == "slice" else need
+        if self.hints:
+            return unify_types(self.hints) or ""
+        if "number" in self.needs:
+            return None
+        return "int" if "index" in self.needs else "bool"
+
+    def unserved(self, described: str, kind: str) -> str:
+        """Why a ``kind`` argument cannot serve some use, else ""."""
+        for need, site in self.needs.items():
+            kinds, wording = _SERVES[need]
+            if kind not in kinds:
+                return (f"{described} is {'an' if kind == 'int' else 'a'} {kind} but "
+                        f"`{_short(site)}` needs {wording}: no lifted type serves every use")
+        return ""
+
+
+_ORDERING = (cst.LessThan, cst.GreaterThan, cst.LessThanEqual, cst.GreaterThanEqual)
+
+
+def _record_use(read: cst.CSTNode, parents: dict[int, cst.CSTNode], usage: _Usage) -> None:
+    """Adds to ``usage`` what the expression directly around ``read`` needs of its value."""
+    parent = parents.get(id(read))
+    if isinstance(parent, cst.Comparison):
+        operands = [parent.left, *(t.comparator for t in parent.comparisons)]
+        for at, target in enumerate(parent.comparisons):
+            pair = operands[at:at + 2]
+            if read not in pair:
+                continue
+            other = pair[1] if pair[0] is read else pair[0]
+            if m.matches(other, m.Name("None")):
+                usage.none = True
+            elif isinstance(target.operator, cst.In | cst.NotIn):
+                if other is pair[1] and isinstance(other, cst.Tuple | cst.List | cst.Set):
+                    usage.hints += [kind for e in other.elements
+                                    if (kind := literal_type(e.value)) is not None]
+            elif not isinstance(target.operator, cst.Is | cst.IsNot):
+                kind = literal_type(other)
+                if kind is not None:
+                    usage.hints.append(kind)
+                if isinstance(target.operator, _ORDERING) and kind != "str":
+                    usage.needs.setdefault("number", parent)
+    elif isinstance(parent, cst.BinaryOperation):
+        other = parent.right if parent.left is read else parent.left
+        kind = literal_type(other)
+        if kind == "str":
+            if isinstance(parent.operator, cst.Add):
+                usage.needs.setdefault("str", parent)
+            elif isinstance(parent.operator, cst.Multiply):
+                usage.needs.setdefault("int", parent)
+            # else: "%" formatting takes any value
+        elif isinstance(parent.operator, cst.LeftShift | cst.RightShift):
+            usage.needs.setdefault("int", parent)
+        elif not isinstance(parent.operator, cst.BitAnd | cst.BitOr | cst.BitXor):
+            usage.needs.setdefault("number", parent)
+            if kind is not None and not isinstance(parent.operator, cst.Divide):
+                usage.hints.append(kind)
+    elif isinstance(parent, cst.UnaryOperation) and isinstance(parent.operator,
+                                                               cst.Minus | cst.Plus):
+        usage.needs.setdefault("number", parent)
+    elif isinstance(parent, cst.Arg) and parent.keyword is None:
+        call = parents.get(id(parent))
+        if isinstance(call, cst.Call) and m.matches(call.func, m.Name("range")):
+            usage.needs.setdefault("int", call)
+    elif isinstance(parent, cst.Index):
+        usage.needs.setdefault("index", parents.get(id(parents.get(id(parent))), parent))
+    elif isinstance(parent, cst.Slice):
+        usage.needs.setdefault("slice", parents.get(id(parents.get(id(parent))), parent))
+
+
 @dataclass
 class _Lift:
     key: ReadKey
@@ -185,7 +319,7 @@ class _Lift:
 class _ConfigCopy:
     key: ReadKey
     attr: str              # new plain attribute in __init__
-    subscript: bool        # read as self.cfg["x"] (a dict), not self.cfg.x
+    access: str            # how the read reaches the field from the holder: .x, ["x"], .a.b
 
 
 @dataclass
@@ -219,6 +353,7 @@ class _ClassAnalysis:
         # id of the argument -> how the reason names the callee.
         self.elsewhere: dict[int, str] = {}
         self.structural = self._structural_reads()
+        self.object_reads = self._object_reads()
         self.config_holders = self._config_holders()
         self.python_run = self._python_run()
         # The sites the plan fixes: (node, code, message), reported when it is applied.
@@ -277,7 +412,59 @@ class _ClassAnalysis:
             values = [a.value for a in self._init_assignments(attr)]
             if values and all(v is not None and self._looks_like_config(attr, v) for v in values):
                 holders.add(attr)
+        # A node of a config object (``self.NETWORK = self.config.NETWORK``, YACS style) whose
+        # fields the class reads is one too: its fields are copied, the node is never lifted.
+        candidates = {a.attr for a in self.assignments if a.method == "__init__"} - holders
+        grown = True
+        while grown:
+            grown = False
+            for attr in sorted(candidates - holders):
+                values = [a.value for a in self._init_assignments(attr)]
+                if (attr in self.object_reads and not self._assigned_outside_init(attr)
+                        and attr + ".*" not in assigned and values
+                        and all(self._config_node(v, holders) for v in values)):
+                    holders.add(attr)
+                    grown = True
         return holders
+
+    def _config_node(self, value: cst.BaseExpression | None, holders: set[str]) -> bool:
+        """``value`` reads a field out of a config object: a holder attribute
+        (``self.config.NETWORK``) or a constructor parameter that holds one
+        (``config.NETWORK``, ``cfg["net"]``)."""
+        if not isinstance(value, cst.Attribute | cst.Subscript) or _field_name(value) is None:
+            return False
+        dotted = _dotted_read(value)
+        if dotted is None:
+            return False
+        head, _, rest = dotted.partition(".")
+        if head == (self_name(self.init) if self.init else None):
+            return rest.partition(".")[0] in holders
+        if head not in self.init_params:
+            return False
+        root: cst.BaseExpression = value
+        while isinstance(root, cst.Attribute | cst.Subscript):
+            root = root.value
+        return self._looks_like_config(head, root)
+
+    def _object_reads(self) -> dict[str, cst.CSTNode]:
+        """Attributes the class reads fields out of (``self.NETWORK.USE_X``,
+        ``self.opt["depth"]``, ``self.opt.get("depth")``) -> the first such read: objects,
+        not settings."""
+        found: dict[str, cst.CSTNode] = {}
+        for func in self.methods.values():
+            self_var = self_name(func) or "self"
+            nodes = find_all(func.body, cst.Call, cst.Attribute, cst.Subscript)
+            called = {id(c.func) for c in nodes if isinstance(c, cst.Call)}
+            for node in nodes:
+                if not isinstance(node, cst.Attribute | cst.Subscript):
+                    continue
+                attr = self_attr(node.value, self_var)
+                name = _field_name(node)
+                if attr is None or name is None or (
+                        id(node) in called and name not in _MAPPING_METHODS):
+                    continue
+                found.setdefault(attr, node)
+        return found
 
     def _looks_like_config(self, attr: str, value: cst.BaseExpression) -> bool:
         field_types = self.rule.facts.field_types
@@ -356,21 +543,45 @@ class _ClassAnalysis:
     # ---- reads in compiled methods --------------------------------------------------------------
 
     def read_key(self, node: cst.CSTNode, self_var: str) -> ReadKey | None:
-        if isinstance(node, cst.Attribute):
-            holder = self_attr(node.value, self_var)
+        """``("attr", name)`` for ``self.name``; ``("cfg", holder, field, ...)`` for a chain of
+        fields read down from a config holder (``self.cfg.a``, ``self.cfg["a"].b``)."""
+        fields: list[str] = []
+        current: cst.CSTNode = node
+        while (name := _field_name(current)) is not None:
+            assert isinstance(current, cst.Attribute | cst.Subscript)
+            fields.append(name)
+            holder = self_attr(current.value, self_var)
             if holder in self.config_holders:
-                return ("cfg", holder, node.attr.value)
-            attr = self_attr(node, self_var)
-            if attr is not None and attr not in self.config_holders:
-                return ("attr", attr)
-        if isinstance(node, cst.Subscript) and len(node.slice) == 1:
-            holder = self_attr(node.value, self_var)
-            index = node.slice[0].slice
-            if (holder in self.config_holders and isinstance(index, cst.Index)
-                    and isinstance(index.value, cst.SimpleString)
-                    and isinstance(index.value.evaluated_value, str)):
-                return ("cfg", holder, index.value.evaluated_value)
+                return ("cfg", holder, *reversed(fields))
+            current = current.value
+        attr = self_attr(node, self_var)
+        if attr is not None and attr not in self.config_holders:
+            return ("attr", attr)
         return None
+
+    def _config_rooted(self, node: cst.CSTNode, key: ReadKey | None, self_var: str) -> bool:
+        """A config holder (``self.cfg``) or a field read out of one."""
+        return (key is not None and key[0] == "cfg") or self_attr(node, self_var) in \
+            self.config_holders
+
+    def _scan(self, node: cst.CSTNode, self_var: str) -> tuple[
+            list[cst.CSTNode], dict[int, ReadKey | None], set[int], set[int]]:
+        """The attribute and subscript nodes of ``node`` in source order, their read keys,
+        the ids of call targets, and the ids of chain interiors: a config holder or field that
+        is only the way to a field read out of it (``self.config.NETWORK`` in
+        ``self.config.NETWORK.USE_X``), never a read of its own."""
+        memo_key = (id(node), "scan:" + self_var)
+        if memo_key not in self._memo:
+            nodes = find_all(node, cst.Call, cst.Attribute, cst.Subscript)
+            called = {id(c.func) for c in nodes if isinstance(c, cst.Call)}
+            accesses = [c for c in nodes if not isinstance(c, cst.Call)]
+            keys = {id(c): self.read_key(c, self_var) for c in accesses}
+            interior = {id(c.value) for c in accesses
+                        if self._config_rooted(c.value, keys.get(id(c.value)), self_var)}
+            self._memo[memo_key] = (accesses, keys, called, interior)
+        scanned: tuple[list[cst.CSTNode], dict[int, ReadKey | None], set[int], set[int]] = \
+            self._memo[memo_key]
+        return scanned
 
     def comparisons(self, func: cst.FunctionDef) -> list[cst.Comparison]:
         key = (id(func), "comparisons")
@@ -394,13 +605,11 @@ class _ClassAnalysis:
     def all_reads(self, node: cst.CSTNode, self_var: str) -> list[tuple[ReadKey, cst.CSTNode]]:
         """Every attribute/config read in ``node`` that is a value, in source order."""
         found: list[tuple[ReadKey, cst.CSTNode]] = []
-        nodes = find_all(node, cst.Call, cst.Attribute, cst.Subscript)
-        called = {id(c.func) for c in nodes if isinstance(c, cst.Call)}
-        for candidate in nodes:
-            if isinstance(candidate, cst.Call) or id(candidate) in called:
-                continue
-            key = self.read_key(candidate, self_var)
-            if key is not None:
+        accesses, keys, called, interior = self._scan(node, self_var)
+        skipped = called | interior
+        for candidate in accesses:
+            key = keys[id(candidate)]
+            if key is not None and id(candidate) not in skipped:
                 found.append((key, candidate))
         return found
 
@@ -420,25 +629,32 @@ class _ClassAnalysis:
                     found.append((key, node))
         return found
 
-    def usage_type(self, key: ReadKey, reachable: list[str]) -> str | None:
-        """Type implied by how tests use the value: compared with a literal, or a bare test."""
-        seen: list[str] = []
+    def usage(self, key: ReadKey, reachable: list[str]) -> _Usage:
+        """How every read of ``key`` in the compiled methods uses the value: what it must be
+        (an int for ``range()``, a number for ``<`` and arithmetic...) and the literals it is
+        compared or combined with."""
+        found = _Usage()
         for name in reachable:
             func = self.methods[name]
-            self_var = self_name(func) or "self"
-            for comparison in self.comparisons(func):
-                operands = [comparison.left, *(t.comparator for t in comparison.comparisons)]
-                if not any(self.read_key(o, self_var) == key for o in operands):
-                    continue
-                for operand in operands:
-                    kind = literal_type(operand)
-                    if kind is not None:
-                        seen.append(kind)
-                    elif m.matches(operand, m.Name("None")):
-                        return "none"
-        if not seen:
-            return "bool"
-        return unify_types(seen)
+            parents = self._parents(func)
+            for read_key, node in self.all_reads(func.body, self_name(func) or "self"):
+                if read_key == key:
+                    _record_use(node, parents, found)
+        return found
+
+    def _parents(self, func: cst.FunctionDef) -> dict[int, cst.CSTNode]:
+        memo_key = (id(func), "parents")
+        if memo_key not in self._memo:
+            parents: dict[int, cst.CSTNode] = {}
+            stack: list[cst.CSTNode] = [func.body]
+            while stack:
+                node = stack.pop()
+                for child in children(node):
+                    parents[id(child)] = node
+                    stack.append(child)
+            self._memo[memo_key] = parents
+        found: dict[int, cst.CSTNode] = self._memo[memo_key]
+        return found
 
     # ---- eligibility ----------------------------------------------------------------------------
 
@@ -471,6 +687,10 @@ class _ClassAnalysis:
         for kind, detail in kinds:
             if kind in ("tensor", "module"):
                 return None, f"self.{attr} {detail}", False
+        read = self.object_reads.get(attr)
+        if read is not None and any(kind not in SCALAR_TYPES for kind, _ in kinds):
+            return None, (f"self.{attr} is an object whose fields are read (`{_short(read)}`), "
+                          "not a setting"), True
         types: list[str] = []
         for a, (kind, detail) in zip(assignments, kinds, strict=True):
             if kind not in SCALAR_TYPES and kind != "scalar":
@@ -486,16 +706,31 @@ class _ClassAnalysis:
 
     def _classify_config_field(self, key: ReadKey,
                                reachable: list[str]) -> tuple[str | None, str]:
-        holder, name = key[1], key[2]
-        sources = {f"self.{holder}.{name}"}
-        for a in self._init_assignments(holder):
-            if isinstance(a.value, cst.Name):
-                sources.add(f"{a.value.value}.{name}")
+        holder, path = key[1], ".".join(key[2:])
+        sources = {f"self.{holder}.{path}"} | {f"{alias}.{path}" for alias in
+                                               self._aliases(holder)}
         for source in sorted(sources):
             if source in self.structural:
-                return None, self._structural_reason(f"self.{holder}.{name}", source)
-        declared = self._holder_field_types(holder).get(name)
+                return None, self._structural_reason(_describe(key), source)
+        declared = self._holder_field_types(holder).get(key[2]) if len(key) == 3 else None
         return self._settle_type(key, [declared] if declared else [], not declared, reachable)
+
+    def _aliases(self, holder: str, depth: int = 0) -> set[str]:
+        """The dotted names ``__init__`` gives ``self.<holder>`` from (``cfg`` for
+        ``self.cfg = cfg``; ``self.config.NETWORK`` and ``config.NETWORK`` for
+        ``self.NETWORK = self.config.NETWORK`` after ``self.config = config``)."""
+        found: set[str] = set()
+        for a in self._init_assignments(holder):
+            dotted = _dotted_read(a.value) if a.value is not None else None
+            if dotted is None:
+                continue
+            found.add(dotted)
+            head, _, rest = dotted.partition(".")
+            inner, _, tail = rest.partition(".")
+            if head == "self" and inner in self.config_holders and inner != holder and depth < 8:
+                found |= {".".join(p for p in (alias, tail) if p)
+                          for alias in self._aliases(inner, depth + 1)}
+        return found
 
     def _structural_reason(self, described: str, source: str) -> str:
         region = self.structural[source]
@@ -509,18 +744,31 @@ class _ClassAnalysis:
 
     def _settle_type(self, key: ReadKey, known: list[str], has_unknown: bool,
                      reachable: list[str]) -> tuple[str | None, str]:
-        usage = self.usage_type(key, reachable)
-        if usage == "none":
-            return None, (f"{_describe(key)} is compared with None: an optional setting, which "
+        """The one type that serves the values ``__init__`` gives (``known``; ``has_unknown``:
+        some are of unknown type) and every use in the compiled methods, or None and why."""
+        described = _describe(key)
+        usage = self.usage(key, reachable)
+        if usage.none:
+            return None, (f"{described} is compared with None: an optional setting, which "
                           "a lifted argument (None: not given) cannot pass")
+        guess = usage.guess()
+        if guess == "":
+            return None, f"{described} is compared with values of different types"
         if known:
-            observed = [usage] if has_unknown and usage is not None and usage != "bool" else []
+            observed = [guess] if has_unknown and guess not in (None, "bool") else []
             kind = unify_types(known + observed)
+            if kind is None:
+                return None, f"{described} is given values of different types"
+        elif guess is None:
+            site = usage.needs["number"]
+            return None, (f"{described} is used as a number (`{_short(site)}`) but __init__ "
+                          "gives it no default, literal or annotation, so whether it is an int "
+                          "or a float is unknown (a lifted argument must have its exact type); "
+                          "annotate the constructor parameter")
         else:
-            kind = usage
-        if kind is None:
-            return None, f"{_describe(key)} is given values of different types"
-        return kind, ""
+            kind = guess
+        return (None, usage.unserved(described, kind)) if usage.unserved(described, kind) \
+            else (kind, "")
 
     def _value_kind(self, value: cst.BaseExpression | None) -> tuple[str, str]:
         """A scalar type name, "scalar" (unknown scalar), or a non-config kind and its wording."""
@@ -543,11 +791,19 @@ class _ClassAnalysis:
                 text = cst.Module([]).code_for_node(param.annotation.annotation)
                 return "other", f"comes from {value.value}: {text}, not a bool/int/float/str"
             default_kind = literal_type(param.default)
-            return (default_kind, "") if default_kind else ("scalar", "")
+            if default_kind:
+                return default_kind, ""
+            # No annotation or literal default: the type every example build passed, when
+            # the example runs were observed (ParityBench passes ints to flags tested for truth).
+            observed = self.rule.observed.get(self.name, {}).get("__init__", {}).get(
+                value.value)
+            return (observed, "") if observed in SCALAR_TYPES else ("scalar", "")
         if isinstance(value, cst.Call):
             called = get_full_name_for_node(value.func) or ""
             if called in SCALAR_TYPES:
                 return called, ""
+            if called == "len":
+                return "int", ""
             qual = qualified_name(value.func, self.imports) or ""
             if qual in ("torch.nn.Parameter", "torch.nn.parameter.Parameter") or (
                     qual.startswith("torch.") and not qual.startswith("torch.nn.")):
@@ -577,6 +833,25 @@ class _ClassAnalysis:
         if isinstance(value, cst.Comparison) or m.matches(value,
                                                           m.UnaryOperation(operator=m.Not())):
             return "bool", ""
+        if isinstance(value, cst.BinaryOperation):
+            return self._arithmetic_kind(value)
+        return "computed", "is computed in __init__ and its type is unknown"
+
+    def _arithmetic_kind(self, value: cst.BinaryOperation) -> tuple[str, str]:
+        """``num_layers - 1``: int from ints (``/`` gives a float), float with a float, str
+        from ``+`` of strs; a tensor operand makes a tensor; unknown operands an unknown
+        scalar (the uses then decide)."""
+        kinds = {self._value_kind(value.left)[0], self._value_kind(value.right)[0]}
+        if "tensor" in kinds:
+            return "tensor", "is a tensor"
+        if kinds == {"str"} and isinstance(value.operator, cst.Add):
+            return "str", ""
+        if kinds <= {"int", "bool"}:
+            return ("float" if isinstance(value.operator, cst.Divide) else "int"), ""
+        if kinds <= {"int", "bool", "float"}:
+            return "float", ""
+        if kinds <= {"int", "bool", "float", "scalar"}:
+            return "scalar", ""
         return "computed", "is computed in __init__ and its type is unknown"
 
     def _sources(self, value: cst.BaseExpression | None) -> set[str]:
@@ -650,9 +925,11 @@ class _ClassAnalysis:
             func = self.methods[method_name]
             for key, node in self.reads_in(func.body, self_name(func) or "self").items():
                 if key[0] == "cfg" and key not in copies and key[1] not in uncopyable:
-                    attr = _fresh(key[2].lstrip("_") or key[2], taken_attrs, f"{key[1]}_{key[2]}")
+                    leaf = _identifier(key[-1])
+                    attr = _fresh(leaf.lstrip("_") or leaf, taken_attrs,
+                                  "_".join(_identifier(k) for k in key[1:]))
                     taken_attrs.add(attr)
-                    copies[key] = _ConfigCopy(key, attr, isinstance(node, cst.Subscript))
+                    copies[key] = _ConfigCopy(key, attr, _access(node, len(key) - 2))
         for key, lift in lifts.items():
             if key[0] == "cfg":
                 lift.attr = copies[key].attr
@@ -717,16 +994,16 @@ class _ClassAnalysis:
             func = self.methods[method_name]
             self_var = self_name(func) or "self"
             never = self.facts.never_compiled(method_name)
-            nodes = find_all(func.body, cst.Call, cst.Attribute, cst.Subscript)
-            called = {id(c.func) for c in nodes if isinstance(c, cst.Call)}
-            for node in nodes:
-                if isinstance(node, cst.Call) or id(node) in never:
+            accesses, keys, called, interior = self._scan(func.body, self_var)
+            for node in accesses:
+                assert isinstance(node, cst.Attribute | cst.Subscript)
+                if id(node) in never or id(node) in interior or not self._config_rooted(
+                        node.value, keys.get(id(node.value)), self_var):
                     continue
-                holder = self_attr(node.value, self_var)
-                if holder not in self.config_holders:
-                    continue
+                key, inner = keys[id(node)], keys.get(id(node.value))
+                # The holder the chain starts at (a computed key has no read key of its own).
+                holder = (key or inner or ("", self_attr(node.value, self_var) or ""))[1]
                 message = f"{_short(node)} reads a field of config object 'self.{holder}'"
-                key = self.read_key(node, self_var)
                 if id(node) in called:
                     reason = (f"{_short(node)}(...) calls a method of the config object; only "
                               "fields read as values are copied")
@@ -769,6 +1046,25 @@ class _ClassAnalysis:
             for lift in lifts:
                 lift.local = _fresh(f"{lift.param}_value", taken | chosen, f"{lift.param}_setting")
                 chosen.add(lift.local)
+
+
+def _identifier(text: str) -> str:
+    """``text`` as a Python identifier (a dict key may hold any string)."""
+    name = re.sub(r"\W", "_", text)
+    return f"_{name}" if not name or name[0].isdigit() or keyword.iskeyword(name) else name
+
+
+def _access(read: cst.CSTNode, depth: int) -> str:
+    """How ``read`` reaches its field from the holder, as written: ``.x``, ``["x"]``,
+    ``.a["b"]`` (``depth`` fields)."""
+    parts: list[str] = []
+    node = read
+    for _ in range(depth):
+        assert isinstance(node, cst.Attribute | cst.Subscript)
+        name = _field_name(node)
+        parts.append(f".{name}" if isinstance(node, cst.Attribute) else f"[{_quoted(name or '')}]")
+        node = node.value
+    return "".join(reversed(parts))
 
 
 def _short(node: cst.CSTNode) -> str:
@@ -1342,8 +1638,7 @@ class Block(nn.Module):
                 continue
             for copy in plan.copies:
                 if copy.key[1] == holder:
-                    source = (f'{self_var}.{holder}["{copy.key[2]}"]' if copy.subscript
-                              else f"{self_var}.{holder}.{copy.key[2]}")
+                    source = f"{self_var}.{holder}{copy.access}"
                     body.append(cst.parse_statement(f"{self_var}.{copy.attr} = {source}\n"))
         return init.with_changes(body=init.body.with_changes(body=body))
 
