@@ -95,7 +95,14 @@ from libcst.metadata import (
 )
 from tsfix.codemods.facts.classes import ClassFacts
 from tsfix.codemods.facts.prefilter import AstFile
-from tsfix.codemods.facts.syntax import code_of, contains, find_all, literal_type, self_name
+from tsfix.codemods.facts.syntax import (
+    code_of,
+    contains,
+    find_all,
+    literal_type,
+    parameters_of,
+    self_name,
+)
 from tsfix.codemods.facts.value_types import (
     TENSOR,
     Typer,
@@ -186,7 +193,18 @@ class _Scopes:
             scope = scope.parent
 
     def resolves_to_outer(self, access: Access) -> bool:
-        return any(r.scope is self.outer for r in access.referents)
+        """Whether the name read is the method's own. (By name, not ``access.referents``: those
+        leave out bindings of the same scope that come later in the text, such as a ``def``
+        after a loop that calls it.)"""
+        name = _name_of(access)
+        if name is None:
+            return False
+        scope = access.scope
+        while scope is not self.outer:
+            if scope.assignments[name] or scope.parent is scope:
+                return False
+            scope = scope.parent
+        return bool(self.outer.assignments[name])
 
 
 def _name_of(access: Access) -> str | None:
@@ -382,10 +400,15 @@ class Each(torch.nn.Module):
         typer = facts.typer(method)
         params: list[_Param] = []
         unknown: list[str] = []
+        outer_params = parameters_of(outer)
         for value in captured:
             if value == self_var:
                 continue
             kind = typer.type_of(cst.Name(value))
+            plain = outer_params.get(value)
+            if (kind is None and plain is not None and plain.annotation is None
+                    and plain.default is None and plain.star == ""):
+                kind = TENSOR   # what TorchScript makes of it in the method already
             if kind is None or not is_complete(kind):
                 unknown.append(value)
             params.append(_Param(value, cst.Param(cst.Name(value)), _written_type(kind),
