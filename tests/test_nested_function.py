@@ -361,3 +361,30 @@ def test_the_rewrite_scripts_with_the_originals_results_and_export_needs_none(
             assert torch.equal(scripted(x), expected)
             exported = torch.export.export(reference, (x,))
             assert torch.equal(exported.module()(x), expected)
+
+
+def test_a_comment_right_above_the_def_moves_with_it_and_one_about_the_method_stays() -> None:
+    result = rewrite("""\
+        class Pad(nn.Module):
+            def forward(self, x):
+                # the padding logic of the reference implementation
+
+                # how much to pad on the left
+                def left(k):
+                    return k // 2
+
+                return x[..., left(4):]
+        """)
+    assert body(result) == textwrap.dedent("""\
+        # From Pad.forward(): TorchScript compiles no nested function.
+        # how much to pad on the left
+        def _forward_left(k: int):
+            return k // 2
+
+
+        class Pad(nn.Module):
+            def forward(self, x):
+                # the padding logic of the reference implementation
+
+                return x[..., _forward_left(4) :]
+        """)

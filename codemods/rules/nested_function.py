@@ -566,7 +566,7 @@ class Each(torch.nn.Module):
         where = (f"{move.method}()" if move.is_method else f"{class_name}.{move.method}()")
         comment = cst.EmptyLine(comment=cst.Comment(
             f"# From {where}: TorchScript compiles no nested function."))
-        kept = [line for line in move.func.leading_lines if line.comment is not None]
+        kept = [line for line in _attached_comments(move.func) if line.comment is not None]
         blank = [cst.EmptyLine(indent=False)] * (1 if move.is_method else 2)
         return move.func.with_changes(
             name=cst.Name(move.new_name),
@@ -657,8 +657,46 @@ def _rewrite_method(func: cst.FunctionDef, moves: Sequence[_Move]) -> cst.Functi
     calls = {id(call): move for move in moves for call in move.calls}
     removed = {id(move.func) for move in moves}
     assert isinstance(func.body, cst.IndentedBlock)
-    body = func.body.with_changes(body=[s for s in func.body.body if id(s) not in removed])
+    statements: list[cst.BaseStatement] = []
+    carried: list[cst.EmptyLine] = []
+    for statement in func.body.body:
+        if id(statement) in removed:
+            assert isinstance(statement, cst.FunctionDef)
+            # Comments above the def that a blank line separates from it are about the
+            # method: they stay, on the next statement (a call of the function follows).
+            carried.extend(_method_comments(statement))
+            continue
+        if carried and isinstance(statement, cst.SimpleStatementLine | cst.BaseCompoundStatement):
+            statement = statement.with_changes(
+                leading_lines=[*carried, *statement.leading_lines])
+            carried = []
+        statements.append(statement)
+    body = func.body.with_changes(body=statements)
     return func.with_changes(body=body.visit(_ReplaceCalls(calls)))
+
+
+def _split_comments(func: cst.FunctionDef) -> int:
+    """Where the comment block directly above the def (no blank line in between) starts."""
+    lines = func.leading_lines
+    start = len(lines)
+    while start > 0 and lines[start - 1].comment is not None:
+        start -= 1
+    return start
+
+
+def _attached_comments(func: cst.FunctionDef) -> Sequence[cst.EmptyLine]:
+    return func.leading_lines[_split_comments(func):]
+
+
+def _method_comments(func: cst.FunctionDef) -> list[cst.EmptyLine]:
+    """The comments above the def, up to the blank line before its own block, without the
+    blank lines that end them (the next statement keeps its own)."""
+    lines = list(func.leading_lines[:_split_comments(func)])
+    if not any(line.comment is not None for line in lines):
+        return []
+    while lines and lines[-1].comment is None:
+        lines.pop()
+    return lines
 
 
 def _new_call(call: cst.Call, move: _Move) -> cst.Call:
