@@ -39,6 +39,9 @@ INT_KEYWORDS = {"dim", "k", "dims", "chunks", "start_dim", "end_dim", "num_class
 # (clamp's min/max and fill values take ints as well: they say nothing.)
 FLOAT_KEYWORDS = {"p", "eps", "alpha", "beta", "negative_slope", "momentum", "scale_factor",
                   "lambd", "label_smoothing", "margin"}
+# Methods Python's int and float have: called on ``name * n`` they say nothing.
+_NUMBER_METHODS = frozenset({"conjugate", "is_integer", "bit_length", "bit_count", "hex",
+                             "as_integer_ratio", "to_bytes", "fromhex", "real", "imag"})
 _TENSOR_ATTRIBUTES = ("shape", "dtype", "device", "ndim", "T", "is_cuda", "data")
 _TENSOR_LISTS = ("torch.cat", "torch.stack", "torch.concat", "torch.hstack", "torch.vstack")
 
@@ -149,6 +152,10 @@ def _call_votes(method: MethodState, call: cst.Call, name: str) -> list[str | No
     # name.method(...)
     if isinstance(func, cst.Attribute) and is_name(func.value, name):
         votes.append(NOT_TENSOR if func.attr.value in CONTAINER_METHODS else TENSOR)
+    # (name * n).round(): a Python number has no such method (speechbrain's relative lengths)
+    elif (isinstance(func, cst.Attribute) and _scaled(method, func.value, name)
+          and func.attr.value not in CONTAINER_METHODS | _NUMBER_METHODS):
+        votes.append(TENSOR)
     for arg in call.args:
         if _scaled(method, arg.value, name) and callee_type(method, call, arg) == TENSOR:
             votes.append(TENSOR)    # ``name * n`` is a Tensor only when name is one

@@ -22,6 +22,7 @@ import libcst as cst
 from libcst.metadata import MetadataWrapper, PositionProvider
 from tsfix.codemods.facts.classes import ClassFacts, is_ignored, never_compiled_nodes
 from tsfix.codemods.facts.syntax import decorator_names, find_all, parameters_of
+from tsfix.codemods.facts.value_types import TENSOR
 from tsfix.codemods.rules.annotate._common import Counts
 from tsfix.codemods.rules.annotate._method import MethodAnnotator
 from tsfix.codemods.rules.annotate._state import FunctionFacts
@@ -185,7 +186,13 @@ class ModuleFunctions:
             plan.typing_names = set(self.rule.typing_names)
         finally:
             self.rule.typing_names = previous
-        plan.param_types = annotator.param_types
+        # What a caller passing an argument on to it reads: the new signature's types, and
+        # Tensor for an unannotated parameter without a default that the body uses as one
+        # (TorchScript types it Tensor, and so does the caller's argument).
+        tensors = {param: kind for param, kind in annotator.facts.parameter_types(name).items()
+                   if kind == TENSOR and param not in annotator.param_types
+                   and _plain(func, param)}
+        plan.param_types = {**tensors, **annotator.param_types}
         return plan
 
     def position(self, func: cst.FunctionDef, node: cst.CSTNode) -> tuple[int, int]:
@@ -227,6 +234,13 @@ class FunctionAnnotator(MethodAnnotator):
     def fixed(self, node: cst.CSTNode, code: str, message: str) -> None:
         line, column = self.module_functions.position(self.func, node)
         self.plan.fixes.append(Fix(self.rule.name, code, "", line, column, message))
+
+
+def _plain(func: cst.FunctionDef, name: str) -> bool:
+    """``name`` is a parameter of ``func`` without annotation and default."""
+    return any(p.name.value == name and p.annotation is None and p.default is None
+               for p in [*func.params.posonly_params, *func.params.params,
+                         *func.params.kwonly_params])
 
 
 def _bound_names(func: cst.FunctionDef) -> set[str]:
