@@ -368,3 +368,228 @@ def test_a_file_name_with_a_newline_stays_one_finding_per_line(tmp_path: Path) -
     done = cli("check", ".", cwd=tmp_path)
     assert done.returncode == 1
     assert done.stdout.splitlines() == ["two\\nlines.py:6:13: TSF102 lambda in forward()"]
+
+
+# ---- types TorchScript cannot merge: TSF118 returns, TSF119 re-bindings ------------------------
+
+# Each class: the (method-relative) codes check reports, measured on torch 2.13 by the slow test
+# below (a class with a code fails torch.jit.script, one without scripts).
+TYPE_CASES = textwrap.dedent("""\
+    from typing import Final, List, Optional
+
+    import torch
+    import torch.nn as nn
+    from torch.nn.utils.rnn import pack_padded_sequence, pad_packed_sequence
+
+
+    class SameBlockRebind(nn.Module):
+        def forward(self, x):
+            x = x.shape
+            x = len(x)
+            return torch.zeros(x)
+
+
+    class NestedIntToFloat(nn.Module):
+        def __init__(self, half: bool = True):
+            super().__init__()
+            self.half = half
+
+        def forward(self, x):
+            scale = 1
+            if self.half:
+                scale = 0.5  # TSF119
+            return x * scale
+
+
+    class NestedSameType(nn.Module):
+        def forward(self, x):
+            y = x
+            if x.dim() > 1:
+                y = x * 2
+            return y
+
+
+    class LoopTargetRebinds(nn.Module):
+        def forward(self, x):
+            i = x
+            for i in range(3):  # TSF119
+                x = x + i
+            return x
+
+
+    class WithIsNoBlock(nn.Module):
+        def forward(self, x):
+            with torch.no_grad():
+                x = x.shape
+            return x
+
+
+    class OptionalFilled(nn.Module):
+        def forward(self, x, h: Optional[torch.Tensor] = None):
+            if h is None:
+                h = torch.zeros_like(x)
+            y = x
+            if h is not None:
+                y = h
+            return x + h + y
+
+
+    class TensorToNone(nn.Module):
+        def forward(self, x):
+            y = x
+            if x.dim() > 3:
+                y = None  # TSF119
+            return x
+
+
+    class PackedInLoop(nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.rnn = nn.LSTM(4, 4, batch_first=True)
+
+        def forward(self, x, lengths: torch.Tensor):
+            for _ in range(2):
+                x = pack_padded_sequence(x, lengths, batch_first=True)  # TSF119
+                x, _ = self.rnn(x)  # TSF119
+                x, _ = pad_packed_sequence(x, batch_first=True)
+            return x
+
+
+    class PackedStraight(nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.rnn = nn.LSTM(4, 4, batch_first=True)
+
+        def forward(self, x, lengths: torch.Tensor):
+            x = pack_padded_sequence(x, lengths, batch_first=True)
+            x, _ = self.rnn(x)
+            x, _ = pad_packed_sequence(x, batch_first=True)
+            return x
+
+
+    class ReturnsMoreWithFlag(nn.Module):
+        def __init__(self, return_skip: bool = False):
+            super().__init__()
+            self.return_skip = return_skip
+
+        def forward(self, x):
+            if self.return_skip:
+                return x, x + 1
+            else:
+                return x  # TSF118
+
+
+    class ConstantFlag(nn.Module):
+        return_skip: Final[bool]
+
+        def __init__(self, return_skip: bool = False):
+            super().__init__()
+            self.return_skip = return_skip
+
+        def forward(self, x):
+            if self.return_skip:
+                return x, x + 1
+            return x
+
+
+    class ReturnsNonePadded(nn.Module):
+        def forward(self, x, flag: bool):
+            if flag:
+                return x, x
+            if x.dim() > 2:
+                return x, None
+            return x, x * 2
+
+
+    class ReturnsIntOrFloat(nn.Module):
+        def forward(self, x):
+            if x.dim() > 2:
+                return 1
+            return 0.5  # TSF118
+
+
+    class ReturnsTupleAnnotatedTensor(nn.Module):
+        def forward(self, x) -> torch.Tensor:
+            return self.helper(x)[0]
+
+        def helper(self, x) -> torch.Tensor:
+            if x.dim() > 2:
+                return x, x  # TSF118
+            return x
+    """)
+
+
+
+def type_cases_expected() -> dict[str, set[tuple[int, str]]]:
+    """Class -> the (line, code) its marker comments name (none: the class scripts)."""
+    expected: dict[str, set[tuple[int, str]]] = {}
+    current = ""
+    for number, line in enumerate(TYPE_CASES.splitlines(), 1):
+        match = re.match(r"class (\w+)", line)
+        if match:
+            current = match.group(1)
+            expected[current] = set()
+        for code in re.findall(r"# (TSF\d{3})", line):
+            expected[current].add((number, code))
+    return expected
+
+
+def test_types_torchscript_cannot_merge_are_reported_where_it_points() -> None:
+    findings = [f for f in check_source(TYPE_CASES, "types.py") if f.code in ("TSF118",
+                                                                               "TSF119")]
+    expected = type_cases_expected()
+    got: dict[str, set[tuple[int, str]]] = {name: set() for name in expected}
+    for finding in findings:
+        got[finding.class_name].add((finding.line, finding.code))
+    assert got == expected
+    messages = {f.class_name: f.message for f in findings}
+    assert messages["NestedIntToFloat"] == ("'scale' is an int from an enclosing block and is "
+                                            "assigned a float here")
+    assert messages["LoopTargetRebinds"] == ("'i' is a Tensor from an enclosing block and is "
+                                             "assigned an int here")
+    assert messages["ReturnsMoreWithFlag"] == ("forward() returns a Tensor here and a "
+                                               "Tuple[Tensor, Tensor] on an earlier return")
+    assert messages["ReturnsTupleAnnotatedTensor"] == (
+        "helper() is annotated -> Tensor but returns a Tuple[Tensor, Tensor] here")
+    packed = sorted(f.message for f in findings if f.class_name == "PackedInLoop")
+    assert packed == ["'x' is a Tensor from an enclosing block and is assigned a "
+                      "PackedSequence here"] * 2
+
+
+SCRIPT_SOURCE = """
+import importlib.util, inspect, json, sys, warnings
+warnings.filterwarnings("ignore")
+import torch
+spec = importlib.util.spec_from_file_location("cases", sys.argv[1])
+module = importlib.util.module_from_spec(spec)
+spec.loader.exec_module(module)
+outcome = {}
+for name, cls in vars(module).items():
+    if inspect.isclass(cls) and issubclass(cls, torch.nn.Module) and cls.__module__ == "cases":
+        try:
+            torch.jit.script(cls())
+            outcome[name] = "scripts"
+        except Exception as exc:
+            outcome[name] = str(exc).strip().splitlines()[0]
+print(json.dumps(outcome))
+"""
+
+
+@pytest.mark.slow
+def test_the_type_cases_fail_to_script_exactly_where_check_says(tmp_path: Path) -> None:
+    cases = tmp_path / "types.py"
+    cases.write_text(TYPE_CASES)
+    done = subprocess.run([sys.executable, "-c", SCRIPT_SOURCE, str(cases)],
+                          capture_output=True, text=True, timeout=600)
+    assert done.returncode == 0, done.stderr[-2000:]
+    outcome = json.loads(done.stdout.splitlines()[-1])
+    expected = type_cases_expected()
+    assert set(outcome) == set(expected)
+    for name, marks in expected.items():
+        if not marks:
+            assert outcome[name] == "scripts", (name, outcome[name])
+        elif {code for _, code in marks} == {"TSF119"}:
+            assert "previously had type" in outcome[name], (name, outcome[name])
+        else:
+            assert re.match(r"(Previous return statement|Return value was annotated)",
+                            outcome[name]), (name, outcome[name])

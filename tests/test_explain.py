@@ -263,3 +263,41 @@ def test_explain_cli_on_a_class_that_scripts_and_one_that_does_not(tmp_path: Pat
     assert "[TSF201]" in first and "self.layers[i](x)" in source
     assert "fix: tsfix apply --rule modulelist-iter blockers.py" in bad.stdout
     assert "torch said: RuntimeError: Expected integer literal for index" in bad.stdout
+
+
+def test_types_torchscript_cannot_merge_are_placed_on_the_users_line() -> None:
+    """TorchScript's messages (torch 2.13) for a return of another type and a re-binding to
+    another type name TSF118 and TSF119 at the line the error points at, with the hand fix."""
+    text = BLOCKERS.read_text()
+    findings = check_source(text, "blockers.py")
+    for class_name, code, message in (
+            ("ReturnsByFlag", "TSF118",
+             "\nPrevious return statement returned a value of type Tuple[Tensor, Tensor] but "
+             "this return statement returns a value of type Tensor:\n"
+             '  File "{path}", line {line}\n        return out\n        ~~~~~~~~~~ <--- HERE\n'),
+            ("PackedInBranch", "TSF119",
+             "\nVariable 'x' previously had type Tensor (inferred) but is now being assigned "
+             "to a value of type __torch__.torch.nn.utils.rnn.PackedSequence:\n"
+             '  File "{path}", line {line}\n')):
+        hints = [f for f in findings if f.class_name == class_name]
+        line = min(f.line for f in hints if f.code == code)
+        result = _explain(_outcome(message.format(path=BLOCKERS, line=line), BLOCKERS),
+                          class_name, "blockers.py", BLOCKERS, text, hints, [])
+        assert (result.code, result.line) == (code, line), class_name
+        assert result.explanation == CODES[code].help
+        lines = result.lines()
+        assert lines[0] == (f"blockers.py:{line}: {class_name} does not script: "
+                            f"{CODES[code].summary} [{code}]")
+        assert any(x.startswith("torch said: RuntimeError: ") for x in lines)
+        if code == "TSF118":
+            # No rule rewrites a return of another type: the hand fix is the help's.
+            assert "fix: no tsfix rule rewrites this yet; change the code by hand." in lines
+            assert "torch.jit.Final[bool]" in result.explanation
+
+
+def test_an_annotated_return_of_another_type_is_tsf118() -> None:
+    message = ("\nReturn value was annotated as having type Tensor but is actually of type "
+               "Tuple[Tensor, Tensor]:\n")
+    result = _explain(_outcome(message, BLOCKERS), "ReturnsByFlag", "blockers.py", BLOCKERS,
+                      BLOCKERS.read_text(), [], [])
+    assert result.code == "TSF118"

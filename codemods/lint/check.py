@@ -79,6 +79,7 @@ from tsfix.codemods.pipeline.config import (
 )
 from tsfix.codemods.pipeline.sources import SourceError, discover, is_generated, read_source
 from tsfix.codemods.rules.base import Code, Fix, Skip
+from tsfix.codemods.rules.rename_rebound import type_flow, with_article
 
 # Exit codes, as ``tsfix apply`` (tsfix.codemods.pipeline.report).
 EXIT_CLEAN = 0
@@ -337,7 +338,24 @@ class _ClassChecker:
             self.never = self.facts.never_compiled(name)
             self.typer = self.facts.typer(name)
             self._block(func.body)
+            self._types(name)
         return self.reports
+
+    def _types(self, method: str) -> None:
+        """Re-bindings and returns whose types TorchScript cannot merge (TSF119, TSF118)."""
+        flow = type_flow(self.facts, method)
+        for rebound in flow.rebindings:
+            self.report(rebound.target, "TSF119", f"'{rebound.name}' is "
+                        f"{with_article(rebound.previous)} from an enclosing block and is "
+                        f"assigned {with_article(rebound.assigned)} here")
+        for conflict in flow.returns:
+            if conflict.annotated:
+                message = (f"{method}() is annotated -> {conflict.expected} but returns "
+                           f"{with_article(conflict.returned)} here")
+            else:
+                message = (f"{method}() returns {with_article(conflict.returned)} here and "
+                           f"{with_article(conflict.expected)} on an earlier return")
+            self.report(conflict.node, "TSF118", message)
 
     def report(self, node: cst.CSTNode, code: str, message: str) -> None:
         self.reports.append((node, code, message, self.method))

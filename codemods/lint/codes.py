@@ -70,6 +70,25 @@ LINT_CODES: tuple[Code, ...] = (
          "A torch function stored in an attribute (`self.act = torch.relu`) can be called, but "
          "not tested (\"builtin cannot be used as a value\"). Store nn.Identity() instead of "
          "None and call it unconditionally."),
+    Code("TSF118", "return-type-differs", "return statements of different types",
+         "A compiled method has one return type: returning `out, skip` on one path and `out` "
+         "on another (often by a constructor flag) fails (\"Previous return statement "
+         "returned a value of type Tuple[Tensor, Tensor] but this return statement returns a "
+         "value of type Tensor\"), as does an int on one path and a float on another, or a "
+         "value other than the `-> T` annotation says (\"Return value was annotated as having "
+         "type ...\"). Return one shape on every path (`return out, None` merges with "
+         "`return out, skip` as Tuple[Tensor, Optional[Tensor]]), or declare the flag "
+         "constant (`return_skip: torch.jit.Final[bool]` in the class body) so TorchScript "
+         "compiles only the configured path. torch.export is not affected: it traces the "
+         "path taken."),
+    Code("TSF119", "rebound-to-another-type", "local re-bound to another type inside a block",
+         "A name keeps the type it has in the block that first binds it: assigning it a "
+         "value of another type inside an if, for or while fails (\"Variable 'x' previously "
+         "had type Tensor but is now being assigned to a value of type PackedSequence\"); "
+         "in the same block it is allowed. Give the new value its own name "
+         "(`packed = pack_padded_sequence(x, lengths)`) and read that name until the block "
+         "binds the old name again, or declare the wider type first (`y: Optional[Tensor] = "
+         "x`). torch.export is not affected: it runs the Python as written."),
 )
 
 

@@ -161,6 +161,12 @@ KNOWN_ERRORS = (
     KnownError(r"for argument '\w+' but instead found type 'Optional\[", "TSF228"),
     # The error points at the later assignment; the fix is at the ``= None`` (TSF229).
     KnownError(r"previously had type NoneType but is now being assigned", "TSF229"),
+    # A name re-bound in a nested block to a value of another type (the error points at it).
+    KnownError(r"Variable '\w+' previously had type .+ but is now being assigned to a value "
+               r"of type", "TSF119"),
+    KnownError(r"Previous return statement returned a value of type .+ but this return "
+               r"statement returns a value of type|Return value was annotated as having type",
+               "TSF118"),
     KnownError(r"Expected a value of type 'Tensor[^']*' for argument '\w+' but instead found",
                "TSF206", "An unannotated parameter is a Tensor to TorchScript; this call "
                "passes something else. Annotate the parameter with the type it takes."),
