@@ -19,13 +19,14 @@ REDRAW_INTERVAL_S = 0.1
 LOG_INTERVAL_S = 10.0
 
 _UNITS = {"observe": "models", "rewrite": "files", "validate": "classes", "trials": "trials",
-          "recheck": "trials", "final": "files", "models": "models", "fix": "models"}
+          "recheck": "trials", "final": "files", "models": "models", "fix": "models",
+          "explain": "files"}
 # Rule-drop trials: each rejected class is rewritten without each of its rules ("trials"),
 # then validated so ("recheck"); "final": files rewritten again without what was held back.
 _LABELS = {"observe": "observing", "rewrite": "rewriting", "validate": "validating",
            "trials": "rewriting without each rule", "recheck": "rechecking",
            "final": "leaving rejected rewrites out", "models": "scripting configured models",
-           "fix": "fix loop"}
+           "fix": "fix loop", "explain": "explaining where models stop"}
 
 
 def describe(progress: Progress, elapsed: float) -> str:

@@ -3,9 +3,15 @@
 from __future__ import annotations
 
 import io
+from pathlib import Path
 
+import pytest
 from tsfix.cli.progress import LOG_INTERVAL_S, ProgressDisplay, describe
+from tsfix.codemods.pipeline import models as configured
+from tsfix.codemods.pipeline import phases
+from tsfix.codemods.pipeline.config import Config, ExampleSpec
 from tsfix.codemods.pipeline.engine import Progress
+from tsfix.codemods.validation.protocol import MODEL_FAILS, Blocker, ModelResult, ModelVerdict
 
 
 class Clock:
@@ -69,3 +75,48 @@ def test_log_output_is_sparse() -> None:
     lines = stream.getvalue().splitlines()
     assert len(lines) == 8 and "\r" not in stream.getvalue()
     assert lines[-1].startswith("validating 30/30 classes")
+
+
+# ---- the phase that explains where configured models stop --------------------------------------
+
+def _stopped(path: str, message: str, scope: str) -> ModelResult:
+    blocker = Blocker(path, 3, scope, message)
+    return ModelResult(0, ModelVerdict(MODEL_FAILS, "does not script", False, blocker))
+
+
+def test_blockers_are_explained_once_each_with_progress(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    # Explaining runs `tsfix check` on the blocker's file (seconds on a large one): models
+    # stopped at one place share one explanation, and the phase reports its progress.
+    path = str(tmp_path / "nets.py")
+    seen: list[tuple[str | None, str, str | None]] = []
+
+    def explain(blocker: Blocker, text: str | None, shown: str, target: str = "") -> str:
+        seen.append((text, blocker.message, blocker.scope))
+        return f"explained {blocker.scope} in {shown}"
+
+    monkeypatch.setattr(configured, "explain_blocker", explain)
+    reports: list[Progress] = []
+    session = phases.Session(["annotate"], Config(), False, False, workers=1,
+                             progress=reports.append)
+    file = phases.File(0, Path(path), Path(path), "nets.py")
+    finished = [(configured.Configured(file, name, ExampleSpec(f"nets.py:{name}")),
+                 _stopped(path, message, scope), [], "text")
+                for name, message, scope in [("A", "bad kwargs", "Block.forward"),
+                                             ("B", "bad kwargs", "Block.forward"),
+                                             ("C", "no numpy", "Head.forward")]]
+    finished.append((configured.Configured(file, "D", ExampleSpec("nets.py:D")),
+                     ModelResult(0, failure="the original does not build"), [], None))
+
+    with phases._Rewriters(session) as rewriters:
+        found = phases._explain_blockers(finished, {path: "nets.py"}, session, rewriters)
+
+    assert sorted(seen) == [("text", "bad kwargs", "Block.forward"),
+                            ("text", "no numpy", "Head.forward")]
+    assert found == {(path, "text", "bad kwargs", "Block.forward"):
+                     "explained Block.forward in nets.py",
+                     (path, "text", "no numpy", "Head.forward"):
+                     "explained Head.forward in nets.py"}
+    assert [(p.phase, p.done, p.total) for p in reports] == [("explain", 0, 1),
+                                                            ("explain", 1, 1)]
+    assert describe(reports[-1], 2.0) == "explaining where models stop 1/1 files | took 2s"

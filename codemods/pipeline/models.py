@@ -187,11 +187,22 @@ def merged_verdicts(results: Iterable[tuple[str, ModelResult]]
 
 # ---- the model verdict ------------------------------------------------------------------------
 
+def to_explain(result: ModelResult) -> Blocker | None:
+    """The blocker :func:`record_of` explains (one placed in a file of the tree), if any."""
+    verdict = result.model
+    if result.failure is not None or verdict is None or verdict.status == MODEL_SCRIPTS:
+        return None
+    blocker = verdict.blocker
+    return blocker if blocker is not None and blocker.path is not None else None
+
+
 def record_of(model: Configured, result: ModelResult, *, texts: Mapping[str, str],
               display: Mapping[str, str], rounds: Iterable[str] = (),
-              target: str = "torchscript") -> ModelRecord:
+              target: str = "torchscript", explanation: str | None = None) -> ModelRecord:
     """The report's record of a model job's answer. ``texts``: the text of each rewritten file
-    (the blocker's line is read there); ``display``: how the report names files."""
+    (the blocker's line is read there); ``display``: how the report names files;
+    ``explanation``: :func:`explain_blocker`'s answer for the blocker, when the caller has it
+    already (explaining runs ``tsfix check`` on the blocker's file)."""
     rounds = list(rounds)
     if result.failure is not None or result.model is None:
         return ModelRecord(model.display, MODEL_ERROR,
@@ -209,7 +220,8 @@ def record_of(model: Configured, result: ModelResult, *, texts: Mapping[str, str
     return ModelRecord(model.display, MODEL_FAILS, verdict.reason, verdict.scripted_before,
                        f"{name}:{blocker.line}" if blocker.line else name, blocker.scope,
                        _first_lines(blocker.message),
-                       explain_blocker(blocker, texts.get(blocker.path), name, target),
+                       explain_blocker(blocker, texts.get(blocker.path), name, target)
+                       if explanation is None else explanation,
                        rounds, verdict.python_only, verdict.duration_s, target)
 
 
@@ -322,4 +334,5 @@ def with_verdicts(classes: Iterable[ClassResult], verdicts: Mapping[str, ClassVe
 __all__ = ["Configured", "Observations", "class_at", "configured_models", "explain_blocker",
            "located",
            "merge_types", "merged_verdicts", "model_class", "model_job", "observe",
-           "overlay_for", "record_of", "shown", "top_level_classes", "with_verdicts"]
+           "overlay_for", "record_of", "shown", "to_explain", "top_level_classes",
+           "with_verdicts"]

@@ -38,6 +38,7 @@ from tsfix.codemods.validation.pool import WorkerPool
 from tsfix.codemods.validation.protocol import (
     NOT_CHECKED,
     NOT_SCRIPTABLE_EITHER,
+    Blocker,
     ClassVerdict,
     JobClass,
     ModelResult,
@@ -306,7 +307,7 @@ def run_phases(todo: list[File], session: Session) -> tuple[dict[int, Outcome], 
                                           session, pool, rewriters, rechecked)
         if models:
             found_models = _model_verdicts(models, todo, pending, finals, validated,
-                                           observations, session, pool, rechecked)
+                                           observations, session, pool, rewriters, rechecked)
     outcomes = {}
     for file in todo:
         answer = rewritten[file.index]
@@ -970,7 +971,7 @@ def _model_verdicts(models: list[configured.Configured], todo: list[File],
                     pending: list[_Pending], finals: dict[int, _Final],
                     validated: dict[str, ModelResult],
                     observations: configured.Observations, session: Session,
-                    pool: WorkerPool,
+                    pool: WorkerPool, rewriters: _Rewriters,
                     rechecked: Mapping[str, tuple[dict[str, str], ModelResult]] | None = None
                     ) -> _Models:
     """Each configured model's verdict on the tree as the run leaves it, and the fix loop for
@@ -1012,6 +1013,8 @@ def _model_verdicts(models: list[configured.Configured], todo: list[File],
     out = _Models()
     failing = [m for m in models if _stops(results[m.display])]
     fix_report = session.reporter("fix", len(failing)) if session.fix_rounds else None
+    finished: list[tuple[configured.Configured, ModelResult, list[str], str | None]] = []
+    resolved = [(file, str(file.resolved)) for file in todo]
     for model in models:
         result = results[model.display]
         rounds: list[str] = []
@@ -1021,13 +1024,24 @@ def _model_verdicts(models: list[configured.Configured], todo: list[File],
             if fix_report is not None:
                 fix_report()
         display.update({path: f.display for path, f in loop_files.items()})
-        texts = {**overlay, **{path: f.text for path, f in loop_files.items() if f.text}}
+        blocker = configured.to_explain(result)
+        # The blocker's file as this model's job saw it (a later fix loop may rewrite it).
+        text = None
+        if blocker is not None and blocker.path is not None:
+            loop_file = loop_files.get(blocker.path)
+            text = loop_file.text if loop_file and loop_file.text else overlay.get(blocker.path)
+        finished.append((model, result, rounds, text))
+        for file, path in resolved:
+            if file.index == model.file.index or path in result.files:
+                out.depends.setdefault(file.index, set()).update(result.files)
+    explanations = _explain_blockers(finished, display, session, rewriters)
+    for model, result, rounds, text in finished:
+        blocker = configured.to_explain(result)
+        explanation = None if blocker is None else explanations.get(_explain_key(blocker, text))
+        texts = {blocker.path: text} if blocker and blocker.path and text is not None else {}
         out.records.setdefault(model.file.index, []).append(
             configured.record_of(model, result, texts=texts, display=display, rounds=rounds,
-                                 target=session.target))
-        for file in todo:
-            if file.index == model.file.index or str(file.resolved) in result.files:
-                out.depends.setdefault(file.index, set()).update(result.files)
+                                 target=session.target, explanation=explanation))
     for path, loop_file in loop_files.items():
         if not loop_file.text or loop_file.text == loop_file.source.text:
             continue
@@ -1040,6 +1054,75 @@ def _model_verdicts(models: list[configured.Configured], todo: list[File],
                                  new_text=loop_file.text, fix_loop=True)
         out.extra.append(Outcome(result_file, loop_file.text, loop_file.source))
     return out
+
+
+# A blocker to explain: its file, that file's text as the model's job saw it (None: as on
+# disk), TorchScript's message and the scope it names.
+_ExplainKey = tuple[str, str | None, str, str | None]
+
+
+def _explain_key(blocker: Blocker, text: str | None) -> _ExplainKey:
+    return (str(blocker.path), text, blocker.message, blocker.scope)
+
+
+@dataclass(frozen=True)
+class _ToExplain:
+    """The blockers of one file (one text) to explain, for a rewrite process."""
+
+    key: int
+    path: str
+    text: str | None
+    shown: str
+    target: str
+    blockers: tuple[tuple[str, str | None], ...]        # (message, scope)
+
+
+@dataclass(frozen=True)
+class _Explained:
+    key: int
+    explanations: tuple[str, ...]                       # one per blocker, in order
+
+
+def _explain_blockers(finished: Sequence[tuple[configured.Configured, ModelResult, list[str],
+                                               str | None]],
+                      display: Mapping[str, str], session: Session, rewriters: _Rewriters
+                      ) -> dict[_ExplainKey, str]:
+    """What ``tsfix explain`` says about each distinct blocker of the models that stop.
+
+    Explaining runs ``tsfix check`` on the blocker's file: seconds for a large file, and on
+    ParityBench (thousands of configured models, most blocked somewhere) it was the run's
+    longest silent phase, on one core. Models blocked at the same place share one answer;
+    the files are explained in the rewrite processes, with progress."""
+    by_file: dict[tuple[str, str | None], dict[tuple[str, str | None], None]] = {}
+    for _, result, _, text in finished:
+        blocker = configured.to_explain(result)
+        if blocker is not None and blocker.path is not None:
+            by_file.setdefault((blocker.path, text), {})[(blocker.message, blocker.scope)] = None
+    if not by_file:
+        return {}
+    items = [_ToExplain(k, path, text, display.get(path) or configured.shown(path),
+                        session.target, tuple(blockers))
+             for k, ((path, text), blockers) in enumerate(by_file.items())]
+    report = session.reporter("explain", len(items))
+    answers = {a.key: a for a in rewriters.map(_explain_file, items, lambda _: report())}
+    found: dict[_ExplainKey, str] = {}
+    for item in items:
+        for (message, scope), explanation in zip(item.blockers, answers[item.key].explanations,
+                                                 strict=True):
+            found[(item.path, item.text, message, scope)] = explanation
+    return found
+
+
+def _explain_file(item: _ToExplain, settings: _RewriteSettings) -> _Explained:
+    explanations = []
+    for message, scope in item.blockers:
+        blocker = Blocker(item.path, None, scope, message)
+        try:
+            explanations.append(configured.explain_blocker(blocker, item.text, item.shown,
+                                                           item.target))
+        except Exception as exc:
+            explanations.append(f"not explained: internal error ({type(exc).__name__}: {exc})")
+    return _Explained(item.key, tuple(explanations))
 
 
 def _blocked_in(result: ModelResult, path: str, class_name: str, text: str) -> bool:

@@ -23,7 +23,7 @@ __all__ = ["REJECTED", "UNVERIFIED", "VERIFIED", "ClassResult", "FileResult", "I
 
 # The phases of a run, as the progress display names them (engine.py's docstring).
 Phase = Literal["observe", "rewrite", "validate", "trials", "recheck", "final", "models",
-                "fix"]
+                "fix", "explain"]
 
 # Exit codes, black/ruff style (documented in the README and `tsfix apply --help`).
 EXIT_OK = 0               # nothing to do, or everything applied
