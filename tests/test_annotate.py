@@ -640,3 +640,193 @@ def test_a_straight_line_rebinding_of_a_none_local_is_left() -> None:
                 return y.sum()
         """)
     assert _rewrite(code).text == code
+
+
+# ---- module-level functions compiled code calls (issue 18 item 7) ----------------------------
+
+HELPERS = HEADER + textwrap.dedent("""\
+    def length_to_mask(length, max_len=None):
+        if max_len is None:
+            max_len = int(length.max())
+        return torch.arange(max_len).unsqueeze(0) < length.unsqueeze(1)
+
+
+    def masked_sum(x, lengths, dim=1):
+        mask = length_to_mask(lengths, max_len=x.size(dim))
+        return (x * mask.unsqueeze(-1)).sum(dim)
+
+
+    def describe(x, digits=3):
+        return round(float(x.sum()), digits)
+
+
+    class Pool(nn.Module):
+        def forward(self, x, lengths=None):
+            if lengths is None:
+                return x.sum(1)
+            if not torch.jit.is_scripting():
+                print(describe(x))
+            return masked_sum(x, lengths)
+    """)
+
+
+def test_the_functions_forward_calls_are_annotated_callees_first() -> None:
+    result = _rewrite(HELPERS)
+    assert result.text == "from typing import Optional\n\n" + HELPERS.replace(
+        "def length_to_mask(length, max_len=None):",
+        "def length_to_mask(length, max_len: Optional[int] = None):").replace(
+        "def masked_sum(x, lengths, dim=1):", "def masked_sum(x, lengths, dim: int = 1):").replace(
+        "def forward(self, x, lengths=None):",
+        # masked_sum passes lengths on to length_to_mask's Tensor parameter
+        "def forward(self, x, lengths: Optional[torch.Tensor] = None):")
+    # describe() runs only in eager mode: never compiled, left as it is.
+    assert "def describe(x, digits=3):" in result.text
+    # One change, the class's: its validation covers the functions it compiles.
+    [change] = result.changes
+    assert change.class_name == "Pool"
+    assert "masked_sum() (a function of this file it calls): typed 1 parameter(s)" in \
+        change.summary
+    assert "length_to_mask() (a function of this file it calls)" in change.summary
+    # The sites are reported on the functions' own lines, under the class that compiles them.
+    assert _findings(result) == [("TSF206", 11, "fixed"), ("TSF207", 5, "fixed"),
+                                 ("TSF207", 21, "fixed")]
+    assert {f.class_name for f in result.fixes} == {"Pool"}
+
+
+def test_a_function_a_rejected_class_reaches_is_left_as_it_is() -> None:
+    code = HEADER + textwrap.dedent("""\
+        def scale(x, factor=2.0):
+            return x * factor
+
+
+        def shift(x, offset=1):
+            return x + offset
+
+
+        class Scaled(nn.Module):
+            def forward(self, x):
+                return scale(x)
+
+
+        class Both(nn.Module):
+            def forward(self, x):
+                return shift(scale(x))
+        """)
+    both = _rewrite(code)
+    assert "def scale(x, factor: float = 2.0):" in both.text
+    assert "def shift(x, offset: int = 1):" in both.text
+    assert [c.class_name for c in both.changes] == ["Scaled", "Both"]
+    # Validation rejected Both: what it reaches stays, though Scaled reaches scale() too.
+    result = rewrite_source(code, "model.py", [Annotate],
+                            skip_classes={"annotate": frozenset({"Both"})})
+    assert result.text == code
+    assert result.changes == [] and result.fixes == []
+
+
+def test_a_function_whose_callee_a_rejected_class_reaches_is_left_too() -> None:
+    code = HEADER + textwrap.dedent("""\
+        def inner(x, k=2):
+            return x.topk(k).values
+
+
+        def outer(x, gain=1.0):
+            return inner(x) * gain
+
+
+        class UsesOuter(nn.Module):
+            def forward(self, x):
+                return outer(x)
+
+
+        class UsesInner(nn.Module):
+            def forward(self, x):
+                return inner(x)
+        """)
+    result = rewrite_source(code, "model.py", [Annotate],
+                            skip_classes={"annotate": frozenset({"UsesInner"})})
+    # outer()'s annotations would be written without inner()'s, which UsesInner's rejection
+    # keeps: neither is written.
+    assert result.text == code
+
+
+def test_a_class_whose_only_change_is_in_a_function_records_it() -> None:
+    code = HEADER + textwrap.dedent("""\
+        def clip(x, limit=1.0):
+            return x.clamp(-limit, limit)
+
+
+        class Clipped(nn.Module):
+            def forward(self, x: torch.Tensor) -> torch.Tensor:
+                return clip(x)
+        """)
+    result = _rewrite(code)
+    assert result.text == code.replace("def clip(x, limit=1.0):",
+                                       "def clip(x, limit: float = 1.0):")
+    assert [(c.class_name, c.summary) for c in result.changes] == [
+        ("Clipped", "clip() (a function of this file it calls): typed 1 parameter(s)")]
+
+
+def test_names_that_are_not_the_modules_function_are_not_followed() -> None:
+    code = HEADER + textwrap.dedent("""\
+        def act(x, slope=0.1):
+            return x * slope
+
+
+        @torch.jit.ignore
+        def dump(x, path='out.txt'):
+            return x
+
+
+        class Local(nn.Module):
+            def forward(self, x, act=None):
+                if act is None:
+                    return dump(x)
+                return x
+        """)
+    # ``act`` is forward's parameter there, and dump() is never compiled.
+    assert _rewrite(code).text == code
+
+
+def test_observed_types_of_a_function_type_its_parameters() -> None:
+    from tsfix.codemods.rules.annotate._functions import FUNCTIONS_KEY
+
+    code = HEADER + textwrap.dedent("""\
+        def pick(x, index):
+            return x[index]
+
+
+        class Picker(nn.Module):
+            def forward(self, x):
+                return pick(x, x.size(0) - 1)
+        """)
+    assert _rewrite(code).text == code      # nothing in the code tells what index is
+    observed = {FUNCTIONS_KEY: {"pick": {"index": "int"}}}
+    assert "def pick(x, index: int):" in _rewrite(code, observed=observed).text
+
+
+def test_a_function_under_another_decorator_is_refused_with_the_reason() -> None:
+    code = HEADER + textwrap.dedent("""\
+        import functools
+
+
+        def traced(fn):
+            @functools.wraps(fn)
+            def wrapper(*args):
+                return fn(*args)
+            return wrapper
+
+
+        @traced
+        def scale(x, factor=2.0):
+            return x * factor
+
+
+        class Scaled(nn.Module):
+            def forward(self, x):
+                return scale(x)
+        """)
+    result = _rewrite(code)
+    assert result.text == code
+    assert [(s.class_name, s.line, s.reason) for s in result.skips] == [
+        ("Scaled", 16, "scale(): decorated with @traced: TorchScript compiles what the "
+         "decorator returns, not this function; left as it is")]

@@ -24,6 +24,7 @@ from tsfix.codemods.facts.classes import ClassFacts, is_ignored, never_compiled_
 from tsfix.codemods.facts.syntax import decorator_names, find_all, parameters_of
 from tsfix.codemods.facts.value_types import TENSOR
 from tsfix.codemods.rules.annotate._common import Counts
+from tsfix.codemods.rules.annotate._evidence import usage_type
 from tsfix.codemods.rules.annotate._method import MethodAnnotator
 from tsfix.codemods.rules.annotate._state import FunctionFacts
 from tsfix.codemods.rules.annotate._typer import module_functions
@@ -187,11 +188,13 @@ class ModuleFunctions:
         finally:
             self.rule.typing_names = previous
         # What a caller passing an argument on to it reads: the new signature's types, and
-        # Tensor for an unannotated parameter without a default that the body uses as one
-        # (TorchScript types it Tensor, and so does the caller's argument).
-        tensors = {param: kind for param, kind in annotator.facts.parameter_types(name).items()
-                   if kind == TENSOR and param not in annotator.param_types
-                   and _plain(func, param)}
+        # Tensor for an unannotated parameter without a default that the body uses as one or
+        # passes on to one (TorchScript types it Tensor, and so does the caller's argument).
+        uses = annotator.facts.parameter_types(name)
+        tensors = {param: TENSOR for param in uses
+                   if param not in annotator.param_types and _plain(func, param)
+                   and (uses[param] == TENSOR
+                        or usage_type(annotator, param, weak=False) == TENSOR)}
         plan.param_types = {**tensors, **annotator.param_types}
         return plan
 
