@@ -7,6 +7,7 @@ import textwrap
 from pathlib import Path
 
 import libcst as cst
+import pytest
 from tsfix.codemods.facts.project import lookup
 from tsfix.codemods.pipeline.rewrite import Rewrite, rewrite_source
 from tsfix.codemods.rules.lift_branch import LiftBranch
@@ -872,6 +873,235 @@ def test_export_method_and_forward_share_a_helper() -> None:
                 return x.relu() if use_act else x
         """)
     assert result.changes[0].lifted == {"use_act": "use_act"}
+
+
+# ---- the lifted type serves every use -----------------------------------------------------------
+
+def _one_setting(init: str, forward: str, params: str = "self, n") -> Rewrite:
+    body = textwrap.indent(textwrap.dedent(forward).strip() + "\n", " " * 8)
+    return rewrite("import torch.nn as nn\n"
+                   "class M(nn.Module):\n"
+                   f"    def __init__({params}):\n"
+                   "        super().__init__()\n"
+                   f"        {init}\n"
+                   "    def forward(self, x):\n" + body)
+
+
+def test_a_count_the_loop_ranges_over_and_compares_is_an_int() -> None:
+    # ParityBench: a required constructor argument, a truth test, range() and `<`; it was lifted
+    # as Optional[bool], which failed to re-script.
+    result = _one_setting("self.num_layers = num_layers", """
+        if not self.num_layers:
+            return x
+        for i in range(self.num_layers):
+            if i < self.num_layers - 1:
+                x = x.relu()
+        return x
+        """, params="self, num_layers")
+    assert "def forward(self, x, num_layers: Optional[int] = None):" in result.text
+    assert "self.num_layers" not in result.text.split("def forward")[1].replace(
+        "num_layers = self.num_layers", "")
+    assert [f[0] for f in fixes(result)] == ["TSF204", "TSF204"]
+
+
+@pytest.mark.parametrize(("init", "forward", "params", "kind"), [
+    # A slice bound needs an int; the truth test takes any type.
+    ("self.n = n", "if self.n:\n    x = x[:self.n]\nreturn x", "self, n", "int"),
+    # A float literal compared with it makes it a float.
+    ("self.n = n", "if self.n >= 0.5:\n    x = x * self.n\nreturn x", "self, n", "float"),
+    # An int literal in arithmetic beside a comparison makes it an int.
+    ("self.n = n", "if x.size(0) > self.n + 1:\n    x = x * 2\nreturn x", "self, n", "int"),
+    # Arithmetic in __init__ on an int default; len() is an int.
+    ("self.n = n - 1", "if self.n:\n    x = x * self.n\nreturn x", "self, n=3", "int"),
+    ("self.n = len(n)", "if self.n:\n    x = x * self.n\nreturn x", "self, n=(1, 2)", "int"),
+    ("self.n = n / 2", "if self.n:\n    x = x * self.n\nreturn x", "self, n=3", "float"),
+    # A str compared with literals, or joined with one.
+    ("self.n = n", "if self.n == 'avg':\n    x = x * 2\nreturn x", "self, n", "str"),
+    ("self.n = n", "if self.n:\n    print('mode ' + self.n)\nreturn x", "self, n", "str"),
+    # A bare truth test alone is a bool.
+    ("self.n = n", "if self.n:\n    x = x * 2\nreturn x", "self, n", "bool"),
+])
+def test_the_uses_decide_a_type_init_does_not_give(init: str, forward: str, params: str,
+                                                   kind: str) -> None:
+    result = _one_setting(init, forward, params)
+    assert f"def forward(self, x, n: Optional[{kind}] = None):" in result.text, (
+        result.text, reasons(result))
+
+
+@pytest.mark.parametrize(("init", "forward", "params", "reason"), [
+    # A number only multiplied into tensors: int or float cannot be told.
+    ("self.n = n", "if self.n:\n    x = x * self.n\nreturn x", "self, n",
+     "self.n is used as a number (`x * self.n`) but __init__ gives it no default, literal or "
+     "annotation, so whether it is an int or a float is unknown (a lifted argument must have "
+     "its exact type); annotate the constructor parameter"),
+    # The value __init__ gives serves no use that needs an int.
+    ("self.n = n", "if self.n:\n    for _ in range(self.n):\n        x = x * 2\nreturn x",
+     "self, n=0.5", "self.n is a float but `range(self.n)` needs an int: no lifted type "
+                    "serves every use"),
+    ("self.n = n", "if self.n:\n    x = x[self.n]\nreturn x", "self, n=True",
+     "self.n is a bool but `x[self.n]` needs an int index (or a str key): no lifted type "
+     "serves every use"),
+    # Literals of different types.
+    ("self.n = n", "if self.n == 1 or self.n == 'a':\n    x = x * 2\nreturn x", "self, n",
+     "self.n is compared with values of different types"),
+])
+def test_a_setting_no_type_serves_is_refused_with_the_use(init: str, forward: str,
+                                                          params: str, reason: str) -> None:
+    result = _one_setting(init, forward, params)
+    assert not result.changed
+    assert reason in reasons(result)
+    assert {code for code, _, _ in refusals(result)} == {"TSF204"}
+
+
+def test_observed_example_builds_type_a_required_constructor_argument() -> None:
+    # ParityBench tables pass ints to switches tested for truth: with the example runs
+    # observed (annotate asks for them), the observed type wins over the bool guess.
+    code = textwrap.dedent("""
+        import torch.nn as nn
+        class M(nn.Module):
+            def __init__(self, residual):
+                super().__init__()
+                self.residual = residual
+            def forward(self, x):
+                if self.residual:
+                    x = x + 1
+                return x
+        """)
+    guessed = rewrite_source(code, "m.py", [LiftBranch])
+    assert "residual: Optional[bool] = None" in guessed.text
+    observed = rewrite_source(code, "m.py", [LiftBranch],
+                              observed={"M": {"__init__": {"residual": "int"}}})
+    assert "residual: Optional[int] = None" in observed.text
+    # A type that is no setting's (a list) is not taken: the uses decide, as before.
+    listed = rewrite_source(code, "m.py", [LiftBranch],
+                            observed={"M": {"__init__": {"residual": "List[int]"}}})
+    assert "residual: Optional[bool] = None" in listed.text
+
+
+# ---- config objects: followed to the field read, never lifted themselves ------------------------
+
+def test_a_config_node_kept_on_the_module_is_followed_to_its_fields() -> None:
+    # ParityBench (YACS): self.NETWORK = self.config.NETWORK; it was lifted as Optional[bool].
+    result = rewrite("""
+        import torch.nn as nn
+        class M(nn.Module):
+            def __init__(self, config):
+                super().__init__()
+                self.config = config
+                self.NETWORK = self.config.NETWORK
+                self.fc = nn.Linear(4, 4)
+            def forward(self, x):
+                y = self.fc(x) * self.NETWORK.SCALE
+                if self.NETWORK.SKIP:
+                    y = y + x
+                if self.config.NETWORK.RELU:
+                    y = y.relu()
+                return y
+        """)
+    assert result.text == textwrap.dedent("""
+        from typing import Optional
+
+        import torch.nn as nn
+        class M(nn.Module):
+            def __init__(self, config):
+                super().__init__()
+                self.config = config
+                self.RELU = self.config.NETWORK.RELU
+                self.NETWORK = self.config.NETWORK
+                self.SCALE = self.NETWORK.SCALE
+                self.SKIP = self.NETWORK.SKIP
+                self.fc = nn.Linear(4, 4)
+            def forward(self, x, SKIP: Optional[bool] = None, RELU: Optional[bool] = None):
+                if SKIP is None:
+                    SKIP = self.SKIP
+                if RELU is None:
+                    RELU = self.RELU
+                y = self.fc(x) * self.SCALE
+                if SKIP:
+                    y = y + x
+                if RELU:
+                    y = y.relu()
+                return y
+        """)
+    holder = "reads a field of config object"
+    assert sorted(fixes(result)) == [
+        ("TSF203", 10, f"self.NETWORK.SCALE {holder} 'self.NETWORK'"),
+        ("TSF203", 11, f"self.NETWORK.SKIP {holder} 'self.NETWORK'"),
+        ("TSF203", 13, f"self.config.NETWORK.RELU {holder} 'self.config'"),
+        ("TSF204", 11, branch("NETWORK.SKIP")),
+        ("TSF204", 13, branch("config.NETWORK.RELU"))]
+
+
+def test_a_chain_of_fields_read_by_key_is_copied_as_written() -> None:
+    result = rewrite("""
+        import torch.nn as nn
+        class M(nn.Module):
+            def __init__(self, cfg):
+                super().__init__()
+                self.cfg = cfg
+            def forward(self, x):
+                if self.cfg["net"]["use-skip"]:
+                    x = x + 1
+                return x
+        """)
+    assert 'self.use_skip = self.cfg["net"]["use-skip"]' in result.text
+    assert "use_skip: Optional[bool] = None" in result.text
+
+
+def test_a_node_field_decided_in_init_through_the_parameter_is_structural() -> None:
+    result = rewrite("""
+        import torch.nn as nn
+        class M(nn.Module):
+            def __init__(self, config):
+                super().__init__()
+                self.config = config
+                self.NETWORK = self.config.NETWORK
+                if config.NETWORK.USE_PROJ:
+                    self.proj = nn.Linear(4, 4)
+            def forward(self, x):
+                if self.NETWORK.USE_PROJ:
+                    x = self.proj(x)
+                return x
+        """)
+    # The field is copied (a ScriptModule cannot hold the node) but not lifted.
+    assert "self.USE_PROJ = self.NETWORK.USE_PROJ" in result.text
+    assert "if self.USE_PROJ:" in result.text
+    assert refusals(result) == [("TSF204", 11, "self.NETWORK.USE_PROJ decides which submodules "
+                                 "__init__ builds (line 8); both branches must compile")]
+
+
+def test_an_object_whose_fields_are_read_is_never_lifted() -> None:
+    # Not shown to be a config object (the parameter's name says nothing): refused, with why.
+    result = rewrite("""
+        import torch.nn as nn
+        class M(nn.Module):
+            def __init__(self, network):
+                super().__init__()
+                self.net = network
+            def forward(self, x):
+                if self.net.use_skip:
+                    x = x + 1
+                return x
+        """)
+    assert not result.changed
+    assert refusals(result) == [("TSF204", 8, "self.net is an object whose fields are read "
+                                 "(`self.net.use_skip`), not a setting")]
+
+
+def test_a_node_read_by_a_computed_key_is_not_copied() -> None:
+    result = rewrite("""
+        import torch.nn as nn
+        class M(nn.Module):
+            def __init__(self, config, name="a"):
+                super().__init__()
+                self.config = config
+                self.name = name
+            def forward(self, x):
+                return x * self.config.NETWORK[self.name]
+        """)
+    assert not result.changed
+    assert refusals(result) == [("TSF203", 9, "the field is not named by a string literal; "
+                                 "only fields read by name are copied")]
 
 
 # ---- tsfix check: fixtures/check/blockers.py -----------------------------------------------------
