@@ -328,12 +328,22 @@ def _ask(prompt: str) -> str:
 
 def _print_outcome(result: RunResult, *, quiet: bool, verbose: bool,
                    table: bool = False) -> None:
-    from tsfix.codemods.pipeline.report import REJECTED, UNVERIFIED, VERIFIED
+    from tsfix.codemods.pipeline.report import (
+        REJECTED,
+        UNVERIFIED,
+        VERIFIED,
+        reason_headline,
+        repeated_reasons,
+    )
     from tsfix.codemods.pipeline.report import printable as p
 
     # Names and messages come from the files (their names, their code): p() keeps each on
     # its line and keeps escape sequences in them from reaching the terminal.
     colour = {VERIFIED: "green", REJECTED: "red", UNVERIFIED: "yellow"}
+    # Without -v, a reason many classes share is said once, after the files (the report
+    # keeps every class's own).
+    repeated = [] if verbose or quiet else repeated_reasons(result.files)
+    summarised = {(g.verdict, g.headline) for g in repeated}
     if not quiet:
         for warning in result.warnings:
             click.secho(f"warning: {p(warning)}", err=True, fg="yellow")
@@ -346,6 +356,8 @@ def _print_outcome(result: RunResult, *, quiet: bool, verbose: bool,
         for note in file.notes:
             click.echo(f"{shown}: note: {p(note)}", err=True)
         for c in file.classes:
+            if summarised and (c.verdict, reason_headline(c.reason)) in summarised:
+                continue
             verdict = click.style(c.verdict, fg=colour.get(c.verdict))
             detail = f": {p(c.reason)}" if c.reason and (c.verdict != VERIFIED or verbose) else ""
             click.echo(f"{shown}:{c.lines[0]}: {c.class_name} [{c.rule}] {verdict}{detail}",
@@ -362,6 +374,8 @@ def _print_outcome(result: RunResult, *, quiet: bool, verbose: bool,
             action = "rewrote" if file.written else "would rewrite"
             loop = " (the fix loop: a configured model imports it)" if file.fix_loop else ""
             click.echo(f"{action} {shown}{loop}", err=True)
+    for group in repeated:
+        click.secho(p(group.line()), err=True, fg=colour.get(group.verdict))
     for model in result.models():
         if quiet and model.ok:
             continue

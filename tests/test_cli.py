@@ -7,6 +7,7 @@ import json
 import subprocess
 import sys
 import textwrap
+from pathlib import Path
 
 import libcst as cst
 import pytest
@@ -17,6 +18,14 @@ from conftest import (
     file_record,
     model_source,
     no_traceback,
+)
+from tsfix.codemods.pipeline.report import (
+    ClassResult,
+    FileResult,
+    ReasonGroup,
+    RunResult,
+    reason_headline,
+    repeated_reasons,
 )
 from tsfix.codemods.rules import registry
 from tsfix.codemods.rules.base import ClassChange, Rule
@@ -710,3 +719,59 @@ def test_file_notes_are_printed_unless_quiet(capsys: pytest.CaptureFixture[str])
     assert "m.py: note: no observed types for Net: boom" in capsys.readouterr().err
     _print_outcome(result, quiet=True, verbose=False)
     assert "note:" not in capsys.readouterr().err
+
+
+# ---- repeated reasons: said once without -v, each with -v, all in the report -------------------
+
+def _guessed(name: str, missing: str) -> ClassResult:
+    return ClassResult("annotate", name, (3, 9), "typed 1 parameter(s)", {}, "unverified",
+                       f"could not infer inputs: the constructor needs arguments (TypeError: "
+                       f"{name}.__init__() missing 1 required positional argument: "
+                       f"'{missing}'); add [tool.tsfix.examples.\"{name.lower()}.py:{name}\"] "
+                       "to pyproject.toml")
+
+
+def test_a_reason_many_classes_share_is_said_once_without_verbose(project: Project) -> None:
+    names = ["Alpha", "Beta", "Gamma", "Delta"]
+    files = [FileResult(project.root / f"{n.lower()}.py", f"{n.lower()}.py", "changed",
+                        classes=[_guessed(n, f"arg{i}")]) for i, n in enumerate(names)]
+    rejected = ClassResult("lift-branch", "Net", (5, 20), "lifted self.use_act", {},
+                           "rejected", "eager parity: output: max abs diff 0.5 for init[0]")
+    files.append(FileResult(project.root / "net.py", "net.py", "changed", classes=[rejected]))
+    report = project.root / "report.json"
+    RunResult(files, ["annotate", "lift-branch"], "diff", True, False).write_json(report)
+
+    short = project.cli("report", str(report))
+    verbose = project.cli("report", "-v", str(report))
+
+    no_traceback(short)
+    lines = short.stderr.splitlines()
+    assert ("unverified: could not infer inputs: the constructor needs arguments - 4 classes, "
+            "e.g. alpha.py:Alpha, beta.py:Beta, gamma.py:Gamma; -v for each") in lines
+    assert not any("Delta" in line for line in lines)
+    # A reason one class has keeps its own line.
+    assert ("net.py:5: Net [lift-branch] rejected: eager parity: output: max abs diff 0.5 for "
+            "init[0]") in lines
+    for i, name in enumerate(names):
+        assert (f"{name.lower()}.py:3: {name} [annotate] unverified: could not infer inputs: the "
+                f"constructor needs arguments (TypeError: {name}.__init__() missing 1 required "
+                f"positional argument: 'arg{i}')") in verbose.stderr
+    assert "-v for each" not in verbose.stderr
+    kept = json.loads(report.read_text())
+    assert len([c for f in kept["files"] for c in f["classes"]]) == 5
+
+
+def test_reason_headlines_group_alike_reasons_only() -> None:
+    assert reason_headline("eager parity holds, but the class does not script before or after "
+                           "this rewrite, for a reason it does not fix: RuntimeError: 'x' is "
+                           "not defined (at a.py line 3) (the rewrite fails with: ...); one "
+                           "artifact holds in eager mode for 1 of 1") == (
+        "eager parity holds, but the class does not script before or after this rewrite, for "
+        "a reason it does not fix: RuntimeError: '...' is not defined")
+    files = [FileResult(Path(f"{n}.py"), f"{n}.py", "changed", classes=[
+        ClassResult(rule, n, (1, 2), "", {}, "unverified", f"worker died: exit code {n}")
+        for rule in ("annotate", "lift-branch")]) for n in ("1", "2")]
+    # Two classes (one changed by two rules) are not enough to summarise.
+    assert repeated_reasons(files) == []
+    [group] = repeated_reasons(files, minimum=2)
+    assert group == ReasonGroup("unverified", "worker died: exit code N", ("1.py:1", "2.py:2"))

@@ -5,7 +5,7 @@ from __future__ import annotations
 import json
 import re
 from collections import Counter
-from collections.abc import Collection
+from collections.abc import Collection, Iterable
 from dataclasses import asdict, dataclass, field, fields, replace
 from pathlib import Path
 from typing import Any, Literal
@@ -18,8 +18,9 @@ from tsfix.codemods.validation import (
     verdict_name,
 )
 
-__all__ = ["REJECTED", "UNVERIFIED", "VERIFIED", "ClassResult", "FileResult", "Interrupted",
-           "ModelRecord", "Phase", "Progress", "RunResult", "SkipResult", "printable"]
+__all__ = ["REJECTED", "REPEATED_MIN", "UNVERIFIED", "VERIFIED", "ClassResult", "FileResult",
+           "Interrupted", "ModelRecord", "Phase", "Progress", "ReasonGroup", "RunResult",
+           "SkipResult", "printable", "reason_headline", "repeated_reasons"]
 
 # The phases of a run, as the progress display names them (engine.py's docstring).
 Phase = Literal["observe", "rewrite", "validate", "trials", "recheck", "final", "models",
@@ -385,3 +386,60 @@ def reason_kind(reason: str, length: int = 90) -> str:
     kind = re.sub(r" for init\[.*$| for call\[.*$", "", reason)
     kind = _NUMBER.sub("N", _QUOTED.sub("'...'", kind))
     return kind if len(kind) <= length else kind[:length - 3] + "..."
+
+
+# ---- repeated reasons --------------------------------------------------------------------------
+#
+# A run over many files repeats a few reasons for hundreds of classes (on ParityBench, 1,087
+# helper classes "could not infer inputs"): without -v, the output says each such reason once.
+
+REPEATED_MIN = 3                # classes sharing a reason before it is said once for all
+_PARENTHESES = re.compile(r"\s*\([^()]*\)")
+
+
+def reason_headline(reason: str, length: int = 160) -> str:
+    """What alike reasons share: the reason without its parentheses (the error's particulars:
+    where, what the original said, the exception's own text) and without what follows its
+    first ``; `` (the table to add, what else was checked), quoted names and numbers as
+    placeholders."""
+    text = _QUOTED.sub("'...'", reason)
+    while True:
+        shorter = _PARENTHESES.sub("", text)
+        if shorter == text:
+            break
+        text = shorter
+    text = re.sub(r" for init\[.*$| for call\[.*$", "", text.split("; ")[0])
+    text = " ".join(_NUMBER.sub("N", text).split())
+    return text if len(text) <= length else text[:length - 3] + "..."
+
+
+@dataclass(frozen=True)
+class ReasonGroup:
+    """A verdict and reason headline shared by ``REPEATED_MIN`` or more classes
+    (``file:Class``, in the run's order)."""
+
+    verdict: str
+    headline: str
+    classes: tuple[str, ...]
+
+    def line(self, examples: int = 3) -> str:
+        """``unverified: could not infer inputs: ... - 1,087 classes, e.g. a.py:Foo, b.py:Bar,
+        c.py:Baz; -v for each``."""
+        shown = ", ".join(self.classes[:examples])
+        return (f"{self.verdict}: {self.headline} - {len(self.classes):,} classes, "
+                f"e.g. {shown}; -v for each")
+
+
+def repeated_reasons(files: Iterable[FileResult], minimum: int = REPEATED_MIN
+                     ) -> list[ReasonGroup]:
+    """The rejected and unverified reasons that ``minimum`` or more classes share, most
+    classes first (a class changed by several rules counts once)."""
+    groups: dict[tuple[str, str], dict[str, None]] = {}
+    for file in files:
+        for c in file.classes:
+            if c.verdict in (REJECTED, UNVERIFIED) and c.reason:
+                key = (c.verdict, reason_headline(c.reason))
+                groups.setdefault(key, {})[f"{file.display}:{c.class_name}"] = None
+    found = [ReasonGroup(verdict, headline, tuple(classes))
+             for (verdict, headline), classes in groups.items() if len(classes) >= minimum]
+    return sorted(found, key=lambda g: -len(g.classes))
