@@ -830,3 +830,51 @@ def test_a_function_under_another_decorator_is_refused_with_the_reason() -> None
     assert [(s.class_name, s.line, s.reason) for s in result.skips] == [
         ("Scaled", 16, "scale(): decorated with @traced: TorchScript compiles what the "
          "decorator returns, not this function; left as it is")]
+
+
+def test_a_function_of_another_file_is_reported_with_what_blocks_it(tmp_path: Path) -> None:
+    package = tmp_path / "pkg"
+    package.mkdir()
+    (package / "__init__.py").write_text("")
+    (package / "utils.py").write_text(textwrap.dedent("""\
+        import torch
+
+
+        def length_to_mask(length, max_len=None, *, fill: float = 1.0):
+            return torch.arange(int(length.max())) < length.unsqueeze(1)
+
+
+        def typed(x: torch.Tensor, k: int = 2) -> torch.Tensor:
+            return x * k
+        """))
+    code = HEADER + textwrap.dedent("""\
+        from pkg.utils import length_to_mask, typed
+        from .utils import length_to_mask as mask_of
+
+
+        def pooled(x, lengths):
+            return x * mask_of(lengths).unsqueeze(-1)
+
+
+        class Pool(nn.Module):
+            def forward(self, x, lengths):
+                mask = length_to_mask(lengths)
+                return typed(pooled(x, lengths)) * mask.unsqueeze(-1)
+        """)
+    path = package / "model.py"
+    path.write_text(code)
+    result = rewrite_source(code, str(path), [Annotate])
+    assert result.text == code
+    elsewhere = [(s.class_name, s.line, s.reason) for s in result.skips]
+    blockers = ("its `max_len=None`, keyword-only `fill` would be typed Tensor or rejected; "
+                "annotate rewrites only functions of the class's own file (a rewrite "
+                "elsewhere would not be validated with this class): annotate them there by "
+                "hand")
+    # Once per function and class, at the first call (in forward, or in a function of this
+    # file forward reaches); typed() has nothing TorchScript rejects.
+    assert elsewhere == [
+        ("Pool", 15, "length_to_mask() comes from pkg/utils.py (line 4), another file of the "
+         f"tree, and TorchScript compiles it with this class: {blockers}"),
+        ("Pool", 10, "mask_of() comes from pkg/utils.py (line 4), another file of the tree, "
+         f"and TorchScript compiles it with this class: {blockers}"),
+    ]

@@ -102,6 +102,7 @@ import ast
 import libcst as cst
 from tsfix.codemods.facts.prefilter import AstFile
 from tsfix.codemods.rules.annotate._classes import ClassAnnotator
+from tsfix.codemods.rules.annotate._common import looks_at
 from tsfix.codemods.rules.annotate._functions import ModuleFunctions
 from tsfix.codemods.rules.base import Code, Example, Rule
 
@@ -356,7 +357,7 @@ class Annotate(Rule):
         called: list[str] = []
         for _, func in file.compiled:
             self_var = file.self_var(func)
-            if _looks_at(func, skip_first=True):
+            if looks_at(func, skip_first=True):
                 return True
             for node in ast.walk(func):
                 if (isinstance(node, ast.Attribute) and isinstance(node.value, ast.Name)
@@ -364,7 +365,7 @@ class Annotate(Rule):
                     read.add(node.attr)
             called.extend(_called_functions(func, functions))
         for name in called:     # grows: the functions these call, transitively
-            if _looks_at(functions[name], skip_first=False):
+            if looks_at(functions[name], skip_first=False):
                 return True
             called.extend(c for c in _called_functions(functions[name], functions)
                           if c not in called)
@@ -386,33 +387,6 @@ class Annotate(Rule):
         if not self.facts.is_module_class(cls):
             return cls
         return ClassAnnotator(self, cls, self._functions).rewrite()
-
-
-def _looks_at(func: ast.FunctionDef, *, skip_first: bool) -> bool:
-    """``func`` has something annotate looks at (``skip_first``: a method's ``self``)."""
-    arguments = func.args
-    if arguments.vararg or arguments.kwarg or arguments.kwonlyargs:
-        return True
-    positional = arguments.posonlyargs + arguments.args
-    if any(argument.annotation is None for argument in positional[1 if skip_first else 0:]):
-        return True
-    pairs = zip(reversed(positional), reversed(arguments.defaults), strict=False)
-    for argument, default in pairs:
-        none = isinstance(default, ast.Constant) and default.value is None
-        annotation = ast.unparse(argument.annotation) if argument.annotation else ""
-        if (not isinstance(default, ast.Constant | ast.Tuple | ast.UnaryOp)
-                or (none and "Optional" not in annotation and "None" not in annotation)):
-            return True
-    if func.returns is not None and ast.unparse(func.returns) == "float":
-        return True
-    returns: list[ast.expr] = []
-    for node in ast.walk(func):
-        if isinstance(node, ast.List | ast.Dict | ast.ListComp | ast.DictComp):
-            return True
-        if isinstance(node, ast.Return) and node.value is not None:
-            returns.append(node.value)
-    return len(returns) > 1 and any(isinstance(value, ast.Constant | ast.List | ast.Dict
-                                               | ast.UnaryOp) for value in returns)
 
 
 def _called_functions(func: ast.FunctionDef, functions: dict[str, ast.FunctionDef]) -> list[str]:

@@ -72,6 +72,7 @@ class ClassAnnotator:
         changed_functions = [plan for name, plan in claims.items()
                              if plan.func is not self.functions.functions[name]]
         self._report(claims)
+        self.functions.report_elsewhere(self.name, self.facts)
         if not isinstance(self.cls.body, cst.IndentedBlock) or (
                 not new_methods and not class_lines and not changed_functions):
             self.functions.register(self.name, claims, [])

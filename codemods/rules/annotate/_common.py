@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import ast
 import re
 from collections.abc import Iterable
 from dataclasses import dataclass, field
@@ -74,3 +75,30 @@ def prepend(body: cst.BaseSuite, lines: Iterable[str]) -> cst.BaseSuite:
     at = 1 if has_docstring(statements) else 0
     added = [cst.parse_statement(line + "\n") for line in lines]
     return body.with_changes(body=[*statements[:at], *added, *statements[at:]])
+
+
+def looks_at(func: ast.FunctionDef, *, skip_first: bool) -> bool:
+    """``func`` has something annotate looks at (``skip_first``: a method's ``self``)."""
+    arguments = func.args
+    if arguments.vararg or arguments.kwarg or arguments.kwonlyargs:
+        return True
+    positional = arguments.posonlyargs + arguments.args
+    if any(argument.annotation is None for argument in positional[1 if skip_first else 0:]):
+        return True
+    pairs = zip(reversed(positional), reversed(arguments.defaults), strict=False)
+    for argument, default in pairs:
+        none = isinstance(default, ast.Constant) and default.value is None
+        annotation = ast.unparse(argument.annotation) if argument.annotation else ""
+        if (not isinstance(default, ast.Constant | ast.Tuple | ast.UnaryOp)
+                or (none and "Optional" not in annotation and "None" not in annotation)):
+            return True
+    if func.returns is not None and ast.unparse(func.returns) == "float":
+        return True
+    returns: list[ast.expr] = []
+    for node in ast.walk(func):
+        if isinstance(node, ast.List | ast.Dict | ast.ListComp | ast.DictComp):
+            return True
+        if isinstance(node, ast.Return) and node.value is not None:
+            returns.append(node.value)
+    return len(returns) > 1 and any(isinstance(value, ast.Constant | ast.List | ast.Dict
+                                               | ast.UnaryOp) for value in returns)

@@ -17,10 +17,13 @@ from __future__ import annotations
 import ast
 from collections.abc import Collection, Mapping
 from dataclasses import dataclass, field
+from functools import lru_cache
+from pathlib import Path
 
 import libcst as cst
 from libcst.metadata import MetadataWrapper, PositionProvider
 from tsfix.codemods.facts.classes import ClassFacts, is_ignored, never_compiled_nodes
+from tsfix.codemods.facts.project import is_standard_library, lookup, relative_imports
 from tsfix.codemods.facts.syntax import decorator_names, find_all, parameters_of
 from tsfix.codemods.facts.value_types import TENSOR
 from tsfix.codemods.rules.annotate._common import Counts
@@ -81,6 +84,8 @@ class ModuleFunctions:
                     self.users.setdefault(name, set()).add(statement.name.value)
         self._plans: dict[str, FunctionPlan] = {}
         self._def_lines: dict[str, int] | None = None
+        self._relative = relative_imports(module)
+        self._elsewhere: dict[str, str | None] = {}
         # functions whose findings a class has reported
         self.reported: set[str] = set()
         # class -> the functions its recorded change rewrites
@@ -127,6 +132,68 @@ class ModuleFunctions:
         """The file's functions as annotate leaves them: claimed ones rewritten."""
         return {name: claimed[name].func if name in claimed else func
                 for name, func in self.functions.items()}
+
+    # -- functions of other files ---------------------------------------------------------------
+
+    def report_elsewhere(self, class_name: str, facts: ClassFacts) -> None:
+        """A refusal for each function of another file of the tree that the class's compiled
+        code (its methods and the functions of this file it reaches) calls by an imported
+        name, when that function's signature has what TorchScript rejects: annotate rewrites
+        the functions of the class's own file only (a change elsewhere would not be
+        validated with this class)."""
+        seen: set[str] = set()
+        sites: list[tuple[cst.FunctionDef, Collection[int], bool]] = [
+            (facts.methods[m], facts.never_compiled(m), False) for m in facts.compiled]
+        sites += [(self.functions[f], never_compiled_nodes(self.functions[f], self.imports),
+                   True) for f in self.reached(class_name)]
+        for func, skipped, in_function in sites:
+            bound = _bound_names(func)
+            for call in find_all(func.body, cst.Call):
+                name = call.func.value if isinstance(call.func, cst.Name) else None
+                if (name is None or name in seen or name in bound or name in self.functions
+                        or id(call) in skipped):
+                    continue
+                reason = self._imported_function(name)
+                if reason is None:
+                    continue
+                seen.add(name)
+                if in_function:
+                    line, column = self.position(func, call)
+                    self.rule.skips.append(Skip(self.rule.name, class_name, line, reason, None,
+                                                column))
+                else:
+                    self.rule.skip(class_name, call, reason)
+
+    def _imported_function(self, name: str) -> str | None:
+        """Why an imported ``name`` is a function of the tree that blocks scripting, or None
+        (not imported from the tree, not a function, nothing in its signature)."""
+        if name in self._elsewhere:
+            return self._elsewhere[name]
+        self._elsewhere[name] = None
+        filename = self.rule.context.filename
+        if name in self._relative:
+            level, target = self._relative[name]
+        elif name in self.imports:
+            level, target = 0, self.imports[name]
+        else:
+            return None
+        if (not filename or (not level and (target.split(".")[0] == "torch"
+                                            or is_standard_library(target)))):
+            return None
+        found = lookup(filename, target, level)
+        if found is None or found.kind != "function":
+            return None
+        blockers = _signature_blockers(str(found.path), found.path.stat().st_mtime_ns,
+                                       target.rpartition(".")[2])
+        if not blockers:
+            return None
+        reason = (f"{name}() comes from {found.display} (line {found.line}), another file of "
+                  f"the tree, and TorchScript compiles it with this class: its "
+                  f"{', '.join(blockers)} would be typed Tensor or rejected; annotate rewrites "
+                  "only functions of the class's own file (a rewrite elsewhere would not be "
+                  "validated with this class): annotate them there by hand")
+        self._elsewhere[name] = reason
+        return reason
 
     # -- what compiled code calls --------------------------------------------------------------
 
@@ -237,6 +304,43 @@ class FunctionAnnotator(MethodAnnotator):
     def fixed(self, node: cst.CSTNode, code: str, message: str) -> None:
         line, column = self.module_functions.position(self.func, node)
         self.plan.fixes.append(Fix(self.rule.name, code, "", line, column, message))
+
+
+@lru_cache(maxsize=256)
+def _signature_blockers(path: str, mtime_ns: int, name: str) -> tuple[str, ...]:
+    """The parameters of the top-level function ``name`` of the file ``path`` that TorchScript
+    would reject or take for Tensors: unannotated ones with a default, ``*args``,
+    ``**kwargs``, keyword-only ones with a default, None defaults of a non-Optional
+    annotation (read with ``ast``: the file is never imported)."""
+    try:
+        tree = ast.parse(Path(path).read_bytes())
+    except (OSError, SyntaxError, ValueError, RecursionError):
+        return ()
+    func = next((s for s in tree.body if isinstance(s, ast.FunctionDef) and s.name == name),
+                None)
+    if func is None:
+        return ()
+    arguments = func.args
+    found: list[str] = []
+    positional = arguments.posonlyargs + arguments.args
+    defaults = dict(zip(reversed(positional), reversed(arguments.defaults), strict=False))
+    for argument in positional:
+        default = defaults.get(argument)
+        if default is None:
+            continue
+        if argument.annotation is None:
+            found.append(f"`{argument.arg}={ast.unparse(default)}`")
+        elif (isinstance(default, ast.Constant) and default.value is None
+              and not any(word in ast.unparse(argument.annotation)
+                          for word in ("Optional", "None", "Any"))):
+            found.append(f"`{argument.arg}: {ast.unparse(argument.annotation)} = None`")
+    for star, prefix in ((arguments.vararg, "*"), (arguments.kwarg, "**")):
+        if star is not None:
+            found.append(f"`{prefix}{star.arg}`")
+    found.extend(f"keyword-only `{a.arg}`" for a, d in zip(arguments.kwonlyargs,
+                                                           arguments.kw_defaults, strict=True)
+                 if d is not None)
+    return tuple(found)
 
 
 def _plain(func: cst.FunctionDef, name: str) -> bool:
