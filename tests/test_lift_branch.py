@@ -1112,7 +1112,8 @@ def test_blockers_fixture_findings() -> None:
     assert [(f.class_name, f.code, f.line, f.message) for f in found.fixes] == [
         ("ConfigObject", "TSF203", 181, "self.cfg.scale reads a field of config object "
                                         "'self.cfg'"),
-        ("ConfigBranch", "TSF204", 192, branch("use_act"))]
+        ("ConfigBranch", "TSF204", 192, branch("use_act")),
+        ("ReturnsByFlag", "TSF204", 312, branch("return_skip"))]
     assert [(s.class_name, s.code, s.line, s.reason) for s in found.skips] == [
         ("NoneModeCompared", "TSF204", 137, "self.mode comes from mode, which may be None"),
         ("FunctionTestedForNone", None, 148, "self.act holds a function, not configuration")]
