@@ -47,10 +47,24 @@ What it does
     * tensor-valued elements of an integer list (``F.pad(x, [0, maxlen - n])`` with
       ``maxlen = lengths.max()``) are wrapped in ``int(...)``.
 
+    Module-level functions of the same file that compiled code calls by name (forward,
+    the methods it reaches, and those functions, transitively; not in code TorchScript never
+    compiles, not a name the caller binds itself, not a ``@torch.jit.ignore`` function) are
+    compiled too, with the same rule, and get the same treatment (speechbrain's
+    ``compute_length_mask(data, length=None, len_dim=1)`` -> ``length: Optional[torch.
+    Tensor] = None, len_dim: int = 1``), callees first: an argument a caller passes on to a
+    parameter TorchScript types Tensor (unannotated, no default, used as one) is a Tensor.
+    Their rewrite is part of the change of every class that reaches them, so its validation
+    covers them; when validation rejects one of those classes the function (and every
+    function reaching it) is left as it was. A function under another decorator is left
+    (TorchScript compiles the wrapper). A function of ANOTHER file of the tree called by an
+    imported name is not rewritten (that file's change would not be validated with the
+    class): when its signature has what TorchScript rejects it is reported at the call.
+
     ``typing`` names are imported once, merged into the file's ``from typing import``.
 
     What ``tsfix check`` reports for it (TSF206-TSF210, one finding per parameter site of a
-    compiled method; TSF228 for an added assert, TSF229 for a declared local): each site is
+    compiled method or function, under the first class that compiles the function; TSF228 for an added assert, TSF229 for a declared local): each site is
     either fixed (rewritten as above) or refused with the reason it is left: a ``=None`` or
     mutable default whose type neither the code nor an example call tells (or an inferred
     ``Optional`` no assert can refine), a ``*args``/``**kwargs`` the body reads (or, without
