@@ -65,7 +65,25 @@ WORKER_MODULE = "tsfix.codemods.validation.worker"
 STARTUP_TIMEOUT = 300.0   # importing torch on a loaded machine
 OUTPUT_TAIL = 65536       # bytes of a dead worker's last job's output looked at
 
+# A worker's memory grows with the jobs it runs: TorchScript keeps every type and function it
+# compiled (and through them the user's classes and modules), and the models' imports leave
+# caches behind. A worker grown by more than this since it was ready is replaced after its
+# job (a new one imports torch again: seconds), so memory does not grow with the run.
+MAX_GROWTH_MB = float(os.environ.get("TSFIX_WORKER_MAX_GROWTH_MB", "1024"))
+
 J = TypeVar("J", bound=Job)
+
+
+def resident_mb(pid: int) -> float | None:
+    """A process's resident memory in MB (None where /proc cannot tell: not Linux, gone)."""
+    try:
+        with open(f"/proc/{pid}/status", encoding="ascii", errors="replace") as status:
+            for line in status:
+                if line.startswith("VmRSS:"):
+                    return int(line.split()[1]) / 1024
+    except (OSError, ValueError, IndexError):
+        return None
+    return None
 
 
 class _Worker:
@@ -78,6 +96,7 @@ class _Worker:
             stdout=subprocess.PIPE, stderr=self.log, env=env, text=True, encoding="utf-8")
         self.lines: queue.Queue[str | None] = queue.Queue()
         self.ready = False
+        self.ready_mb: float | None = None      # resident memory once torch was imported
         # Where the current job's output starts in the log: a crash quotes only its own.
         self.job_output = 0
         threading.Thread(target=self._read, daemon=True).start()
@@ -99,6 +118,7 @@ class _Worker:
                 return started if isinstance(started, str) else \
                     "the validation worker answered before it was ready"
             self.ready = True
+            self.ready_mb = resident_mb(self.process.pid)
         self.job_output = os.fstat(self.log.fileno()).st_size
         try:
             self.process.stdin.write(encode(job) + "\n")
@@ -131,6 +151,12 @@ class _Worker:
     @property
     def alive(self) -> bool:
         return self.process.poll() is None
+
+    def grown(self) -> bool:
+        """Grown by more than ``MAX_GROWTH_MB`` since it was ready: time to replace it."""
+        now = resident_mb(self.process.pid)
+        return self.ready_mb is not None and now is not None and \
+            now - self.ready_mb > MAX_GROWTH_MB
 
     def stop(self) -> None:
         if self.process.poll() is None:
@@ -188,6 +214,9 @@ class WorkerPool:
                         worker.stop()
                     worker = _Worker(threads_each)
                 outcome = worker.run(job, timeout)
+                if worker.alive and worker.grown():
+                    worker.stop()           # idle between jobs: nothing is lost
+                    worker = None
                 with self._lock:
                     results[job.id] = outcome
                     if on_result is not None:
