@@ -68,7 +68,11 @@ Fix safety
     second time without them); forward pre-hooks of a layer that takes the fallback call run
     once instead of twice; an element added to the container after construction, or a
     constructor-argument class other than the default, is dispatched by the classes named in
-    the test. Refused, with the reason: other handler shapes (``except TypeError as e``,
+    the test. TorchScript resolves the class an ``isinstance`` names by its qualified name
+    (measured on torch 2.13): in a process that compiled another class of the same module and
+    name before (a module loaded twice under one name, a notebook cell run again), the test
+    silently takes the fallback branch; script in a fresh process.
+    Refused, with the reason: other handler shapes (``except TypeError as e``,
     ``else``/``finally``, several handlers, several statements), statements other than an
     assignment, augmented assignment, expression or return whose value is the call, arguments
     with calls (the original evaluates them again for the fallback), a called name that is no
