@@ -582,9 +582,9 @@ def _short(node: cst.CSTNode) -> str:
 class TypeErrorFallback(Rule):
     __doc__ = __doc__
     name = "typeerror-fallback"
-    # --rule all order: first, on the loop as written (modulelist-iter and annotate read the
-    # dispatch it leaves like any other code).
-    order = 5
+    # --rule all order: after nested-function (5), before modulelist-iter (10): on the loop as
+    # written (modulelist-iter and annotate read the dispatch it leaves like any other code).
+    order = 7
     CODES = (
         Code("TSF101", "try-except", "try/except in a compiled method",
              "TorchScript has no exception handling (\"try blocks aren't supported\"), even in "
