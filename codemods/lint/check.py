@@ -69,6 +69,7 @@ from tsfix.codemods.facts.syntax import (
     self_attr,
     self_name,
 )
+from tsfix.codemods.facts.type_flow import type_flow, with_article
 from tsfix.codemods.lint.codes import all_codes, rule_of_code
 from tsfix.codemods.pipeline.config import (
     TARGETS,
@@ -79,7 +80,6 @@ from tsfix.codemods.pipeline.config import (
 )
 from tsfix.codemods.pipeline.sources import SourceError, discover, is_generated, read_source
 from tsfix.codemods.rules.base import Code, Fix, Skip
-from tsfix.codemods.rules.rename_rebound import type_flow, with_article
 
 # Exit codes, as ``tsfix apply`` (tsfix.codemods.pipeline.report).
 EXIT_CLEAN = 0

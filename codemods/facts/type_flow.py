@@ -1,7 +1,9 @@
-"""``rename-rebound``: a local re-bound inside a block to a value of another type gets a new name.
+"""The types TorchScript gives each binding of a compiled method, in the order it compiles them.
 
-This module holds the type walk ``tsfix check`` uses for TSF118 (returns of different types)
-and TSF119 (a name re-bound in a nested block to a value of another type): :func:`type_flow`.
+``tsfix check`` reads this walk (:func:`type_flow`) for TSF118 (returns of different types) and
+TSF119 (a name re-bound in a nested block to a value of another type). A rule that renames the
+re-bound value (measured to script: ``x_packed = pack_padded_sequence(x, ...)`` inside the
+block) would read it too; none is built yet.
 """
 
 from __future__ import annotations
