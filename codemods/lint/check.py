@@ -35,7 +35,10 @@ TSF109 ``:=``, TSF110 ``**kwargs``, TSF111 computed getattr, TSF112 break in a m
 (the fixture's class fails only because it breaks on ``x.sum() > 100``, a TSF226 test of a
 tensor; ``if i >= self.depth: break`` exports), TSF113 zip with range, TSF114 list slice
 assignment, TSF115 starred unpacking, TSF116 a None attribute compared, TSF117 a function
-attribute tested: every one exports with eager parity.
+attribute tested: every one exports with eager parity. One form of TSF101 does not: a handler
+that catches an exception raised while tracing (``try: layer(x, lengths=l) except TypeError:``;
+the failed call stays on the tracer's module stack: "Unexpected key _export_root.blocks.0");
+the typeerror-fallback rule reports that form under every target.
 Two fail only in a form the linter cannot tell from the harmless one, so they are left to
 ``tsfix explain --target export``, which knows torch's message: TSF104 fails when the formatted
 value is a tensor ("unsupported format string passed to FakeTensor.__format__"; a number
