@@ -332,7 +332,9 @@ def _print_outcome(result: RunResult, *, quiet: bool, verbose: bool,
         REJECTED,
         UNVERIFIED,
         VERIFIED,
+        model_headline,
         reason_headline,
+        repeated_models,
         repeated_reasons,
     )
     from tsfix.codemods.pipeline.report import printable as p
@@ -344,6 +346,8 @@ def _print_outcome(result: RunResult, *, quiet: bool, verbose: bool,
     # keeps every class's own).
     repeated = [] if verbose or quiet else repeated_reasons(result.files)
     summarised = {(g.verdict, g.headline) for g in repeated}
+    alike_models = [] if verbose or quiet else repeated_models(result.models())
+    summarised_models = {(g.verdict, g.headline) for g in alike_models}
     if not quiet:
         for warning in result.warnings:
             click.secho(f"warning: {p(warning)}", err=True, fg="yellow")
@@ -376,8 +380,13 @@ def _print_outcome(result: RunResult, *, quiet: bool, verbose: bool,
             click.echo(f"{action} {shown}{loop}", err=True)
     for group in repeated:
         click.secho(p(group.line()), err=True, fg=colour.get(group.verdict))
+    for group in alike_models:
+        click.secho(p(group.line()), err=True, fg="green" if "not" not in group.verdict
+                    else None)
     for model in result.models():
         if quiet and model.ok:
+            continue
+        if summarised_models and model_headline(model) in summarised_models:
             continue
         click.secho(p(model.line()), err=True, fg="green" if model.ok else "red")
         if not model.ok and model.explain:

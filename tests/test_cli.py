@@ -22,9 +22,12 @@ from conftest import (
 from tsfix.codemods.pipeline.report import (
     ClassResult,
     FileResult,
+    ModelRecord,
     ReasonGroup,
     RunResult,
+    model_headline,
     reason_headline,
+    repeated_models,
     repeated_reasons,
 )
 from tsfix.codemods.rules import registry
@@ -775,3 +778,19 @@ def test_reason_headlines_group_alike_reasons_only() -> None:
     assert repeated_reasons(files) == []
     [group] = repeated_reasons(files, minimum=2)
     assert group == ReasonGroup("unverified", "worker died: exit code N", ("1.py:1", "2.py:2"))
+
+
+def test_configured_models_with_one_outcome_are_said_once() -> None:
+    scripts = [ModelRecord(f"m.py:Net{k}", "scripts", f"{k + 1} configuration(s): eager parity",
+                           scripted_before=True) for k in range(3)]
+    fails = [ModelRecord(f"m.py:Bad{k}", "fails", "does not script", False, "m.py:9",
+                         "Bad.forward", explain="hand fix") for k in range(3)]
+    odd = ModelRecord("m.py:New", "scripts", "1 configuration(s): eager parity",
+                      scripted_before=False)
+
+    [group] = repeated_models([*scripts, *fails, odd])
+
+    assert group.line(2) == ("model scripts (scripted before tsfix): N configuration(s): eager "
+                             "parity - 3 models, e.g. m.py:Net0, m.py:Net1; -v for each")
+    # Each model that does not script keeps its line (its blocker and explanation).
+    assert all(model_headline(model) is None for model in fails)

@@ -20,7 +20,8 @@ from tsfix.codemods.validation import (
 
 __all__ = ["REJECTED", "REPEATED_MIN", "UNVERIFIED", "VERIFIED", "ClassResult", "FileResult",
            "Interrupted", "ModelRecord", "Phase", "Progress", "ReasonGroup", "RunResult",
-           "SkipResult", "printable", "reason_headline", "repeated_reasons"]
+           "SkipResult", "model_headline", "printable", "reason_headline", "repeated_models",
+           "repeated_reasons"]
 
 # The phases of a run, as the progress display names them (engine.py's docstring).
 Phase = Literal["observe", "rewrite", "validate", "trials", "recheck", "final", "models",
@@ -416,17 +417,18 @@ def reason_headline(reason: str, length: int = 160) -> str:
 @dataclass(frozen=True)
 class ReasonGroup:
     """A verdict and reason headline shared by ``REPEATED_MIN`` or more classes
-    (``file:Class``, in the run's order)."""
+    (``file:Class``, in the run's order), or configured models (``noun`` "models")."""
 
     verdict: str
     headline: str
     classes: tuple[str, ...]
+    noun: str = "classes"
 
     def line(self, examples: int = 3) -> str:
         """``unverified: could not infer inputs: ... - 1,087 classes, e.g. a.py:Foo, b.py:Bar,
         c.py:Baz; -v for each``."""
         shown = ", ".join(self.classes[:examples])
-        return (f"{self.verdict}: {self.headline} - {len(self.classes):,} classes, "
+        return (f"{self.verdict}: {self.headline} - {len(self.classes):,} {self.noun}, "
                 f"e.g. {shown}; -v for each")
 
 
@@ -442,4 +444,28 @@ def repeated_reasons(files: Iterable[FileResult], minimum: int = REPEATED_MIN
                 groups.setdefault(key, {})[f"{file.display}:{c.class_name}"] = None
     found = [ReasonGroup(verdict, headline, tuple(classes))
              for (verdict, headline), classes in groups.items() if len(classes) >= minimum]
+    return sorted(found, key=lambda g: -len(g.classes))
+
+
+def model_headline(model: ModelRecord) -> tuple[str, str] | None:
+    """What a configured model's line says apart from the model and its numbers, as
+    (verdict, headline); None for a model that does not script (its line names its own
+    blocker and comes with an explanation: always said)."""
+    if model.status == MODEL_FAILS:
+        return None
+    verdict, _, headline = model.line().removeprefix(f"{model.model}: ").partition(": ")
+    return verdict, " ".join(_NUMBER.sub("N", headline).split())
+
+
+def repeated_models(models: Iterable[ModelRecord], minimum: int = REPEATED_MIN
+                    ) -> list[ReasonGroup]:
+    """The lines ``minimum`` or more configured models share (those that script, or that
+    could not be checked, for one reason), most models first."""
+    groups: dict[tuple[str, str], list[str]] = {}
+    for model in models:
+        key = model_headline(model)
+        if key is not None:
+            groups.setdefault(key, []).append(model.model)
+    found = [ReasonGroup(verdict, headline, tuple(names), "models")
+             for (verdict, headline), names in groups.items() if len(names) >= minimum]
     return sorted(found, key=lambda g: -len(g.classes))
