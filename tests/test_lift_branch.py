@@ -953,6 +953,27 @@ def test_a_setting_no_type_serves_is_refused_with_the_use(init: str, forward: st
     assert {code for code, _, _ in refusals(result)} == {"TSF204"}
 
 
+def test_the_length_of_a_submodule_list_is_structure_not_a_setting() -> None:
+    # torchaudio's Tacotron2 postnet: self.n_convs = len(self.convolutions).
+    result = rewrite("""
+        import torch.nn as nn
+        class M(nn.Module):
+            def __init__(self, depth=3):
+                super().__init__()
+                self.convs = nn.ModuleList([nn.Linear(4, 4) for _ in range(depth)])
+                self.n_convs = len(self.convs)
+            def forward(self, x):
+                for i, conv in enumerate(self.convs):
+                    x = conv(x)
+                    if i < self.n_convs - 1:
+                        x = x.relu()
+                return x
+        """)
+    assert not result.changed
+    assert refusals(result) == [(None, 11, "self.n_convs is the length of submodule self.convs, "
+                                 "not a setting")]
+
+
 def test_observed_example_builds_type_a_required_constructor_argument() -> None:
     # ParityBench tables pass ints to switches tested for truth: with the example runs
     # observed (annotate asks for them), the observed type wins over the bool guess.

@@ -803,6 +803,14 @@ class _ClassAnalysis:
             if called in SCALAR_TYPES:
                 return called, ""
             if called == "len":
+                # The length of a submodule list is the structure, not a setting to vary.
+                self_var = self_name(self.init) if self.init else "self"
+                modules = self.registered | self.facts.submodules | set(self.facts.containers)
+                sized = [a for arg in value.args for a in self._sources(arg.value)
+                         if a.startswith(f"{self_var}.")
+                         and a.partition(".")[2].partition(".")[0] in modules]
+                if sized:
+                    return "module", f"is the length of submodule {sized[0]}, not a setting"
                 return "int", ""
             qual = qualified_name(value.func, self.imports) or ""
             if qual in ("torch.nn.Parameter", "torch.nn.parameter.Parameter") or (
