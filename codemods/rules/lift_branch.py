@@ -80,7 +80,8 @@ Fix safety
     The parameter type is the one type that serves the values ``__init__`` gives and every use in
     the compiled methods (an attribute's value must have the argument's type exactly: an int
     attribute fails to script as ``Optional[float]`` or ``Optional[bool]``). The values: an
-    annotation, a literal or literal default, ``int(...)``/``len(...)``, arithmetic of those, else
+    annotation, a literal or literal default, ``int(...)``, ``len(...)`` (of a submodule list:
+    structure, never lifted), arithmetic of those, else
     (a constructor parameter with neither) the type every observed example build passed when
     the example runs were observed (``annotate`` in the same run asks for them). The uses:
     ``range(n)`` and slices need an int, an index an int (or a str key), ``<`` and arithmetic a
