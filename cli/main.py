@@ -341,7 +341,7 @@ def _print_outcome(result: RunResult, *, quiet: bool, verbose: bool,
 
     # Names and messages come from the files (their names, their code): p() keeps each on
     # its line and keeps escape sequences in them from reaching the terminal.
-    colour = {VERIFIED: "green", REJECTED: "red", UNVERIFIED: "yellow"}
+    colour: dict[str, str] = {VERIFIED: "green", REJECTED: "red", UNVERIFIED: "yellow"}
     # Without -v, a reason many classes share is said once, after the files (the report
     # keeps every class's own).
     repeated = [] if verbose or quiet else repeated_reasons(result.files)
