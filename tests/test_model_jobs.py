@@ -556,3 +556,28 @@ def test_a_rewritten_class_whose_constructor_raises_is_rejected_and_the_model_fa
     assert result.model is not None and result.model.status == "fails"
     assert result.model.reason == (f"build: the rewritten model does not build for init[0] "
                                    f"at parts.py:{raised_at} (Gate.__init__): ValueError: no")
+
+
+# ---- what a model job carries -------------------------------------------------------------------
+
+def test_a_model_job_carries_only_the_files_the_model_reads() -> None:
+    from tsfix.codemods.pipeline import models as configured
+    from tsfix.codemods.pipeline import phases
+    from tsfix.codemods.pipeline.config import Config, ExampleSpec
+
+    session = phases.Session(["annotate"], Config(), False, False)
+    file = phases.File(0, Path("/p/net.py"), Path("/p/net.py"), "net.py")
+    model = configured.Configured(file, "Net", ExampleSpec("net.py:Net"))
+    overlay = {"/p/net.py": "net", "/p/blocks.py": "blocks", "/p/other.py": "other"}
+    classes = [ModelClass("/p/blocks.py", "Block"), ModelClass("/p/other.py", "Other")]
+    observed = ModelResult(0, files=("/p/blocks.py", "/p/net.py"))
+
+    job = configured.model_job(0, model, session, overlay=overlay, classes=classes,
+                               reads=configured.reads_of(observed))
+    unknown = configured.model_job(0, model, session, overlay=overlay, classes=classes,
+                                   reads=configured.reads_of(ModelResult(0, failure="no")))
+
+    assert job.overlay == {"/p/net.py": "net", "/p/blocks.py": "blocks"}
+    assert job.classes == (ModelClass("/p/blocks.py", "Block"),)
+    # Without a run that says what the model imports, every file goes.
+    assert unknown.overlay == overlay and unknown.classes == tuple(classes)

@@ -33,7 +33,7 @@ from __future__ import annotations
 
 import ast
 import re
-from collections.abc import Callable, Iterable, Mapping
+from collections.abc import Callable, Collection, Iterable, Mapping
 from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import TYPE_CHECKING, Protocol
@@ -112,11 +112,30 @@ def configured_models(todo: Iterable[File], session: Session) -> list[Configured
 
 def model_job(job_id: int, model: Configured, session: Session, *, observe: bool = False,
               overlay: Mapping[str, str] | None = None,
-              classes: Iterable[ModelClass] = ()) -> ModelJob:
+              classes: Iterable[ModelClass] = (),
+              reads: Collection[str] | None = None) -> ModelJob:
+    """``reads``: the tree files an earlier job of this model imported (:func:`reads_of`);
+    only those files' texts and classes go into the job. A run of a few hundred files sent
+    every rewritten file's text with each of thousands of model jobs, encoded and decoded
+    each time."""
     root = session.config.root
+    texts = dict(overlay or {})
+    if reads is not None:
+        wanted = set(reads)
+        texts = {path: text for path, text in texts.items() if path in wanted}
+        classes = [c for c in classes if c.path in wanted]
     return ModelJob(job_id, str(model.file.resolved), model.name, model.spec.to_example(),
-                    "observe" if observe else "validate", dict(overlay or {}), tuple(classes),
+                    "observe" if observe else "validate", texts, tuple(classes),
                     session.sys_path, str(root) if root else None, session.target)
+
+
+def reads_of(result: ModelResult | None) -> tuple[str, ...] | None:
+    """The tree files a model's earlier job (observe or validate) imported, running the
+    original model: what its later jobs read too, since no rule adds an import of a tree
+    file. None when not known (no such job, or the original did not build or run)."""
+    if result is None or result.failure is not None or not result.files:
+        return None
+    return result.files
 
 
 def model_class(path: Path, name: str, results: Iterable[ClassResult]) -> ModelClass:
@@ -334,5 +353,5 @@ def with_verdicts(classes: Iterable[ClassResult], verdicts: Mapping[str, ClassVe
 __all__ = ["Configured", "Observations", "class_at", "configured_models", "explain_blocker",
            "located",
            "merge_types", "merged_verdicts", "model_class", "model_job", "observe",
-           "overlay_for", "record_of", "shown", "to_explain", "top_level_classes",
+           "overlay_for", "reads_of", "record_of", "shown", "to_explain", "top_level_classes",
            "with_verdicts"]

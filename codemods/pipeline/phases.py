@@ -293,7 +293,7 @@ def run_phases(todo: list[File], session: Session) -> tuple[dict[int, Outcome], 
                             observed.get(r.index, _Observed()))
                    for r in rewritten.values() if r.status == "changed" and r.source]
         if session.verify:
-            checked, validated = _validate(pending, models, session, pool)
+            checked, validated = _validate(pending, models, session, pool, observations)
             drops = _drop_rules(pending, checked, session, pool, rewriters)
         else:
             checked = {item.index: _Checked({c.class_name: ClassVerdict(
@@ -586,7 +586,8 @@ def _skip_set(skip: Mapping[str, frozenset[str]]) -> SkipSet:
 # ---- validation --------------------------------------------------------------------------------
 
 def _validate(pending: list[_Pending], models: list[configured.Configured], session: Session,
-              pool: WorkerPool) -> tuple[dict[int, _Checked], dict[str, ModelResult]]:
+              pool: WorkerPool, observations: configured.Observations | None = None
+              ) -> tuple[dict[int, _Checked], dict[str, ModelResult]]:
     """A verdict for every rewritten class: a class with its own example table is validated
     alone; the others from the configured models that hold instances of them (one model job
     each, over the whole rewritten tree); a class no model reaches is guessed
@@ -636,7 +637,9 @@ def _validate(pending: list[_Pending], models: list[configured.Configured], sess
                    if checked[item.index].error is None}
         wanted = [configured.model_class(item.file.resolved, name, group)
                   for item in pending for name, group in by_models.get(item.index, {}).items()]
-        model_jobs = [configured.model_job(k, model, session, overlay=overlay, classes=wanted)
+        seen = observations.results if observations is not None else {}
+        model_jobs = [configured.model_job(k, model, session, overlay=overlay, classes=wanted,
+                                           reads=configured.reads_of(seen.get(model.display)))
                       for k, model in enumerate(models)]
         report = session.reporter("models", len(model_jobs))
         answers = pool.models(model_jobs, timeout=session.timeout,
@@ -923,7 +926,8 @@ def _recheck_not_checked(pending: list[_Pending], checked: dict[int, _Checked],
         answers = pool.models(
             [configured.model_job(k, model, session, overlay=overlay, classes=[
                 configured.model_class(item.file.resolved, name, _by_class(item.classes)[name])
-                for item, name in wanted]) for k, (model, wanted) in enumerate(jobs)],
+                for item, name in wanted], reads=configured.reads_of(validated.get(model.display)))
+             for k, (model, wanted) in enumerate(jobs)],
             timeout=session.timeout, on_result=_ticks(session.reporter("models", len(jobs))))
         results = {model.display: answers[k] for k, (model, _) in enumerate(jobs)
                    if k in answers}
@@ -998,8 +1002,10 @@ def _model_verdicts(models: list[configured.Configured], todo: list[File],
             again.append(model)
     if again:
         report = session.reporter("models", len(again))
-        answers = pool.models([configured.model_job(k, model, session, overlay=overlay)
-                               for k, model in enumerate(again)],
+        answers = pool.models([configured.model_job(
+            k, model, session, overlay=overlay, reads=configured.reads_of(
+                validated.get(model.display) or observations.results.get(model.display)))
+            for k, model in enumerate(again)],
                               timeout=session.timeout, on_result=lambda *_: report())
         for k, model in enumerate(again):
             results[model.display] = answers.get(k) or ModelResult(
