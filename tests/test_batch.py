@@ -4,6 +4,7 @@ summary table and ``tsfix report``."""
 from __future__ import annotations
 
 import json
+import os
 import subprocess
 import sys
 from pathlib import Path
@@ -14,6 +15,8 @@ import pytest
 from click.testing import CliRunner
 from conftest import TWO_CONFIGS, Project, model_source
 from tsfix.cli.main import main as cli_main
+from tsfix.codemods.pipeline import phases
+from tsfix.codemods.pipeline.config import Config
 from tsfix.codemods.pipeline.engine import Options, run
 from tsfix.codemods.pipeline.phases import PARALLEL_MIN_FILES
 from tsfix.codemods.pipeline.report import ClassResult, FileResult, RunResult, SkipResult
@@ -477,3 +480,23 @@ def test_ctrl_c_stops_cleanly_and_writes_nothing_half(tmp_path: Path) -> None:
                       "was\n")
     assert {p: p.read_bytes() for p in zoo.rglob("*.py")} == before
     assert not list(zoo.rglob("*.tsfix"))       # no temporary file left behind
+
+
+def _where(item: int, settings: object) -> tuple[int, int]:
+    """A rewrite-process task for the test below: the item and the process that took it."""
+    return item, os.getpid()
+
+
+def test_a_short_round_of_slow_files_is_spread_over_the_processes() -> None:
+    # Rule-drop trials of a few large files: the first round's times say the round is worth
+    # the processes; a few quick ones stay here.
+    session = phases.Session(["lift-branch"], Config(), False, False, workers=2)
+    done: list[tuple[int, int]] = []
+    with phases._Rewriters(session) as rewriters:
+        quick = rewriters.map(_where, [1, 2, 3], done.append)
+        slow = rewriters.map(_where, [4, 5, 6, 7], done.append,
+                             seconds=phases.PARALLEL_MIN_SECONDS)
+    assert {pid for _, pid in quick} == {os.getpid()}
+    assert sorted(item for item, _ in slow) == [4, 5, 6, 7]
+    assert os.getpid() not in {pid for _, pid in slow}
+    assert sorted(done) == sorted(quick + slow)

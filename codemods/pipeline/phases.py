@@ -128,6 +128,7 @@ class _Pending:
     text: str
     classes: tuple[ClassResult, ...]
     observed: _Observed
+    rewrite_s: float = 0.0                  # the first round's time for this file
 
     @property
     def index(self) -> int:
@@ -290,7 +291,7 @@ def run_phases(todo: list[File], session: Session) -> tuple[dict[int, Outcome], 
         rewritten = _rewrite_all(todo, observed, session, rewriters)
         by_index = {file.index: file for file in todo}
         pending = [_Pending(by_index[r.index], r.source, r.text, r.classes,
-                            observed.get(r.index, _Observed()))
+                            observed.get(r.index, _Observed()), r.rewrite_s)
                    for r in rewritten.values() if r.status == "changed" and r.source]
         if session.verify:
             checked, validated = _validate(pending, models, session, pool, observations)
@@ -365,8 +366,11 @@ def _file_result(path: Path, display: str, rewritten: _Rewritten, observed: _Obs
 # ---- rewrite -----------------------------------------------------------------------------------
 
 # Below this many files, starting rewrite processes (each imports LibCST and black, ~0.5 s)
-# costs more than it saves.
+# costs more than it saves; unless the round's work is known to take longer than
+# PARALLEL_MIN_SECONDS (a later round of large files: on ParityBench one file took 12.8 s at
+# p90, and its rule-drop trials rewrote such files serially, one core busy, the others idle).
 PARALLEL_MIN_FILES = 24
+PARALLEL_MIN_SECONDS = 5.0
 # Files per task sent to a rewrite process: large enough to amortise pickling, small enough
 # to keep every process busy to the end and the progress display moving.
 FILES_PER_TASK = 8
@@ -397,12 +401,14 @@ class _Rewriters:
         self.session.processes = len(self.pids - {os.getpid()})
 
     def map(self, work: Callable[[T, _RewriteSettings], R], items: Sequence[T],
-            done: Callable[[R], None]) -> list[R]:
+            done: Callable[[R], None], *, seconds: float = 0.0) -> list[R]:
         """``work(item, settings)`` for every item, in any order; ``done`` is called in this
-        process as each result arrives."""
+        process as each result arrives. ``seconds``: what the items are expected to take
+        here (the first round's times), which can make a short round worth the processes."""
         settings = self.session.settings
+        small = len(items) < PARALLEL_MIN_FILES and seconds < PARALLEL_MIN_SECONDS
         if self._executor is None and (self._broken or self.session.workers <= 1
-                                       or len(items) < PARALLEL_MIN_FILES):
+                                       or len(items) < 2 or small):
             return self._here(work, items, settings, done)
         import multiprocessing
         from concurrent.futures import ProcessPoolExecutor, as_completed
@@ -419,8 +425,11 @@ class _Rewriters:
                 max_workers=self.session.workers, mp_context=multiprocessing.get_context("spawn"),
                 initializer=_ignore_interrupts)
         results: dict[int, R] = {}
-        tasks = [list(range(start, min(start + FILES_PER_TASK, len(items))))
-                 for start in range(0, len(items), FILES_PER_TASK)]
+        # A few items per process at least four times over: a short round of large files
+        # is spread one file per task, not left to one process.
+        per_task = max(1, min(FILES_PER_TASK, len(items) // (4 * self.session.workers)))
+        tasks = [list(range(start, min(start + per_task, len(items))))
+                 for start in range(0, len(items), per_task)]
         with _children_born_ignoring_interrupts():
             futures = {self._executor.submit(_work_batch, work, [items[i] for i in task],
                                              settings): task for task in tasks}
@@ -771,7 +780,7 @@ def _drop_rules(pending: list[_Pending], checked: dict[int, _Checked], session: 
     report = session.reporter("trials", len(trials))
     rewritten = {r.key: r for r in rewriters.map(
         _rewrite_again, [t.pending.again(k, t.skip) for k, t in enumerate(trials)],
-        lambda _: report())}
+        lambda _: report(), seconds=sum(t.pending.rewrite_s for t in trials))}
     jobs: list[ValidationJob] = []
     by_job: dict[int, tuple[_Trial, _RewrittenAgain]] = {}
     for k, trial in enumerate(trials):
@@ -866,7 +875,7 @@ def _final_texts(pending: list[_Pending], checked: dict[int, _Checked],
         report = session.reporter("final", len(again))
         answers = {r.key: r for r in rewriters.map(
             _rewrite_again, [item.again(k, skip) for k, (item, _, skip) in enumerate(again)],
-            lambda _: report())}
+            lambda _: report(), seconds=sum(item.rewrite_s for item, _, _ in again))}
         for k, (item, classes, _) in enumerate(again):
             answer = answers[k]
             finals[item.index] = (_Final("failed", error=answer.error) if answer.error
@@ -1040,7 +1049,9 @@ def _model_verdicts(models: list[configured.Configured], todo: list[File],
         for file, path in resolved:
             if file.index == model.file.index or path in result.files:
                 out.depends.setdefault(file.index, set()).update(result.files)
-    explanations = _explain_blockers(finished, display, session, rewriters)
+    # `tsfix check` of a file takes about what rewriting it took.
+    seconds = {str(item.file.resolved): item.rewrite_s for item in pending}
+    explanations = _explain_blockers(finished, display, session, rewriters, seconds)
     for model, result, rounds, text in finished:
         blocker = configured.to_explain(result)
         explanation = None if blocker is None else explanations.get(_explain_key(blocker, text))
@@ -1091,14 +1102,15 @@ class _Explained:
 
 def _explain_blockers(finished: Sequence[tuple[configured.Configured, ModelResult, list[str],
                                                str | None]],
-                      display: Mapping[str, str], session: Session, rewriters: _Rewriters
-                      ) -> dict[_ExplainKey, str]:
+                      display: Mapping[str, str], session: Session, rewriters: _Rewriters,
+                      seconds: Mapping[str, float] | None = None) -> dict[_ExplainKey, str]:
     """What ``tsfix explain`` says about each distinct blocker of the models that stop.
 
     Explaining runs ``tsfix check`` on the blocker's file: seconds for a large file, and on
     ParityBench (thousands of configured models, most blocked somewhere) it was the run's
     longest silent phase, on one core. Models blocked at the same place share one answer;
-    the files are explained in the rewrite processes, with progress."""
+    the files are explained in the rewrite processes, with progress (``seconds``: each
+    file's first rewrite time, what checking it is expected to take)."""
     by_file: dict[tuple[str, str | None], dict[tuple[str, str | None], None]] = {}
     for _, result, _, text in finished:
         blocker = configured.to_explain(result)
@@ -1110,7 +1122,9 @@ def _explain_blockers(finished: Sequence[tuple[configured.Configured, ModelResul
                         session.target, tuple(blockers))
              for k, ((path, text), blockers) in enumerate(by_file.items())]
     report = session.reporter("explain", len(items))
-    answers = {a.key: a for a in rewriters.map(_explain_file, items, lambda _: report())}
+    answers = {a.key: a for a in rewriters.map(
+        _explain_file, items, lambda _: report(),
+        seconds=sum((seconds or {}).get(item.path, 0.0) for item in items))}
     found: dict[_ExplainKey, str] = {}
     for item in items:
         for (message, scope), explanation in zip(item.blockers, answers[item.key].explanations,
