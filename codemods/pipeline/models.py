@@ -166,9 +166,11 @@ def observe(models: list[Configured], session: Session, pool: WorkerPool) -> Obs
     results = {}
     for k, model in enumerate(models):
         result = found.get(k) or ModelResult(k, failure="no answer from the worker")
-        results[model.display] = result
         for path, table in result.types.items():
             merge_types(types.setdefault(path, {}), table)
+        # Kept for the whole run: without the types, merged above (thousands of models
+        # each held the tables of every file they ran).
+        results[model.display] = replace(result, types={})
     return Observations(types, results)
 
 
