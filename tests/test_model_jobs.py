@@ -13,6 +13,7 @@ import sys
 import textwrap
 from collections.abc import Callable, Iterable, Iterator
 from pathlib import Path
+from typing import Any
 
 import pytest
 from tsfix.codemods.pipeline.config import parse_example
@@ -581,3 +582,58 @@ def test_a_model_job_carries_only_the_files_the_model_reads() -> None:
     assert job.classes == (ModelClass("/p/blocks.py", "Block"),)
     # Without a run that says what the model imports, every file goes.
     assert unknown.overlay == overlay and unknown.classes == tuple(classes)
+
+
+class _Answers:
+    """A pool that answers from tables: the class's own validation verifies it, the model that
+    holds it rejects it (and the jobs it was given are kept)."""
+
+    def __init__(self, path: str) -> None:
+        self.path = path
+        self.model_jobs: list[ModelJob] = []
+
+    def validate(self, jobs: Iterable[Job], *, timeout: float,
+                 on_result: Callable[..., None] | None = None) -> dict[int, list[Any]]:
+        from tsfix.codemods.validation.protocol import ClassVerdict
+
+        return {job.id: [ClassVerdict("Drop", "verified", "own table")] for job in jobs}
+
+    def models(self, jobs: Iterable[ModelJob], *, timeout: float,
+               on_result: Callable[..., None] | None = None) -> dict[int, ModelResult]:
+        from tsfix.codemods.validation.protocol import ClassVerdict, ModelClassVerdict
+
+        self.model_jobs.extend(jobs)
+        rejected = ClassVerdict("Drop", "rejected", "re-script: prob is Optional[int], the "
+                                                    "model gives 0.0")
+        return {job.id: ModelResult(job.id, ModelVerdict("fails", "does not script"),
+                                    (ModelClassVerdict(self.path, rejected),))
+                for job in jobs}
+
+
+def test_a_class_verified_on_its_own_table_is_rejected_by_a_model_it_breaks(
+        tmp_path: Path) -> None:
+    from tsfix.codemods.pipeline import models as configured
+    from tsfix.codemods.pipeline import phases
+    from tsfix.codemods.pipeline.config import Config, ExampleSpec
+    from tsfix.codemods.pipeline.report import ClassResult
+    from tsfix.codemods.pipeline.sources import SourceText
+
+    path = (tmp_path / "nets.py").resolve()
+    specs = {(path, name): ExampleSpec(f"nets.py:{name}", inputs=["randn(2)"])
+             for name in ("Drop", "Wrap")}
+    session = phases.Session(["lift-branch"], Config(examples=dict(specs)), False, False)
+    file = phases.File(0, path, path, "nets.py")
+    change = ClassResult("lift-branch", "Drop", (1, 5), "lifted self.prob", {"prob": "prob"})
+    pending = [phases._Pending(file, SourceText(path, "old", "utf-8", False), "new", (change,),
+                               phases._Observed())]
+    wrap = configured.Configured(file, "Wrap", specs[(path, "Wrap")])
+    answers = _Answers(str(path))
+
+    checked, _ = phases._validate(pending, [wrap], session, answers)  # type: ignore[arg-type]
+
+    [job] = answers.model_jobs
+    assert [c.name for c in job.classes] == ["Drop"]
+    verdict = checked[0].verdicts["Drop"]
+    assert verdict.verdict == "rejected"
+    assert verdict.reason == ("re-script: prob is Optional[int], the model gives 0.0 (inputs "
+                              "from model nets.py:Wrap)")

@@ -608,6 +608,8 @@ def _validate(pending: list[_Pending], models: list[configured.Configured], sess
     by_job: dict[int, int] = {}
     # file index -> class -> its ClassResults: no table of its own, for the models
     by_models: dict[int, dict[str, list[ClassResult]]] = {}
+    # The classes with a table of their own: the models check them too (below).
+    tabled: dict[int, dict[str, list[ClassResult]]] = {}
     for item in pending:
         verdicts: dict[str, ClassVerdict] = {}
         classes: list[JobClass] = []
@@ -621,9 +623,11 @@ def _validate(pending: list[_Pending], models: list[configured.Configured], sess
                 by_models.setdefault(item.index, {})[name] = group
                 continue
             classes.append(_job_class(name, group, spec))
+            tabled.setdefault(item.index, {})[name] = group
         if error is not None:
             checked[item.index] = _Checked(error=error)
             by_models.pop(item.index, None)
+            tabled.pop(item.index, None)
             continue
         if classes and item.observed.timed_out:
             # Validation runs the same original examples first; do not wait for it twice.
@@ -644,8 +648,13 @@ def _validate(pending: list[_Pending], models: list[configured.Configured], sess
     if models:
         overlay = {str(item.file.resolved): item.text for item in pending
                    if checked[item.index].error is None}
+        # A class verified on its own table can still break a model that holds it with
+        # other settings (ParityBench: Dropsample's lifted prob typed int from its default 0,
+        # MBConvResidual builds it with 0.0 and no longer scripted): every model that reaches
+        # a rewritten class judges it, and a rejection there rejects it.
         wanted = [configured.model_class(item.file.resolved, name, group)
-                  for item in pending for name, group in by_models.get(item.index, {}).items()]
+                  for item in pending for groups in (by_models, tabled)
+                  for name, group in groups.get(item.index, {}).items()]
         seen = observations.results if observations is not None else {}
         model_jobs = [configured.model_job(k, model, session, overlay=overlay, classes=wanted,
                                            reads=configured.reads_of(seen.get(model.display)))
@@ -657,6 +666,14 @@ def _validate(pending: list[_Pending], models: list[configured.Configured], sess
             validated[model.display] = answers.get(k) or ModelResult(
                 k, failure="no answer from the worker")
         reached = configured.merged_verdicts(validated.items())
+        for item in pending:
+            own = checked[item.index].verdicts
+            broken = {name: found for name in tabled.get(item.index, {})
+                      if (found := reached.get((str(item.file.resolved), name))) is not None
+                      and found.verdict == REJECTED and name in own
+                      and own[name].verdict != REJECTED}
+            if broken:
+                checked[item.index] = _Checked({**own, **broken})
 
     # Classes no model reached: a guessed example, else unverified with what to add.
     guessed: list[ValidationJob] = []
