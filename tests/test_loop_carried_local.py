@@ -391,7 +391,7 @@ def test_refused_sites_stay_and_say_why(case: str) -> None:
     skip = result.skips[0]
     assert skip.code == "TSF230"
     assert skip.reason.startswith("'h' is carried from one iteration of this loop to the next "
-                                  "and not bound before it; left alone: "), skip.reason
+                                  "and not bound before it; 'h' is left alone: "), skip.reason
     assert reason in skip.reason, skip.reason
 
 
@@ -433,8 +433,9 @@ def test_check_shows_tsf230_with_the_fix_or_the_refusal() -> None:
     assert sorted(findings) == [9, 20]
     assert findings[9].fix == "loop-carried-local" and not findings[9].refused
     assert findings[20].fix is None
-    assert findings[20].refused.startswith("loop-carried-local: left alone: the read at line 24 "
-                                           "may come before any assignment")
+    assert findings[20].refused.startswith(
+        "loop-carried-local: 'h' is left alone: the read at line 24 may come before any "
+        "assignment")
     assert findings[9].message == ("'h' is carried from one iteration of this loop to the next "
                                    "and not bound before it")
 

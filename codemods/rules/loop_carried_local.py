@@ -821,12 +821,14 @@ class Acc(torch.nn.Module):
 
     def _carried(self, facts: ClassFacts, method: str, func: cst.FunctionDef,
                  builtins: set[str]) -> list[_Carried]:
+        never = facts.never_compiled(method)
+        loops = [n for n in find_all(func.body, *_LOOPS) if id(n) not in never]
+        if not loops:
+            return []   # spares the scope analysis of every method without a loop
         nodes: list[cst.CSTNode] = find_all(func, cst.CSTNode)  # type: ignore[type-abstract]
         position = {id(node): i for i, node in enumerate(nodes)}
         names = function_locals(func, position)
         params = set(parameters_of(func))
-        never = facts.never_compiled(method)
-        loops = [n for n in find_all(func.body, *_LOOPS) if id(n) not in never]
         typer: Typer | None = None
         found: list[_Carried] = []
         for name, local in names.items():
@@ -845,7 +847,8 @@ class Acc(torch.nn.Module):
                 line, typing = placeholder(name, kind, self.facts.torch_alias,
                                            self.facts.tensor_name)
             except _Refused as why:
-                self.skip(facts.name, loop, f"{message}; left alone: {why}", code=CODE,
+                self.skip(facts.name, loop, f"{message}; '{name}' is left alone: {why}",
+                          code=CODE,
                           message=message)
                 continue
             self.fixed(loop, CODE, message)
