@@ -458,7 +458,7 @@ def test_ecapa_block_scripts_after_both_rules_and_export_takes_the_original(
         tmp_path: Path) -> None:
     """modulelist-iter alone leaves 'undefined value y_i'; with this rule the block scripts with
     the original's results. torch.export runs the Python loop: the original exports as it is
-    (why the rule serves the TorchScript-based targets only)."""
+    (one reason the rule serves the torchscript target only)."""
     torch = pytest.importorskip("torch")
     source = HEADER + ECAPA
     index_only = rewrite_source(source, "m.py", [ModuleListIter]).text
