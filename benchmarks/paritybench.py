@@ -89,9 +89,12 @@ EXCLUDED = (EAGER_FAILS, NONDETERMINISTIC)
 # The groups are those of issue 18's ParityBench measurement.
 CAUSES: tuple[tuple[str, re.Pattern[str]], ...] = tuple(
     (name, re.compile(pattern, re.S)) for name, pattern in (
+    # Not the model's code: torch's weight_norm hook object, a Tensor method TorchScript lacks.
+    ("other", r"'WeightNorm' object|'Tensor' object has no attribute or method"),
     ("numpy", r"numpy|\bnp\.\w+|ndarray"),
     ("super()", r"super\(\)|<class 'super'>|\bsuper\b"),
     ("ModuleList index", r"Expected integer literal for index|ModuleList|ModuleDict"
+                         r"|[Cc]an not iterate over a module list"
                          r"|Sequential\b.*index|Unable to extract string literal index"
                          r"|Index for .* must be"),
     ("config or Python-object attributes",
@@ -115,7 +118,7 @@ CAUSES: tuple[tuple[str, re.Pattern[str]], ...] = tuple(
                               r"|Argument .* not provided|is undefined|used before"),
     ("other", r""),
 ))
-CAUSE_NAMES = tuple(name for name, _ in CAUSES)
+CAUSE_NAMES = tuple(dict.fromkeys(name for name, _ in CAUSES))
 
 
 def cause_of(message: str) -> str:
@@ -136,6 +139,19 @@ def headline(message: str) -> str:
             kept.append(line.strip())
     text = " ".join(kept) or message.strip().splitlines()[0] if message.strip() else ""
     return text[:300]
+
+
+def where(message: str) -> str:
+    """``file:line: code`` of the line TorchScript points at (the one above ``<--- HERE``)."""
+    lines = message.splitlines()
+    site = ""
+    for i, line in enumerate(lines):
+        found = re.match(r'\s*File "([^"]+)", line (\d+)', line)
+        if found:
+            site = f"{Path(found.group(1)).name}:{found.group(2)}"
+        if "<--- HERE" in line and i:
+            return f"{site}: {lines[i - 1].strip()}"[:200]
+    return site
 
 
 def message_kind(message: str) -> str:
@@ -682,11 +698,14 @@ class TsfixRun:
     report: dict[str, Any] = field(default_factory=dict)
 
 
-def run_tsfix(tree: Path, files: Sequence[str], verify: bool, log: Any) -> TsfixRun:
+def run_tsfix(tree: Path, files: Sequence[str], verify: bool, unsafe_fixes: bool,
+              log: Any) -> TsfixRun:
     report = tree.parent / "tsfix-report.json"
     command = [sys.executable, "-c", CLI, "apply", "--rule", "all", "--report", str(report)]
     if not verify:
         command.append("--no-verify")
+    if unsafe_fixes:
+        command.append("--unsafe-fixes")
     command += sorted(files)
     env = {**os.environ, "TSFIX_CACHE_DIR": str(tree.parent / "tsfix-cache")}
     stderr_path = tree.parent / "tsfix-stderr.txt"
@@ -732,7 +751,11 @@ def verdicts(report: dict[str, Any]) -> dict[str, Any]:
 
 
 def git_commit() -> str:
-    here = Path(__file__).resolve().parent.parent
+    """The commit of the tsfix that runs (found through its package, so a copy of this script
+    run from elsewhere still names it), and whether its source has uncommitted changes."""
+    import tsfix.codemods
+
+    here = Path(tsfix.codemods.__file__).resolve().parent.parent
     try:
         head = subprocess.run(["git", "-C", str(here), "rev-parse", "--short", "HEAD"],
                               capture_output=True, text=True, check=True).stdout.strip()
@@ -767,9 +790,10 @@ def summarise(cases: list[Case], before: dict[str, Outcome],
             groups[cause] += 1
             kind = message_kind(outcome.message)
             kinds[cause][kind] += 1
+            at = where(outcome.message)
             examples.setdefault(f"{cause}|{kind}",
                                 f"{case.file}:{case.cls} (case {case.index}): "
-                                f"{headline(outcome.message)}")
+                                f"{headline(outcome.message)}" + (f" [at {at}]" if at else ""))
         causes[label] = {
             "counts": dict(groups.most_common()),
             "top": {cause: [{"count": n, "kind": kind, "example": examples[f"{cause}|{kind}"]}
@@ -794,7 +818,8 @@ def print_report(result: dict[str, Any], out: Any) -> None:
     s = result["summary"]
     print(f"\nParityBench: {result['files']} files (seed {result['seed']}), {s['cases']} cases, "
           f"{s['measured']} run eagerly (excluded: {s['excluded'] or 'none'}); tsfix at "
-          f"{result['commit']}, {'validated' if result['verify'] else '--no-verify'}", file=out)
+          f"{result['commit']}, {'validated' if result['verify'] else '--no-verify'}"
+          f"{', --unsafe-fixes' if result['unsafe_fixes'] else ''}", file=out)
     print(f"  scripts with parity before: {s['pass_before']} "
           f"({percent(s['pass_before'], s['measured'])})   after: {s['pass_after']} "
           f"({percent(s['pass_after'], s['measured'])})", file=out)
@@ -822,7 +847,7 @@ def print_report(result: dict[str, Any], out: Any) -> None:
         print(f"    {cause}:", file=out)
         for top in tops[:3]:
             print(f"      {top['count']:3d}  {top['kind'][:110]}\n"
-                  f"           e.g. {top['example'][:220]}", file=out)
+                  f"           e.g. {top['example'][:320]}", file=out)
 
 
 def measure(args: argparse.Namespace) -> dict[str, Any]:
@@ -854,14 +879,15 @@ def measure(args: argparse.Namespace) -> dict[str, Any]:
             tables[case.file][case.cls].append(case.index)
     count = write_tables(rewritten, tables)
     print(f"  {count} example tables", file=log, flush=True)
-    tsfix = run_tsfix(rewritten, names, not args.no_verify, log)
+    tsfix = run_tsfix(rewritten, names, not args.no_verify, args.unsafe_fixes, log)
     measured = {file: [c for c in file_cases if before[c.key].status not in EXCLUDED]
                 for file, file_cases in cases.items()}
     after = run_phase("after", rewritten, refs, measured, args.timeout, log)
     summary = summarise(all_cases, before, after)
     result = {
         "commit": git_commit(), "seed": args.seed, "files": len(names), "names": names,
-        "verify": not args.no_verify, "stubbed_modules": stubbed, "tables": count,
+        "verify": not args.no_verify, "unsafe_fixes": args.unsafe_fixes,
+        "stubbed_modules": stubbed, "tables": count,
         "workdir": str(work), "summary": summary,
         "tsfix": {k: v for k, v in asdict(tsfix).items() if k != "report"},
         "verdicts": verdicts(tsfix.report),
@@ -888,6 +914,8 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser.add_argument("--source", help="a folder of generated test_*.py files instead")
     parser.add_argument("--no-verify", action="store_true",
                         help="run tsfix without validation (the rewrite alone)")
+    parser.add_argument("--unsafe-fixes", action="store_true",
+                        help="pass --unsafe-fixes to tsfix (removes unused *args/**kwargs)")
     parser.add_argument("--timeout", type=float, default=120.0,
                         help="seconds per file and phase (default 120)")
     parser.add_argument("--json", help="write the whole result here")
