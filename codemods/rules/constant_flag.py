@@ -373,8 +373,9 @@ class ConstantFlag(Rule):
              "float on another, or a value other than the `-> T` annotation says. Where the "
              "returns are chosen by truth tests of settings set once in __init__, "
              "`constant-flag` names them (or a bool copy) in `__constants__`, so TorchScript "
-             "compiles only the path each instance takes. Otherwise return one shape on every "
-             "path (`return out, None` merges with `return out, skip` as Tuple[Tensor, "
+             "compiles only the path each instance takes. By hand: declare a bool flag constant "
+             "(`return_skip: torch.jit.Final[bool]` in the class body), or return one shape on "
+             "every path (`return out, None` merges with `return out, skip` as Tuple[Tensor, "
              "Optional[Tensor]]). torch.export is not affected: it traces the path taken."),
     )
     summary = ("a constructor setting whose truth test chooses between returns of different "

@@ -1,0 +1,360 @@
+"""constant-flag: which settings become constants (a bool itself, any other value as a bool
+copy whose truth reads replace the setting's), where ``__constants__`` goes (new, extended,
+with a base's names), the callers that unpack a fixed class's result, and what is refused with
+the reason (a test on data, a setting assigned after construction, a container, a foreign base).
+The slow test scripts the rewrites for every setting value (0, None, a count, True, False) and
+compares with eager. The fixture pairs are tests/test_fixtures.py's."""
+
+from __future__ import annotations
+
+import importlib.util
+import sys
+import textwrap
+import warnings
+from pathlib import Path
+
+import libcst as cst
+import pytest
+from tsfix.codemods.lint.check import check_source
+from tsfix.codemods.pipeline.rewrite import Rewrite, rewrite_source
+from tsfix.codemods.rules.constant_flag import ConstantFlag
+
+COMMENT = "    # TorchScript compiles only the branch a constant bool test takes.\n"
+
+BLOCK = """\
+import torch
+from torch import nn
+class Block(nn.Module):
+    def __init__(self, skip_chan):
+        super().__init__()
+        self.skip_chan = skip_chan
+        self.res = nn.Conv1d(4, 4, 1)
+        if skip_chan:
+            self.skip = nn.Conv1d(4, skip_chan, 1)
+    def forward(self, x):
+        res = self.res(x)
+        if not self.skip_chan:
+            return res
+        return res, self.skip(x)
+"""
+
+NETWORK = """\
+class Net(nn.Module):
+    def __init__(self, skip_chan=4, depth=2):
+        super().__init__()
+        self.skip_chan = skip_chan
+        self.blocks = nn.ModuleList([Block(skip_chan) for _ in range(depth)])
+    def forward(self, x):
+        total = torch.zeros(1)
+        for block in self.blocks:
+            out = block(x)
+            if self.skip_chan:
+                res, skip = out
+                total = total + skip
+            else:
+                res = out
+            x = x + res
+        return total if self.skip_chan else x
+"""
+
+
+def rewrite(code: str) -> Rewrite:
+    result = rewrite_source(textwrap.dedent(code), "m.py", [ConstantFlag])
+    cst.parse_module(result.text)
+    again = rewrite_source(result.text, "m.py", [ConstantFlag])
+    assert not again.changed and again.text == result.text, "not a fixed point"
+    return result
+
+
+def test_an_int_setting_gets_a_bool_copy_that_its_truth_tests_read() -> None:
+    result = rewrite(BLOCK)
+    assert COMMENT + '    __constants__ = ["has_skip_chan"]\n' in result.text
+    assert ("        self.skip_chan = skip_chan\n"
+            "        self.has_skip_chan = bool(self.skip_chan)\n") in result.text
+    assert "        if not self.has_skip_chan:\n" in result.text
+    # __init__'s own test reads the constructor argument: untouched.
+    assert "        if skip_chan:\n" in result.text
+    [change] = result.changes
+    assert change.class_name == "Block"
+    assert "bakes self.skip_chan (as self.has_skip_chan) per instance" in change.notes[0]
+    [fix] = result.fixes
+    assert (fix.code, fix.line) == ("TSF118", 14)
+
+
+def test_a_bool_setting_is_named_itself() -> None:
+    for parameter in ("return_both=False", "return_both: bool"):
+        result = rewrite(f"""
+            import torch
+            class M(torch.nn.Module):
+                def __init__(self, {parameter}):
+                    super().__init__()
+                    self.return_both = return_both
+                def forward(self, x):
+                    if self.return_both:
+                        return x, x
+                    return x
+            """)
+        assert '    __constants__ = ["return_both"]\n' in result.text
+        assert "has_" not in result.text and "        if self.return_both:\n" in result.text
+
+
+def test_every_truth_read_of_the_setting_in_compiled_code_reads_the_copy() -> None:
+    result = rewrite("""
+        import torch
+        class M(torch.nn.Module):
+            def __init__(self, mode=""):
+                super().__init__()
+                self.mode = mode
+            def forward(self, x):
+                y = x + 1 if self.mode and x.dim() > 1 else x
+                while not self.mode:
+                    break
+                if self.mode is None:
+                    return x
+                if self.mode:
+                    return y, x
+                return y
+            @torch.jit.ignore
+            def describe(self):
+                return "on" if self.mode else "off"
+        """)
+    text = result.text
+    assert "y = x + 1 if self.has_mode and x.dim() > 1 else x" in text
+    assert "while not self.has_mode:" in text
+    assert "if self.has_mode:\n" in text
+    # Not truth tests, or not compiled: left as they are.
+    assert "if self.mode is None:" in text
+    assert 'return "on" if self.mode else "off"' in text
+
+
+def test_an_existing_literal_is_extended() -> None:
+    for literal, extended in (('["scale"]', '["scale", "has_k"]'),
+                              ('("scale",)', '("scale", "has_k")'),
+                              ('{"scale"}', '{"scale", "has_k"}')):
+        result = rewrite(f"""
+            import torch
+            class M(torch.nn.Module):
+                __constants__ = {literal}
+                def __init__(self, k=2):
+                    super().__init__()
+                    self.scale = 2
+                    self.k = k
+                def forward(self, x):
+                    if self.k:
+                        return x, x
+                    return x
+            """)
+        assert f"    __constants__ = {extended}\n" in result.text
+        assert "# TorchScript" not in result.text
+
+
+def test_a_new_list_keeps_the_names_a_base_of_the_file_lists() -> None:
+    result = rewrite("""
+        import torch
+        class Base(torch.nn.Module):
+            __constants__ = ["scale"]
+            def __init__(self):
+                super().__init__()
+                self.scale = 2
+        class M(Base):
+            \"\"\"Doc.\"\"\"
+            def __init__(self, k=2):
+                super().__init__()
+                self.k = k
+            def forward(self, x):
+                if self.k:
+                    return x, x
+                return x
+        """)
+    assert ('    """Doc."""\n\n' + COMMENT + '    __constants__ = ["scale", "has_k"]\n'
+            in result.text)
+
+
+def test_the_copy_name_does_not_clash() -> None:
+    result = rewrite("""
+        import torch
+        class M(torch.nn.Module):
+            def __init__(self, k=2):
+                super().__init__()
+                self.k = k
+                self.has_k = True
+            def forward(self, x):
+                if self.k:
+                    return x, x
+                return x
+        """)
+    assert "self.has_k_flag = bool(self.k)" in result.text
+    assert "if self.has_k_flag:" in result.text
+
+
+def test_a_class_that_unpacks_a_fixed_result_under_its_own_setting_is_fixed_too() -> None:
+    result = rewrite(BLOCK + NETWORK)
+    assert [c.class_name for c in result.changes] == ["Block", "Net"]
+    text = result.text
+    assert text.count("__constants__") == 2
+    assert "        self.has_skip_chan = bool(self.skip_chan)\n" in text.split("class Net")[1]
+    assert "            if self.has_skip_chan:\n                res, skip = out" in text
+    assert "return total if self.has_skip_chan else x" in text
+    assert "it unpacks Block's result by it" in result.changes[1].summary
+
+
+def test_a_class_building_a_fixed_class_without_unpacking_is_left_alone() -> None:
+    result = rewrite(BLOCK + """
+class Wrapper(nn.Module):
+    def __init__(self, skip_chan=4, scale=True):
+        super().__init__()
+        self.scale = scale
+        self.block = Block(skip_chan)
+    def forward(self, x):
+        if self.scale:
+            x = x * 2
+        return x
+""")
+    assert [c.class_name for c in result.changes] == ["Block"]
+
+
+REFUSED = {
+    "data": ("""
+        def __init__(self):
+            super().__init__()
+        def forward(self, x):
+            if x.dim() == 2:
+                return x
+            return x, x
+        """, "chosen by `x.dim() == 2`, which reads more than settings"),
+    "no_test": ("""
+        def __init__(self):
+            super().__init__()
+        def forward(self, x):
+            for _ in range(2):
+                return x
+            return x, x
+        """, "not chosen by a test"),
+    "assigned_later": ("""
+        def __init__(self, k=1):
+            super().__init__()
+            self.k = k
+        def set_k(self, k: int):
+            self.k = k
+        def forward(self, x):
+            if self.k:
+                return x, x
+            return x
+        """, "self.k is assigned in set_k() too"),
+    "assigned_twice": ("""
+        def __init__(self, k=1):
+            super().__init__()
+            self.k = k
+            if k > 3:
+                self.k = 3
+        def forward(self, x):
+            if self.k:
+                return x, x
+            return x
+        """, "not set by exactly one plain assignment in __init__ (2 found)"),
+    "list": ("""
+        def __init__(self):
+            super().__init__()
+            self.sizes = [1, 2]
+        def forward(self, x):
+            if self.sizes:
+                return x, x
+            return x
+        """, "self.sizes holds a List[int], not a setting"),
+    "submodule": ("""
+        def __init__(self):
+            super().__init__()
+            self.proj = torch.nn.Linear(2, 2)
+        def forward(self, x):
+            if self.proj:
+                return x, x
+            return x
+        """, "is a submodule, parameter or buffer"),
+}
+
+
+@pytest.mark.parametrize("case", REFUSED)
+def test_refusals_say_why_and_check_shows_the_reason(case: str) -> None:
+    body, reason = REFUSED[case]
+    source = "import torch\nclass M(torch.nn.Module):\n" + textwrap.indent(
+        textwrap.dedent(body).strip("\n"), "    ") + "\n"
+    result = rewrite_source(source, "m.py", [ConstantFlag])
+    assert result.text == source and not result.changes
+    [skip] = result.skips
+    assert skip.code == "TSF118" and reason in skip.reason, skip.reason
+    [finding] = [f for f in check_source(source, "m.py") if f.code == "TSF118"]
+    assert finding.fix is None and reason in finding.refused
+
+
+def test_a_literal_it_cannot_extend_and_a_foreign_base_are_refused() -> None:
+    method = """
+    def __init__(self, k=1):
+        super().__init__()
+        self.k = k
+    def forward(self, x):
+        if self.k:
+            return x, x
+        return x
+"""
+    for head, reason in (
+            ("class M(torch.nn.Module):\n    __constants__ = NAMES\n",
+             "__constants__ is not a list, tuple or set literal"),
+            ("from pkg.base import Base\nclass M(Base):\n",
+             "its base pkg.base.Base is defined in another file")):
+        source = "import torch\nNAMES = []\n" + head + method
+        result = rewrite_source(source, "m.py", [ConstantFlag])
+        assert result.text == source and not result.changes
+        [skip] = result.skips
+        assert skip.code == "TSF118" and reason in skip.reason, skip.reason
+
+
+def test_check_names_the_rule_for_a_site_it_fixes() -> None:
+    [finding] = [f for f in check_source(BLOCK, "m.py") if f.code == "TSF118"]
+    assert (finding.line, finding.fix) == (14, "constant-flag")
+
+
+@pytest.mark.slow
+def test_the_rewrites_script_for_every_setting_value_with_eager_parity(tmp_path: Path) -> None:
+    """Measured: the original fails to script for every value (the constant-free test compiles
+    both returns; None is no bool); the rewrite scripts with the original's outputs."""
+    torch = pytest.importorskip("torch")
+    source = BLOCK + NETWORK + """
+class Flagged(nn.Module):
+    def __init__(self, return_both=False):
+        super().__init__()
+        self.return_both = return_both
+    def forward(self, x):
+        if self.return_both:
+            return x * 2, x
+        return x * 2
+"""
+    modules = []
+    for index, text in enumerate((source, rewrite(source).text)):
+        path = tmp_path / f"constant_flag_case_{index}.py"
+        path.write_text(text)
+        spec = importlib.util.spec_from_file_location(path.stem, path)
+        assert spec is not None and spec.loader is not None
+        loaded = importlib.util.module_from_spec(spec)
+        sys.modules[path.stem] = loaded
+        spec.loader.exec_module(loaded)
+        modules.append(loaded)
+    builds = [("Block", {"skip_chan": 3}), ("Block", {"skip_chan": 0}),
+              ("Block", {"skip_chan": None}), ("Net", {}), ("Net", {"skip_chan": 0}),
+              ("Net", {"skip_chan": None}), ("Flagged", {}), ("Flagged", {"return_both": True})]
+    x = torch.randn(2, 4, 6)
+    for name, init in builds:
+        torch.manual_seed(0)
+        original = getattr(modules[0], name)(**init).eval()
+        torch.manual_seed(0)
+        rewritten = getattr(modules[1], name)(**init).eval()
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore")
+            with pytest.raises(Exception):  # noqa: B017 - TorchScript raises several kinds
+                torch.jit.script(original)
+            scripted = torch.jit.script(rewritten)
+        expected, got = original(x), scripted(x)
+        expected = expected if isinstance(expected, tuple) else (expected,)
+        got = got if isinstance(got, tuple) else (got,)
+        assert len(got) == len(expected), (name, init)
+        for want, have in zip(expected, got, strict=True):
+            assert torch.equal(want, have), (name, init)
