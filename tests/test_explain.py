@@ -290,8 +290,8 @@ def test_types_torchscript_cannot_merge_are_placed_on_the_users_line() -> None:
                             f"{CODES[code].summary} [{code}]")
         assert any(x.startswith("torch said: RuntimeError: ") for x in lines)
         if code == "TSF118":
-            # No rule rewrites a return of another type: the hand fix is the help's.
-            assert "fix: no tsfix rule rewrites this yet; change the code by hand." in lines
+            # The flag deciding the return is a constructor setting: constant-flag fixes it.
+            assert "fix: tsfix apply --rule constant-flag blockers.py" in lines
             assert "torch.jit.Final[bool]" in result.explanation
 
 

@@ -1138,3 +1138,34 @@ def test_blockers_fixture_findings() -> None:
     assert [(s.class_name, s.code, s.line, s.reason) for s in found.skips] == [
         ("NoneModeCompared", "TSF204", 137, "self.mode comes from mode, which may be None"),
         ("FunctionTestedForNone", None, 148, "self.act holds a function, not configuration")]
+
+
+@pytest.mark.parametrize("declaration", ['__constants__ = ["use_proj"]',
+                                         "use_proj: torch.jit.Final[bool]"])
+def test_a_torchscript_constant_is_never_lifted(declaration: str) -> None:
+    """constant-flag makes a setting that decides the return type a constant; lifted into an
+    argument, its test would be compiled both ways again."""
+    result = rewrite(f"""\
+        import torch
+        import torch.nn as nn
+
+
+        class Block(nn.Module):
+            {declaration}
+
+            def __init__(self, use_proj: bool = True, scale: float = 2.0):
+                super().__init__()
+                self.use_proj = use_proj
+                self.scale = scale
+
+            def forward(self, x):
+                if self.use_proj:
+                    return x, x
+                if self.scale > 1.0:
+                    x = x * self.scale
+                return x
+        """)
+    assert "use_proj: Optional" not in result.text
+    assert "scale: Optional[float] = None" in result.text     # the other setting still is
+    assert any("self.use_proj is a TorchScript constant" in reason
+               for reason in reasons(result))

@@ -135,6 +135,7 @@ from tsfix.codemods.facts.syntax import (
     self_name,
     unify_types,
 )
+from tsfix.codemods.facts.type_flow import constant_attributes
 from tsfix.codemods.rules.base import ClassChange, Code, Example, Rule
 from tsfix.codemods.rules.ignore_numpy._statements import children
 from tsfix.codemods.rules.imports import add_module_import
@@ -343,6 +344,7 @@ class _ClassAnalysis:
         self._memo: dict[tuple[int, str], Any] = {}
         self.name = cls.name.value
         self.methods = self.facts.methods
+        self._constants = constant_attributes(cls)
         self.init = self.facts.init
         self.assignments = self.facts.assignments
         self.init_params = parameters_of(self.init) if self.init else {}
@@ -672,6 +674,10 @@ class _ClassAnalysis:
             return None, f"self.{attr} is a method or property", False
         if attr in self.registered:
             return None, f"self.{attr} is a registered buffer, parameter or submodule", False
+        if attr in self._constants:
+            return (None, f"self.{attr} is a TorchScript constant (__constants__ or Final): "
+                    "TorchScript compiles only the branch it takes per instance; lifted into an "
+                    "argument the test would be undecided again", True)
         other = self._assigned_outside_init(attr)
         if other is not None:
             return (None, f"self.{attr} is also assigned in {other}() (state, not "

@@ -64,7 +64,8 @@ What it does
     ``typing`` names are imported once, merged into the file's ``from typing import``.
 
     What ``tsfix check`` reports for it (TSF206-TSF210, one finding per parameter site of a
-    compiled method or function, under the first class that compiles the function; TSF228 for an added assert, TSF229 for a declared local): each site is
+    compiled method or function, under the first class that compiles the function; TSF228 for
+    an added assert, TSF229 for a declared local): each site is
     either fixed (rewritten as above) or refused with the reason it is left: a ``=None`` or
     mutable default whose type neither the code nor an example call tells (or an inferred
     ``Optional`` no assert can refine), a ``*args``/``**kwargs`` the body reads (or, without
