@@ -583,8 +583,7 @@ def test_require_verified_holds_back_unverified(project: Project, how: str) -> N
 
 # ---- rejected by validation --------------------------------------------------------------------
 
-# ``scale`` has no default or annotation, so lift-branch can only guess Optional[bool] from the
-# bare test; ``x * scale`` then fails to script and validation must reject the rewrite.
+# Nothing here for lift-branch; the test-only rule below breaks it for TorchScript.
 SCALED = textwrap.dedent("""\
     class Scaled(nn.Module):
         def __init__(self, scale):
@@ -592,14 +591,38 @@ SCALED = textwrap.dedent("""\
             self.scale = scale
 
         def forward(self, x):
-            if self.scale:
-                x = x * self.scale
-            return x
+            return x * self.scale
 """)
 
 
+class _BreakingRule(Rule):
+    """Test-only: adds to Scaled.forward a lambda, which TorchScript does not compile (eager
+    parity holds), so validation must reject the rewrite at re-script, whatever the real
+    rules guess."""
+
+    name = "breaking"
+    summary = "test rule whose rewrite does not script"
+
+    def rewrite_class(self, cls: cst.ClassDef) -> cst.ClassDef:
+        if cls.name.value != "Scaled":
+            return cls
+        body = list(cls.body.body)
+        for i, node in enumerate(body):
+            if isinstance(node, cst.FunctionDef) and node.name.value == "forward":
+                added = cst.parse_statement("unused = (lambda: 1)\n")
+                body[i] = node.with_changes(body=node.body.with_changes(
+                    body=[added, *node.body.body]))
+                self.changes.append(ClassChange(self.name, cls.name.value,
+                                                self.span_of(cls), self.summary))
+                return cls.with_changes(body=cls.body.with_changes(body=body))
+        return cls
+
+
 @pytest.mark.slow
-def test_rejected_rewrite_is_not_written_exit_three(project: Project) -> None:
+def test_rejected_rewrite_is_not_written_exit_three(project: Project,
+                                                    monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(registry, "ALL_RULES", {"lift-branch": ALL_RULES["lift-branch"],
+                                                "breaking": _BreakingRule})
     header = "import torch\nimport torch.nn as nn\n\n\n"
     only_rejected = header + SCALED
     mixed = model_source("Good") + "\n\n" + SCALED
