@@ -878,3 +878,39 @@ def test_a_function_of_another_file_is_reported_with_what_blocks_it(tmp_path: Pa
         ("Pool", 10, "mask_of() comes from pkg/utils.py (line 4), another file of the tree, "
          f"and TorchScript compiles it with this class: {blockers}"),
     ]
+
+
+@pytest.mark.slow
+def test_a_functions_parameter_is_typed_from_the_configured_models_run(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Nothing in the source tells ``alpha``'s type (no default, arithmetic fits a Tensor too):
+    the observe round records the module-level function's calls and annotate reads them."""
+    from tsfix.codemods.pipeline.engine import Options, run
+
+    (tmp_path / "m.py").write_text(textwrap.dedent("""\
+        import torch.nn as nn
+
+
+        def mix(x, y, alpha):
+            return alpha * x + (1 - alpha) * y
+
+
+        class Mixer(nn.Module):
+            def __init__(self, dim, alpha):
+                super().__init__()
+                self.fc = nn.Linear(dim, dim)
+                self.alpha = alpha
+
+            def forward(self, x):
+                return mix(self.fc(x), x, self.alpha)
+        """))
+    (tmp_path / "pyproject.toml").write_text(textwrap.dedent("""\
+        [tool.tsfix.examples."m.py:Mixer"]
+        init = [{ dim = 4, alpha = 0.25 }]
+        inputs = ["randn(2, 4)"]
+        """))
+    monkeypatch.chdir(tmp_path)
+    result = run([tmp_path / "m.py"], Options(rules=["annotate"], jobs=1))
+    assert "def mix(x, y, alpha: float):" in (tmp_path / "m.py").read_text()
+    assert [c.verdict for c in result.classes()] == ["verified"]
+    assert [m.ok for m in result.models()] == [True]

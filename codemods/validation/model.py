@@ -56,6 +56,7 @@ import torch
 from tsfix.codemods.validation.protocol import (
     NOT_CHECKED,
     NOT_SCRIPTABLE_EITHER,
+    OBSERVED_FUNCTIONS,
     REJECTED,
     UNVERIFIED,
     VERIFIED,
@@ -318,6 +319,25 @@ def tree_methods(modules: Mapping[str, types.ModuleType], tree: Tree) -> Methods
                 continue
             key = f"{resolved}{_KEY_SEPARATOR}{cls.__qualname__}"
             found.update(_class_methods(cls, key, file))
+        found.update(_module_functions(module, f"{resolved}{_KEY_SEPARATOR}{OBSERVED_FUNCTIONS}",
+                                       file))
+    return found
+
+
+def _module_functions(module: types.ModuleType, key: str, file: str) -> Methods:
+    """The module-level functions defined in ``file`` (compiled methods call them; annotate
+    types them), each under ``key``."""
+    found: Methods = {}
+    for function_name, member in list(vars(module).items()):
+        if not isinstance(member, types.FunctionType) or member.__name__ != function_name:
+            continue
+        with contextlib.suppress(ValueError):
+            member = inspect.unwrap(member)
+        code = getattr(member, "__code__", None)
+        if not isinstance(code, types.CodeType) or code.co_filename != file:
+            continue
+        names = code.co_varnames[:code.co_argcount + code.co_kwonlyargcount]
+        found[code] = (key, function_name, tuple(names), not code.co_flags & _GENERATOR_FLAGS)
     return found
 
 
@@ -649,7 +669,10 @@ def run_original(job: ModelJob, name: str, path: Path, tree: Tree, *,
         seen.extend(mine)
     found = Original(configs, models, outputs, seen, module)
     if observe:
-        found.types = types_by_file(recorder, {key for s in seen for key in s.lineage})
+        reached = {key for s in seen for key in s.lineage}
+        # The functions of the files those classes live in are what their methods can call.
+        reached |= {(file, OBSERVED_FUNCTIONS) for file, _ in reached}
+        found.types = types_by_file(recorder, reached)
     return found
 
 

@@ -43,6 +43,10 @@ from tsfix.codemods.validation import (
     verdict_name,
 )
 
+# The "class" under which observe jobs record module-level functions of the file that compiled
+# methods can call (observed[OBSERVED_FUNCTIONS][function][parameter]); no class is named so.
+OBSERVED_FUNCTIONS = "<module>"
+
 __all__ = ["MODEL_ERROR", "MODEL_FAILS", "MODEL_SCRIPTS", "NOT_CHECKED", "NOT_SCRIPTABLE_EITHER",
            "READY", "REJECTED", "UNVERIFIED", "VERDICTS", "VERIFIED", "Blocker",
            "ClassVerdict", "Example", "ExampleCall", "Job", "JobClass", "JobFailure",

@@ -83,6 +83,7 @@ from typing import Any
 import torch
 from tsfix.codemods.validation.protocol import (
     NOT_SCRIPTABLE_EITHER,
+    OBSERVED_FUNCTIONS,
     READY,
     REJECTED,
     UNVERIFIED,
@@ -1422,7 +1423,8 @@ _GENERATOR_FLAGS = inspect.CO_GENERATOR | inspect.CO_COROUTINE | inspect.CO_ASYN
 def methods_to_observe(cls: type, module: types.ModuleType
                        ) -> dict[types.CodeType, tuple[str, str, tuple[str, ...], bool]]:
     """Code objects of the methods of ``cls`` and of its bases defined at the top level of the
-    same file (what forward can reach), recorded under the class that defines each one."""
+    same file (what forward can reach), recorded under the class that defines each one, and of
+    the file's module-level functions, recorded under OBSERVED_FUNCTIONS."""
     found = {}
     for base in cls.__mro__:
         if (base.__module__ != module.__name__ or base.__qualname__ != base.__name__
@@ -1444,6 +1446,19 @@ def methods_to_observe(cls: type, module: types.ModuleType
                 names = names[1:]           # self (or cls)
             found[code] = (base.__name__, method_name, tuple(names),
                            not code.co_flags & _GENERATOR_FLAGS)
+    # Module-level functions of the file: compiled methods call them, annotate types them.
+    for function_name, member in vars(module).items():
+        if not isinstance(member, types.FunctionType) or member.__name__ != function_name:
+            continue
+        with contextlib.suppress(ValueError):
+            member = inspect.unwrap(member)
+        code = getattr(member, "__code__", None)
+        if (not isinstance(code, types.CodeType) or code.co_filename != module.__file__
+                or code in found):
+            continue
+        found[code] = (OBSERVED_FUNCTIONS, function_name,
+                       tuple(code.co_varnames[:code.co_argcount + code.co_kwonlyargcount]),
+                       not code.co_flags & _GENERATOR_FLAGS)
     return found
 
 

@@ -32,11 +32,11 @@ from tsfix.codemods.rules.annotate._method import MethodAnnotator
 from tsfix.codemods.rules.annotate._state import FunctionFacts
 from tsfix.codemods.rules.annotate._typer import module_functions
 from tsfix.codemods.rules.base import Fix, Rule, Skip
+from tsfix.codemods.validation.protocol import OBSERVED_FUNCTIONS
 
-# Where the engine's observations of module-level functions would be: ``observed[
-# FUNCTIONS_KEY][function][parameter]`` (no class is named so). The observing worker records
-# only the methods of classes today; annotate reads this key when it is there.
-FUNCTIONS_KEY = "<module>"
+# Where the engine's observations of module-level functions are: ``observed[
+# FUNCTIONS_KEY][function][parameter]`` (the observing worker records them under this name).
+FUNCTIONS_KEY = OBSERVED_FUNCTIONS
 # Decorators under which TorchScript compiles the function as it is written.
 _TRANSPARENT = ("jit.script", "jit.script_if_tracing", "jit._script_if_tracing")
 
