@@ -81,6 +81,7 @@ def test_before_and_after_counts(tmp_path: Path, capsys: pytest.CaptureFixture[s
     assert result["tables"] == 3
     assert result["verdicts"]["rules"].get("float-arguments") == 1
     assert result["verdicts"]["verdicts"].get("verified") == 1
+    assert result["tsfix"]["seconds"] > 0 and result["tsfix"]["peak_mb"] > 0
     report = capsys.readouterr().out
     assert "scripts with parity before: 1 (33.3%)   after: 2 (66.7%)" in report
     assert "regressions: 0" in report
