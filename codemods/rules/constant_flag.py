@@ -101,7 +101,6 @@ from tsfix.codemods.facts.prefilter import AstFile
 from tsfix.codemods.facts.syntax import (
     AttrAssignment,
     code_of,
-    docstring_count,
     find_all,
     parameters_of,
     self_attr,
@@ -113,6 +112,7 @@ from tsfix.codemods.facts.type_flow import (
     type_flow,
     with_article,
 )
+from tsfix.codemods.rules._class_lists import appended, own_list, with_list
 from tsfix.codemods.rules.base import ClassChange, Code, Example, Rule
 
 _LIST = "__constants__"
@@ -238,89 +238,6 @@ def _copy_name(attr: str, taken: set[str]) -> str:
     while name in taken:
         name += "_flag"
     return name
-
-
-@dataclass(frozen=True)
-class _OwnList:
-    """A class's own ``__constants__``: ``value`` when it is one plain assignment of a list,
-    tuple or set literal of strings (``names``), else ``problem`` says what it is."""
-
-    value: cst.List | cst.Tuple | cst.Set | None = None
-    names: tuple[str, ...] = ()
-    problem: str = ""
-
-
-def _own_list(cls: cst.ClassDef) -> _OwnList | None:
-    if not isinstance(cls.body, cst.IndentedBlock):
-        return None
-    found: list[cst.BaseSmallStatement] = []
-    for statement in cls.body.body:
-        if isinstance(statement, cst.SimpleStatementLine):
-            for small in statement.body:
-                targets: list[cst.BaseExpression] = (
-                    [t.target for t in small.targets] if isinstance(small, cst.Assign)
-                    else [small.target] if isinstance(small, cst.AnnAssign | cst.AugAssign)
-                    else [])
-                if any(isinstance(t, cst.Name) and t.value == _LIST for t in targets):
-                    found.append(small)
-    if not found:
-        return None
-    only = found[0]
-    if len(found) > 1 or not isinstance(only, cst.Assign) or len(only.targets) > 1:
-        return _OwnList(problem=f"{_LIST} is set more than once or not by a plain assignment")
-    value = only.value
-    if not isinstance(value, cst.List | cst.Tuple | cst.Set):
-        return _OwnList(problem=f"{_LIST} is not a list, tuple or set literal")
-    names = []
-    for element in value.elements:
-        text = (element.value.evaluated_value
-                if isinstance(element, cst.Element)
-                and isinstance(element.value, cst.SimpleString) else None)
-        if not isinstance(text, str):
-            return _OwnList(problem=f"{_LIST} holds something other than string literals")
-        names.append(text)
-    return _OwnList(value, tuple(names))
-
-
-def _append(value: cst.List | cst.Tuple | cst.Set,
-            names: list[str]) -> cst.List | cst.Tuple | cst.Set:
-    """``["a"]`` + ``b`` -> ``["a", "b"]``; a trailing comma stays only in a literal written
-    over several lines."""
-    elements = list(value.elements)
-    space = cst.Comma(whitespace_after=cst.SimpleWhitespace(" "))
-    if elements:
-        elements[-1] = elements[-1].with_changes(comma=space)
-    elements.extend(cst.Element(cst.SimpleString(f'"{n}"'), comma=space) for n in names)
-    trailing = value.elements[-1].comma if value.elements else cst.MaybeSentinel.DEFAULT
-    keep = isinstance(trailing, cst.Comma) and "\n" in code_of(value)
-    elements[-1] = elements[-1].with_changes(
-        comma=trailing if keep else cst.MaybeSentinel.DEFAULT)
-    return value.with_changes(elements=elements)
-
-
-def _with_list(cls: cst.ClassDef, names: list[str]) -> cst.ClassDef:
-    """``cls`` with ``__constants__ = [...]`` after its docstring, under a comment saying
-    why."""
-    assert isinstance(cls.body, cst.IndentedBlock)
-    body = list(cls.body.body)
-    index = docstring_count(cls.body)
-    listed = ", ".join(f'"{n}"' for n in names)
-    statement = cst.parse_statement(f"{_LIST} = [{listed}]\n")
-    comment = [cst.EmptyLine(comment=cst.Comment(_COMMENT))]
-    blank = [cst.EmptyLine(indent=False)] if index else []
-    statement = statement.with_changes(leading_lines=[*blank, *comment])
-    if index < len(body):
-        following = body[index]
-        assert isinstance(following, cst.SimpleStatementLine | cst.BaseCompoundStatement)
-        if index == 0:
-            statement = statement.with_changes(
-                leading_lines=[*following.leading_lines, *statement.leading_lines])
-            following = following.with_changes(leading_lines=[cst.EmptyLine(indent=False)])
-        elif not following.leading_lines:
-            following = following.with_changes(leading_lines=[cst.EmptyLine(indent=False)])
-        body[index] = following
-    body.insert(index, statement)
-    return cls.with_changes(body=cls.body.with_changes(body=body))
 
 
 class _Rewrite(cst.CSTTransformer):
@@ -635,7 +552,7 @@ class M(torch.nn.Module):
         if not plan.flags:
             return cls
         wanted = [flag.constant for flag in plan.flags.values()]
-        existing = _own_list(cls)
+        existing = own_list(cls, _LIST, sets=True)
         refusal = None
         if existing is not None and existing.value is None:
             refusal = existing.problem
@@ -651,7 +568,7 @@ class M(torch.nn.Module):
             assert existing.value is not None
             missing = [n for n in wanted if n not in existing.names]
             if missing:
-                replaced = (existing.value, _append(existing.value, missing))
+                replaced = (existing.value, appended(existing.value, missing))
         facts = self.class_facts(cls)
         reads: dict[int, str] = {}
         after: dict[int, list[cst.SimpleStatementLine]] = {}
@@ -669,8 +586,9 @@ class M(torch.nn.Module):
         assert isinstance(rewritten, cst.ClassDef)
         if existing is None:
             inherited = self._base_names(cls)
-            rewritten = _with_list(rewritten, [*inherited,
-                                               *[n for n in wanted if n not in inherited]])
+            rewritten = with_list(rewritten, _LIST,
+                                  [*inherited, *[n for n in wanted if n not in inherited]],
+                                  _COMMENT)
         for node, message in plan.fixed:
             if code is not None:
                 self.fixed(node, code, message)
@@ -711,7 +629,7 @@ class M(torch.nn.Module):
 
     def _base_names(self, cls: cst.ClassDef) -> list[str]:
         for base in self.facts.local_bases(cls):
-            found = _own_list(base)
+            found = own_list(base, _LIST, sets=True)
             if found is not None:
                 return list(found.names)
         return []

@@ -74,12 +74,12 @@ from tsfix.codemods.facts.prefilter import AstFile
 from tsfix.codemods.facts.syntax import (
     code_of,
     decorator_names,
-    docstring_count,
     find_all,
     parameters_of,
     self_attr,
     self_name,
 )
+from tsfix.codemods.rules._class_lists import OwnList, appended, own_list, with_list
 from tsfix.codemods.rules.base import ClassChange, Code, Example, Rule
 
 _LIST = "__jit_unused_properties__"
@@ -173,49 +173,6 @@ def _reads(node: cst.CSTNode, wanted: set[str]) -> Iterator[tuple[str, cst.CSTNo
             named = call.args[1].value.evaluated_value
             if isinstance(named, str) and named in wanted:
                 yield named, call
-
-
-@dataclass(frozen=True)
-class _OwnList:
-    """A class's own ``__jit_unused_properties__``: ``value`` when it is one plain assignment of
-    a list or tuple literal of strings (``names``), else ``problem`` says what it is."""
-
-    value: cst.List | cst.Tuple | None = None
-    names: tuple[str, ...] = ()
-    problem: str = ""
-
-
-def _own_list(cls: cst.ClassDef) -> _OwnList | None:
-    """The class's own ``__jit_unused_properties__``, or None when it sets none."""
-    if not isinstance(cls.body, cst.IndentedBlock):
-        return None
-    found: list[cst.BaseSmallStatement] = []
-    for statement in cls.body.body:
-        if isinstance(statement, cst.SimpleStatementLine):
-            for small in statement.body:
-                targets: list[cst.BaseExpression] = (
-                    [t.target for t in small.targets] if isinstance(small, cst.Assign)
-                    else [small.target] if isinstance(small, cst.AnnAssign | cst.AugAssign)
-                    else [])
-                if any(isinstance(t, cst.Name) and t.value == _LIST for t in targets):
-                    found.append(small)
-    if not found:
-        return None
-    only = found[0]
-    if len(found) > 1 or not isinstance(only, cst.Assign) or len(only.targets) > 1:
-        return _OwnList(problem=f"{_LIST} is set more than once or not by a plain assignment")
-    value = only.value
-    if not isinstance(value, cst.List | cst.Tuple):
-        return _OwnList(problem=f"{_LIST} is not a list or tuple literal")
-    names = []
-    for element in value.elements:
-        text = (element.value.evaluated_value
-                if isinstance(element, cst.Element)
-                and isinstance(element.value, cst.SimpleString) else None)
-        if not isinstance(text, str):
-            return _OwnList(problem=f"{_LIST} holds something other than string literals")
-        names.append(text)
-    return _OwnList(value, tuple(names))
 
 
 def _string(name: str) -> cst.SimpleString:
@@ -420,7 +377,7 @@ class M(torch.nn.Module):
                 continue
             wanted.append(prop.name)
         inherited = self._inherited(cls)
-        existing = _own_list(cls)
+        existing = own_list(cls, _LIST)
         if not wanted and (existing is None or not inherited):
             return cls
         if existing is not None and existing.value is None:
@@ -430,7 +387,7 @@ class M(torch.nn.Module):
             missing = [n for n in [*wanted, *inherited] if n not in existing.names]
             if not missing:
                 return cls
-            rewritten = cls.visit(_ReplaceNode(existing.value, _append(existing.value, missing)))
+            rewritten = cls.visit(_ReplaceNode(existing.value, appended(existing.value, missing)))
             assert isinstance(rewritten, cst.ClassDef)
             return self._record(cls, rewritten, missing)
         foreign = self._foreign_bases(cls)
@@ -444,7 +401,7 @@ class M(torch.nn.Module):
                                 "here would replace it")
         kept = list(inherited_list.names) if inherited_list is not None else []
         names = [*kept, *[n for n in wanted if n not in kept]]
-        return self._record(cls, _with_list(cls, names), wanted)
+        return self._record(cls, with_list(cls, _LIST, names, _COMMENT), wanted)
 
     def _record(self, cls: cst.ClassDef, rewritten: cst.ClassDef,
                 added: list[str]) -> cst.ClassDef:
@@ -505,57 +462,14 @@ class M(torch.nn.Module):
                 foreign.append(base)
         return foreign
 
-    def _base_list(self, cls: cst.ClassDef) -> _OwnList | None:
+    def _base_list(self, cls: cst.ClassDef) -> OwnList | None:
         """The list of the nearest base of this file that sets one (the list ``cls`` inherits
         now), or None."""
         for base in self.facts.local_bases(cls):
-            found = _own_list(base)
+            found = own_list(base, _LIST)
             if found is not None:
                 return found
         return None
-
-
-def _append(value: cst.List | cst.Tuple, names: list[str]) -> cst.List | cst.Tuple:
-    """``["a"]`` + ``b`` -> ``["a", "b"]``. A trailing comma stays only in a list written over
-    several lines (on one line it would make black explode the list; ``("a",)`` had it to be a
-    tuple)."""
-    elements = list(value.elements)
-    space = cst.Comma(whitespace_after=cst.SimpleWhitespace(" "))
-    if elements:
-        elements[-1] = elements[-1].with_changes(comma=space)
-    elements.extend(cst.Element(_string(n), comma=space) for n in names)
-    trailing = value.elements[-1].comma if value.elements else cst.MaybeSentinel.DEFAULT
-    keep = isinstance(trailing, cst.Comma) and "\n" in code_of(value)
-    elements[-1] = elements[-1].with_changes(
-        comma=trailing if keep else cst.MaybeSentinel.DEFAULT)
-    return value.with_changes(elements=elements)
-
-
-def _with_list(cls: cst.ClassDef, names: list[str]) -> cst.ClassDef:
-    """``cls`` with ``__jit_unused_properties__ = [...]`` after its docstring, under a
-    comment saying why."""
-    assert isinstance(cls.body, cst.IndentedBlock)
-    body = list(cls.body.body)
-    index = docstring_count(cls.body)
-    listed = ", ".join(f'"{n}"' for n in names)
-    statement = cst.parse_statement(f"{_LIST} = [{listed}]\n")
-    comments = [cst.EmptyLine(comment=cst.Comment(line)) for line in _COMMENT.splitlines()]
-    blank = [cst.EmptyLine(indent=False)] if index else []
-    statement = statement.with_changes(leading_lines=[*blank, *comments])
-    if index < len(body):
-        following = body[index]
-        assert isinstance(following, cst.SimpleStatementLine | cst.BaseCompoundStatement)
-        if index == 0:
-            # The statement that opened the body moves below the new one, its comments stay
-            # at the top.
-            statement = statement.with_changes(
-                leading_lines=[*following.leading_lines, *statement.leading_lines])
-            following = following.with_changes(leading_lines=[cst.EmptyLine(indent=False)])
-        elif not following.leading_lines:
-            following = following.with_changes(leading_lines=[cst.EmptyLine(indent=False)])
-        body[index] = following
-    body.insert(index, statement)
-    return cls.with_changes(body=cls.body.with_changes(body=body))
 
 
 class _ReplaceNode(cst.CSTTransformer):
