@@ -89,6 +89,7 @@ from tsfix.codemods.validation.worker import (
     in_changed_code,
     instances,
     load_module,
+    module_functions,
     plain_settings,
     rejected,
     same_error,
@@ -302,7 +303,8 @@ Methods = dict[types.CodeType, tuple[str, str, tuple[str, ...], bool]]
 
 def tree_methods(modules: Mapping[str, types.ModuleType], tree: Tree) -> Methods:
     """Code objects of the methods of every class defined at the top level of a tree module
-    (what a model's instances and their tree bases run), each under ``file<NUL>Class``."""
+    (what a model's instances and their tree bases run), each under ``file<NUL>Class``, and of
+    its module-level functions, under ``file<NUL>`` + OBSERVED_FUNCTIONS."""
     found: Methods = {}
     for name, module in modules.items():
         file = module_file(module)
@@ -319,25 +321,9 @@ def tree_methods(modules: Mapping[str, types.ModuleType], tree: Tree) -> Methods
                 continue
             key = f"{resolved}{_KEY_SEPARATOR}{cls.__qualname__}"
             found.update(_class_methods(cls, key, file))
-        found.update(_module_functions(module, f"{resolved}{_KEY_SEPARATOR}{OBSERVED_FUNCTIONS}",
-                                       file))
-    return found
-
-
-def _module_functions(module: types.ModuleType, key: str, file: str) -> Methods:
-    """The module-level functions defined in ``file`` (compiled methods call them; annotate
-    types them), each under ``key``."""
-    found: Methods = {}
-    for function_name, member in list(vars(module).items()):
-        if not isinstance(member, types.FunctionType) or member.__name__ != function_name:
-            continue
-        with contextlib.suppress(ValueError):
-            member = inspect.unwrap(member)
-        code = getattr(member, "__code__", None)
-        if not isinstance(code, types.CodeType) or code.co_filename != file:
-            continue
-        names = code.co_varnames[:code.co_argcount + code.co_kwonlyargcount]
-        found[code] = (key, function_name, tuple(names), not code.co_flags & _GENERATOR_FLAGS)
+        with contextlib.suppress(OSError, RuntimeError, ValueError, TypeError):
+            found.update(module_functions(
+                module, f"{resolved}{_KEY_SEPARATOR}{OBSERVED_FUNCTIONS}", file))
     return found
 
 

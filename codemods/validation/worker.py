@@ -1446,19 +1446,27 @@ def methods_to_observe(cls: type, module: types.ModuleType
                 names = names[1:]           # self (or cls)
             found[code] = (base.__name__, method_name, tuple(names),
                            not code.co_flags & _GENERATOR_FLAGS)
-    # Module-level functions of the file: compiled methods call them, annotate types them.
-    for function_name, member in vars(module).items():
+    if module.__file__ is not None:
+        for code, entry in module_functions(module, OBSERVED_FUNCTIONS, module.__file__).items():
+            found.setdefault(code, entry)
+    return found
+
+
+def module_functions(module: types.ModuleType, key: str, file: str
+                     ) -> dict[types.CodeType, tuple[str, str, tuple[str, ...], bool]]:
+    """The module-level functions defined in ``file`` (compiled methods call them; annotate
+    types them), each recorded under ``key``."""
+    found = {}
+    for function_name, member in list(vars(module).items()):
         if not isinstance(member, types.FunctionType) or member.__name__ != function_name:
             continue
         with contextlib.suppress(ValueError):
             member = inspect.unwrap(member)
         code = getattr(member, "__code__", None)
-        if (not isinstance(code, types.CodeType) or code.co_filename != module.__file__
-                or code in found):
+        if not isinstance(code, types.CodeType) or code.co_filename != file:
             continue
-        found[code] = (OBSERVED_FUNCTIONS, function_name,
-                       tuple(code.co_varnames[:code.co_argcount + code.co_kwonlyargcount]),
-                       not code.co_flags & _GENERATOR_FLAGS)
+        names = code.co_varnames[:code.co_argcount + code.co_kwonlyargcount]
+        found[code] = (key, function_name, tuple(names), not code.co_flags & _GENERATOR_FLAGS)
     return found
 
 
