@@ -514,7 +514,7 @@ def same(actual: Any, expected: Any) -> str | None:
 
 
 def _error(error: BaseException) -> str:
-    return f"{type(error).__name__}: {error}"[:4000]
+    return f"{type(error).__name__}: {error}"[:12000]
 
 
 def child(phase: str, tree: Path, file: str, refs: Path, indexes: Sequence[int]) -> None:
