@@ -548,3 +548,60 @@ def test_death_reasons() -> None:
     assert death_reason(-11, report) == (
         "validation worker died: SIGSEGV (segmentation fault) in helper at the rewritten "
         "net.py line 9; its last output: loading")
+
+
+_DISPATCH = '''
+from typing import Optional
+
+import torch
+from torch import nn
+
+
+class Scaled(nn.Module):
+    def forward(self, x, lengths: Optional[torch.Tensor] = None):
+        return x * 2 if lengths is None else x * lengths
+
+
+class Shifted(nn.Module):
+    def forward(self, x):
+        return x + 1
+
+
+class Net(nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.blocks = nn.ModuleList([Shifted(), Scaled()])
+
+    def forward(self, x, lengths: Optional[torch.Tensor] = None):
+        for layer in self.blocks:
+            if isinstance(layer, Scaled):
+                x = layer(x, lengths=lengths)
+            else:
+                x = layer(x)
+        return x
+'''
+
+
+@pytest.mark.slow
+def test_isinstance_on_a_class_loaded_twice_under_one_name_takes_the_right_branch(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """The original and the rewrite are loaded under one module name; TorchScript resolved
+    ``isinstance(layer, Scaled)`` in the second by the first's registered type and ran the
+    other branch (typeerror-fallback's fixture was rejected for a parity difference)."""
+    import importlib.util
+    import sys
+
+    import torch
+    from tsfix.codemods.validation.worker import script
+
+    x, lengths = torch.ones(3), torch.full((3,), 5.0)
+    for version in range(2):
+        path = tmp_path / f"v{version}.py"
+        path.write_text(_DISPATCH)
+        spec = importlib.util.spec_from_file_location("tsfix_same_name", path)
+        assert spec is not None and spec.loader is not None
+        module = importlib.util.module_from_spec(spec)
+        monkeypatch.setitem(sys.modules, "tsfix_same_name", module)
+        spec.loader.exec_module(module)
+        net = module.Net()
+        assert torch.equal(script(net)(x, lengths), net(x, lengths)), version

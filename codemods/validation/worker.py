@@ -465,6 +465,7 @@ def script(module: torch.nn.Module) -> Any:
     whose methods did not finish compiling are forgotten, so the next attempt builds a fresh
     type (TorchScript gives it a mangled name) and reports its own error. This keeps one
     process (no second torch import) and costs nothing when scripting succeeds."""
+    _unclash_class_names(module)
     try:
         return torch.jit.script(module)
     except BaseException:
@@ -475,6 +476,48 @@ def script(module: torch.nn.Module) -> Any:
         except Exception:
             pass    # a torch without this store: the scripting error is what counts
         raise
+
+
+_renamed = 0
+
+
+def _unclash_class_names(module: torch.nn.Module) -> None:
+    """Give each module class of ``module`` that shares its qualified name with a class
+    TorchScript already registered (the original of the same file, loaded under the same module
+    name, or the same file loaded by an earlier job) a name of its own.
+
+    TorchScript resolves a class named in ``isinstance(layer, Block)`` by its qualified name
+    in one registry per process: with two Python classes of one name, the test compares with
+    the type registered first and takes the other branch (measured: typeerror-fallback's
+    dispatch ran the fallback call). ``_jit_override_qualname`` is TorchScript's own way to
+    name a type; it is set on the class itself and on each of its subclasses (they would
+    inherit it) and changes nothing in eager mode."""
+    global _renamed
+    from torch._jit_internal import _qualified_name
+
+    registry = torch.jit._state._python_cu
+    compiled = torch.jit._recursive.concrete_type_store.type_store
+    for cls in {type(sub) for sub in module.modules()}:
+        if (cls.__module__.split(".")[0] == "torch" or cls in compiled
+                or "_jit_override_qualname" in vars(cls)):
+            continue
+        try:
+            if registry.get_class(_qualified_name(cls)) is None:
+                continue
+        except Exception:
+            continue
+        _renamed += 1
+        family, todo = [], [cls]
+        while todo:
+            member = todo.pop()
+            family.append(member)
+            todo.extend(member.__subclasses__())
+        for member in family:
+            if "_jit_override_qualname" not in vars(member):
+                with contextlib.suppress(TypeError, AttributeError):
+                    member._jit_override_qualname = (  # type: ignore[attr-defined]
+                        f"__torch__.{member.__module__}.___tsfix_{_renamed}."
+                        f"{member.__qualname__}")
 
 
 _SITE = re.compile(r'File "([^"]+)", line (\d+)')
