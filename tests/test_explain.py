@@ -301,3 +301,21 @@ def test_an_annotated_return_of_another_type_is_tsf118() -> None:
     result = _explain(_outcome(message, BLOCKERS), "ReturnsByFlag", "blockers.py", BLOCKERS,
                       BLOCKERS.read_text(), [], [])
     assert result.code == "TSF118"
+
+
+def test_an_undefined_name_is_a_carried_local_only_where_check_found_one() -> None:
+    """"undefined value" is TorchScript's message for a loop-carried local (TSF230) and for a
+    name bound nowhere; without a TSF230 finding in the class it names no code."""
+    text = BLOCKERS.read_text()
+    findings = check_source(text, "blockers.py")
+    carried = [f for f in findings if f.class_name == "CarriedLocal"]
+    read_line = next(n for n, line in enumerate(text.splitlines(), 1)
+                     if line.strip() == "h = h + x")
+    message = (f'\nundefined value h:\n  File "{BLOCKERS}", line {read_line}\n'
+               "                h = h + x\n                    ~ <--- HERE\n")
+    found = _explain(_outcome(message, BLOCKERS), "CarriedLocal", "blockers.py", BLOCKERS,
+                     text, carried, [])
+    assert (found.code, found.line) == ("TSF230", min(f.line for f in carried))
+    unknown = _explain(_outcome(message, BLOCKERS), "CarriedLocal", "blockers.py", BLOCKERS,
+                       text, [], [])
+    assert unknown.code is None and unknown.line == read_line

@@ -147,3 +147,15 @@ def test_an_init_object_the_constructor_changes_is_fresh_for_every_build(
     assert scaler.verdict == "unverified", scaler.reason
     assert scaler.reason.startswith(NOT_SCRIPTABLE_EITHER), scaler.reason
     assert "one artifact holds in eager mode for 2 of 2" in scaler.reason
+
+
+def test_a_config_dict_that_cannot_be_deep_copied_stays_its_own_class() -> None:
+    """ParityBench's ``_mock_config`` (``__getattr__ = dict.__getitem__``) raises KeyError on
+    deepcopy's ``__deepcopy__`` lookup; rebuilt as a plain dict, ``config.dim`` failed."""
+    class Config(dict):  # type: ignore[type-arg]
+        __getattr__ = dict.__getitem__
+
+    config = Config(dim=4, layers=[1, 2])
+    copied = fresh(config)
+    assert type(copied) is Config and copied.dim == 4 and copied == config
+    assert copied["layers"] is not config["layers"]

@@ -118,7 +118,9 @@ class KnownError:
 
 
 # Codes whose TorchScript error points at another line than the one to fix.
-_PLACED_BY_FINDING = frozenset({"TSF229"})
+_PLACED_BY_FINDING = frozenset({"TSF229", "TSF230"})
+# Codes whose TorchScript message other constructs share: named only when check found one.
+_NEEDS_FINDING = frozenset({"TSF230"})
 
 # Measured on torch 2.13 (fixtures/check/blockers.py has one class for each). Order matters:
 # the first pattern found in the message wins.
@@ -161,6 +163,10 @@ KNOWN_ERRORS = (
     KnownError(r"for argument '\w+' but instead found type 'Optional\[", "TSF228"),
     # The error points at the later assignment; the fix is at the ``= None`` (TSF229).
     KnownError(r"previously had type NoneType but is now being assigned", "TSF229"),
+    # A local a loop carries between iterations: the error points at its read, the fix is a
+    # binding before the loop (TSF230, placed at the loop). A name bound nowhere says the
+    # same: without a TSF230 finding in the class, explain gives torch's message alone.
+    KnownError(r"undefined value \w+", "TSF230"),
     # A name re-bound in a nested block to a value of another type (the error points at it).
     KnownError(r"Variable '\w+' previously had type .+ but is now being assigned to a value "
                r"of type", "TSF119"),
@@ -489,6 +495,8 @@ def _explain(outcome: dict[str, Any], class_name: str, display: str, path: Path,
         known = next((k for k in KNOWN_ERRORS if re.search(k.pattern, message)), None)
         result.line = _user_line(message, path)
     code = known.code if known and (known.code is None or known.code in CODES) else None
+    if code in _NEEDS_FINDING and not any(h.code == code for h in hints):
+        code = None         # the message alone does not tell the construct (a name never bound)
     on_line = [h for h in hints if h.line == result.line]
     if on_line and code not in {h.code for h in on_line}:
         # Messages overlap (a bad sum() reads like a bad argument type); what the linter finds

@@ -192,7 +192,14 @@ def fresh(value: Any) -> Any:
     if isinstance(value, list | tuple) and not hasattr(value, "_fields"):
         return type(value)(fresh(v) for v in value)
     if isinstance(value, dict):
-        return {k: fresh(v) for k, v in value.items()}
+        copied = {k: fresh(v) for k, v in value.items()}
+        if type(value) is dict:
+            return copied
+        # A dict subclass (a config object: attribute access on its keys) stays one.
+        try:
+            return type(value)(copied)
+        except Exception:
+            return value
     return value
 
 
