@@ -319,9 +319,17 @@ def test_lift_branch_fixtures_validate_under_onnx(tmp_path: Path) -> None:
     result = run([folder], Options(rules=["lift-branch"], mode="diff", jobs=2))
     classes = result.classes()
     expected = {"CustomModel": 2, "PoolingClassifierHead": 3, "SparseDenoiseBlock": 4,
-                "TransformerBlock": 4, "GatedFusion": 2, "DetectionHead": 2, "ResidualBlock": 2}
-    assert {c.class_name for c in classes} == set(expected)
+                "TransformerBlock": 4, "GatedFusion": 2, "DetectionHead": 2, "ResidualBlock": 2,
+                "SegHead": 4}
+    # A layer count lifted for range() and `<` scripts, but the TorchScript-based ONNX
+    # exporter cannot export the int tensor's comparisons ("bitwise" ops): rejected, not
+    # written.
+    refused = {"StackedRefiner"}
+    assert {c.class_name for c in classes} == set(expected) | refused
     for c in classes:
+        if c.class_name in refused:
+            assert c.verdict == "rejected" and c.reason.startswith("onnx: "), c.reason
+            continue
         assert c.verdict == "verified", (c.class_name, c.reason)
         assert "each lifted input decides a branch" in c.reason, c.reason
         assert (f"onnxruntime parity for {expected[c.class_name]} configuration(s)"

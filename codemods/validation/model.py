@@ -1077,6 +1077,12 @@ def check_reached_class(model_class: ModelClass, pairs: list[Pair], many_configs
             raise rejected(f"one artifact: the rewritten {p.seen.label(many_configs)} has no "
                            f"attribute {missing[0]} (lifted)")
         values = {param: getattr(p.new, attr) for param, attr in lifted.items()}
+        if target == "onnx":
+            # The ONNX form takes each setting as a 0-d tensor (lift-branch's onnx form).
+            from tsfix.codemods.validation.onnx_export import setting_tensor
+
+            return {param: setting_tensor(value, codes.get(lifted[param]))
+                    for param, value in values.items()}
         if target != "export":
             return values
         from tsfix.codemods.validation.export import setting_value
@@ -1086,7 +1092,7 @@ def check_reached_class(model_class: ModelClass, pairs: list[Pair], many_configs
 
     codes: dict[str, dict[str, int]] = {}
     new_file = module_at(rewritten, model_class.path, rename)
-    if target == "export" and new_file is not None and module_file(new_file):
+    if target in ("onnx", "export") and new_file is not None and module_file(new_file):
         from tsfix.codemods.validation.export import string_codes
 
         with contextlib.suppress(OSError, UnicodeDecodeError):
