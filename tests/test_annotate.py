@@ -914,3 +914,33 @@ def test_a_functions_parameter_is_typed_from_the_configured_models_run(
     assert "def mix(x, y, alpha: float):" in (tmp_path / "m.py").read_text()
     assert [c.verdict for c in result.classes()] == ["verified"]
     assert [m.ok for m in result.models()] == [True]
+
+
+def test_an_observed_return_does_not_type_returns_a_setting_chooses_between() -> None:
+    """asteroid's Conv1DBlock returns a Tensor or a tuple by its skip setting (constant-flag
+    makes the test a constant): the one configuration the examples ran returned a tuple, and
+    `-> Tuple[Tensor, Tensor]` broke scripting every configuration without the skip."""
+    code = textwrap.dedent("""\
+        import torch
+        import torch.nn as nn
+
+
+        class Block(nn.Module):
+            __constants__ = ["has_skip"]
+
+            def __init__(self, skip: int = 0):
+                super().__init__()
+                self.has_skip = bool(skip)
+                self.res = nn.Linear(4, 4)
+                self.skip = nn.Linear(4, 4)
+
+            def forward(self, x):
+                out = self.res(x)
+                if not self.has_skip:
+                    return out
+                return out, self.skip(x)
+        """)
+    observed = {"Block": {"forward": {"return": "Tuple[Tensor, Tensor]"}}}
+    result = _rewrite(code, observed=observed)
+    assert "->" not in result.text
+    assert any("returns disagree" in s.reason for s in result.skips)

@@ -145,7 +145,12 @@ def return_type(method: MethodState) -> str | None:
     unified = unify_all(kinds)
     observed = from_observation(method.observed.get("return"))
     if (unified is None or not is_complete(unified)) and observed and is_complete(observed):
-        unified = observed
+        # What the examples returned decides only where every return the code types fits it:
+        # a Tensor on one path and a tuple on another (a setting choosing, asteroid's
+        # Conv1DBlock) has no common type, whatever one configuration returned.
+        fits = unify_all([*(k for k in kinds if k is not None), observed])
+        if fits is not None and is_complete(fits):
+            unified = observed
     if unified is None or not is_complete(unified):
         if len({k for k in kinds if k is not None}) > 1:
             method.skip(func, "its returns disagree and their common type is unknown; "
