@@ -11,9 +11,12 @@ from __future__ import annotations
 import textwrap
 from pathlib import Path
 
+import libcst as cst
 import pytest
 from conftest import Project
 from tsfix.codemods.pipeline.config import parse_example
+from tsfix.codemods.rules import registry
+from tsfix.codemods.rules.base import ClassChange, Rule
 from tsfix.codemods.validation.pool import (
     JobClass,
     ObserveClass,
@@ -413,15 +416,35 @@ def test_a_new_error_behind_the_originals_first_one_is_rejected(tmp_path: Path) 
         "number of arguments"), right_reason
 
 
+class _WrongReturnRule(Rule):
+    """Test-only: writes the annotation the issue saw annotate write from one configuration's
+    observed return (``encode(...) -> torch.Tensor`` on a method that returns a tuple under
+    ``return_hidden=True``); annotate itself no longer does."""
+
+    name = "wrong-return"
+    summary = "test rule annotating Net.encode's return as a Tensor"
+
+    def rewrite_class(self, cls: cst.ClassDef) -> cst.ClassDef:
+        if cls.name.value != "Net" or not isinstance(cls.body, cst.IndentedBlock):
+            return cls
+        body = [node.with_changes(returns=cst.Annotation(cst.parse_expression("torch.Tensor")))
+                if isinstance(node, cst.FunctionDef) and node.name.value == "encode" else node
+                for node in cls.body.body]
+        self.changes.append(ClassChange(self.name, cls.name.value, self.span_of(cls),
+                                        self.summary))
+        return cls.with_changes(body=cls.body.with_changes(body=body))
+
+
 def test_a_model_job_rejects_a_new_error_behind_the_originals_first_one(
-        project: Project) -> None:
+        project: Project, monkeypatch: pytest.MonkeyPatch) -> None:
     # Net cannot be built with defaults (no guessed input): only the model that holds it
     # judges its rewrite.
+    monkeypatch.setattr(registry, "ALL_RULES", {"wrong-return": _WrongReturnRule})
     project.pyproject({"model.py:Top": {"init": [{}], "inputs": ["randn(2, 4)"]}})
     project.write("model.py", BEHIND_KWARGS.replace("def __init__(self, size=4):",
                                                     "def __init__(self, size):") + TOP)
 
-    result = project.run(rules=["annotate"], mode="diff", allow_unscriptable=True)
+    result = project.run(rules=["wrong-return"], mode="diff", allow_unscriptable=True)
 
     [net] = [c for c in result.files[0].classes if c.class_name == "Net"]
     assert net.verdict == "rejected", net.reason
