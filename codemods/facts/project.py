@@ -185,7 +185,7 @@ def _summarised(path: str, mtime_ns: int, size: int) -> _Summary | None:
     except (OSError, SyntaxError, ValueError, RecursionError):
         return None
     statements = _top_level(tree)
-    return _Summary(_bindings(statements), _imports(statements), tuple(
+    return _Summary(_bindings(statements), ast_imports(statements), tuple(
         (s.level, s.module or "") for s in statements
         if isinstance(s, ast.ImportFrom) and any(a.name == "*" for a in s.names)))
 
@@ -259,7 +259,7 @@ def _bindings(statements: list[ast.stmt]) -> dict[str, _Binding]:
     for statement in statements:
         if isinstance(statement, ast.ClassDef):
             found[statement.name] = _Binding("class", statement.lineno, tuple(
-                _dotted(base) for base in statement.bases))
+                dotted_name(base) for base in statement.bases))
         elif isinstance(statement, ast.FunctionDef | ast.AsyncFunctionDef):
             found[statement.name] = _Binding("function", statement.lineno)
         elif isinstance(statement, ast.Assign | ast.AnnAssign):
@@ -288,7 +288,7 @@ def _top_level(tree: ast.Module) -> list[ast.stmt]:
     return found
 
 
-def _imports(statements: list[ast.stmt]) -> dict[str, tuple[int, str]]:
+def ast_imports(statements: list[ast.stmt]) -> dict[str, tuple[int, str]]:
     """Local name -> (level, dotted name) of the module's imports."""
     found: dict[str, tuple[int, str]] = {}
     for statement in statements:
@@ -308,13 +308,14 @@ def _imports(statements: list[ast.stmt]) -> dict[str, tuple[int, str]]:
     return found
 
 
-def _dotted(expr: ast.expr) -> str | None:
+def dotted_name(expr: ast.expr) -> str | None:
+    """``nn.Module`` for that expression (``Generic[T]`` -> ``Generic``), else None."""
     if isinstance(expr, ast.Subscript):     # Generic[T], nn.ModuleList[...]
-        return _dotted(expr.value)
+        return dotted_name(expr.value)
     if isinstance(expr, ast.Name):
         return expr.id
     if isinstance(expr, ast.Attribute):
-        base = _dotted(expr.value)
+        base = dotted_name(expr.value)
         return f"{base}.{expr.attr}" if base else None
     return None
 

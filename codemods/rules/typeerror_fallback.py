@@ -96,7 +96,7 @@ import libcst as cst
 from libcst.helpers import get_full_name_for_node
 from tsfix.codemods.facts.classes import ClassFacts
 from tsfix.codemods.facts.prefilter import AstFile
-from tsfix.codemods.facts.project import lookup
+from tsfix.codemods.facts.project import ast_imports, dotted_name, lookup
 from tsfix.codemods.facts.syntax import (
     code_of,
     contains,
@@ -200,35 +200,6 @@ def _parsed(path: Path) -> ast.Module | None:
     return _parsed_at(str(path), stat.st_mtime_ns, stat.st_size)
 
 
-def _dotted(expr: ast.expr) -> str | None:
-    if isinstance(expr, ast.Name):
-        return expr.id
-    if isinstance(expr, ast.Attribute):
-        base = _dotted(expr.value)
-        return f"{base}.{expr.attr}" if base else None
-    return None
-
-
-def _top_level_imports(tree: ast.Module) -> dict[str, tuple[int, str]]:
-    """Local name -> (level, dotted name) of the module's top-level imports."""
-    found: dict[str, tuple[int, str]] = {}
-    for statement in tree.body:
-        if isinstance(statement, ast.Import):
-            for alias in statement.names:
-                if alias.asname:
-                    found[alias.asname] = (0, alias.name)
-                else:
-                    head = alias.name.split(".")[0]
-                    found[head] = (0, head)
-        elif isinstance(statement, ast.ImportFrom):
-            for alias in statement.names:
-                if alias.name != "*":
-                    module = statement.module or ""
-                    found[alias.asname or alias.name] = (
-                        statement.level, ".".join(p for p in (module, alias.name) if p))
-    return found
-
-
 class _Classes:
     """Reads the classes a file's names refer to, in this file and the project's other files
     (with CPython's ``ast``; nothing is imported)."""
@@ -248,7 +219,7 @@ class _Classes:
         classes = {s.name: s for s in tree.body if isinstance(s, ast.ClassDef)}
         if not rest and head in classes:
             return self._read(tree, path, classes[head], depth)
-        imports = _top_level_imports(tree)
+        imports = ast_imports(tree.body)
         if head not in imports:
             return _Callee(dotted, dotted, problem=f"`{dotted}` is neither a class of the file "
                            "nor imported")
@@ -295,7 +266,7 @@ class _Classes:
                 assigned = True
         bases: list[_Callee] = []
         for base in cls.bases:
-            name = _dotted(base.value if isinstance(base, ast.Subscript) else base)
+            name = dotted_name(base.value if isinstance(base, ast.Subscript) else base)
             bases.append(self._resolve(tree, path, name, depth + 1) if name else
                          _Callee("?", ast.unparse(base), problem="a base that is no name"))
         ancestors = frozenset(a for b in bases for a in (b.identity, *b.ancestors))
@@ -303,7 +274,7 @@ class _Classes:
             found = _Callee(identity, cls.name, ancestors=ancestors,
                             problem=f"{cls.name}.forward is assigned, not defined")
         elif forward is not None:
-            static = any(_dotted(d) == "staticmethod" for d in forward.decorator_list)
+            static = any(dotted_name(d) == "staticmethod" for d in forward.decorator_list)
             found = _Callee(identity, cls.name, forward.args, static, ancestors)
         else:
             found = self._inherited(identity, cls.name, bases, ancestors)
