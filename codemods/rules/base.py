@@ -26,6 +26,7 @@ are computed once per file for every rule and the linter.
 from __future__ import annotations
 
 import ast
+import functools
 from collections.abc import Collection, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import ClassVar, Literal, TypeAlias
@@ -308,6 +309,16 @@ class Rule(Codemod):
                 return _shifted(positions[node], line - here.line, column - here.column)
         return None
 
+    def function_position(self, func: cst.FunctionDef, node: cst.CSTNode) -> tuple[int, int]:
+        """(line, 1-based column) of ``node`` in a module-level function, in the lines of the
+        text as the user has it (earlier rules may have added import lines above)."""
+        positions = _node_positions(func)
+        here = positions[node].start
+        name_line = positions[func.name].start.line
+        written = _function_lines(self.source_text or self.source_module.code)
+        shift = written.get(func.name.value, name_line) - name_line
+        return here.line + shift, here.column + 1
+
     def skip(self, class_name: str, node: cst.CSTNode, reason: str, *, code: str | None = None,
              message: str = "") -> None:
         """Report a candidate this rule leaves alone, and why. With ``code``, the site is an
@@ -315,6 +326,17 @@ class Rule(Codemod):
         position = self._position(node).start
         self.skips.append(Skip(self.name, class_name, position.line, reason, code,
                                position.column + 1, message))
+
+
+@functools.lru_cache(maxsize=4)
+def _function_lines(text: str) -> dict[str, int]:
+    """Module-level function name -> the line of its ``def`` in ``text``."""
+    try:
+        tree = ast.parse(text)
+    except (SyntaxError, ValueError):
+        return {}
+    return {s.name: s.lineno for s in tree.body
+            if isinstance(s, ast.FunctionDef | ast.AsyncFunctionDef)}
 
 
 def _shifted(position: CodeRange, lines: int, columns: int) -> CodeRange:

@@ -110,7 +110,6 @@ from collections.abc import Collection, Iterator, Mapping
 from dataclasses import dataclass, replace
 
 import libcst as cst
-from libcst.metadata import MetadataWrapper, PositionProvider
 from tsfix.codemods.facts.classes import (
     CONTAINER_METHODS,
     TENSOR_CONSTRUCTORS,
@@ -1053,7 +1052,6 @@ class M(torch.nn.Module):
         self._plans: dict[str, _FunctionPlan] = {}
         # module functions whose findings a class has reported (and whose rewrite it claims)
         self._claimed: dict[str, _FunctionPlan] = {}
-        self._def_lines: dict[str, int] | None = None
 
     def rewrite_class(self, cls: cst.ClassDef) -> cst.ClassDef:
         if not self.facts.is_module_class(cls):
@@ -1178,7 +1176,7 @@ class M(torch.nn.Module):
         fixes: list[Fix] = []
         skips: list[Skip] = []
         for item in lists:
-            line, column = self._function_position(func, item.node)
+            line, column = self.function_position(func, item.node)
             message = _arange_message(item.node)
             if item.replacement is None:
                 skips.append(Skip(self.name, "", line, f"{message}; not turned into "
@@ -1187,29 +1185,12 @@ class M(torch.nn.Module):
                 fixes.append(Fix(self.name, "TSF227", "", line, column, message))
         for use in scalar_uses(func, TensorProof(typer, imports), excluded,
                                _rewritten_ids(lists)):
-            line, column = self._function_position(func, use.node)
+            line, column = self.function_position(func, use.node)
             skips.append(Skip(self.name, "", line, f"{use.message}; left as it is: {use.fix}",
                               "TSF227", column, use.message))
         new = _replace_lists(func, lists) if _rewritten_ids(lists) else func
         plan = self._plans[function] = _FunctionPlan(new, fixes, skips)
         return plan
-
-    def _function_position(self, func: cst.FunctionDef, node: cst.CSTNode) -> tuple[int, int]:
-        """(line, 1-based column) of ``node`` in a module-level function, in the lines of the
-        text as the user has it (earlier rules may have added import lines above)."""
-        positions = MetadataWrapper(cst.Module(body=[func]), unsafe_skip_copy=True).resolve(
-            PositionProvider)
-        if self._def_lines is None:
-            try:
-                tree = ast.parse(self.source_text or self.source_module.code)
-                self._def_lines = {s.name: s.lineno for s in tree.body
-                                   if isinstance(s, ast.FunctionDef | ast.AsyncFunctionDef)}
-            except (SyntaxError, ValueError):
-                self._def_lines = {}
-        here = positions[node].start
-        name_line = positions[func.name].start.line
-        shift = self._def_lines.get(func.name.value, name_line) - name_line
-        return here.line + shift, here.column + 1
 
     def _branches(self, method: str, func: cst.FunctionDef, proof: TensorProof,
                   excluded: set[int]) -> Iterator[_Branch]:

@@ -21,7 +21,6 @@ from functools import lru_cache
 from pathlib import Path
 
 import libcst as cst
-from libcst.metadata import MetadataWrapper, PositionProvider
 from tsfix.codemods.facts.classes import ClassFacts, is_ignored, never_compiled_nodes
 from tsfix.codemods.facts.project import is_standard_library, lookup, relative_imports
 from tsfix.codemods.facts.syntax import decorator_names, find_all, parameters_of
@@ -83,7 +82,6 @@ class ModuleFunctions:
                 for name in reached:
                     self.users.setdefault(name, set()).add(statement.name.value)
         self._plans: dict[str, FunctionPlan] = {}
-        self._def_lines: dict[str, int] | None = None
         self._relative = relative_imports(module)
         self._elsewhere: dict[str, str | None] = {}
         # functions whose findings a class has reported
@@ -158,7 +156,7 @@ class ModuleFunctions:
                     continue
                 seen.add(name)
                 if in_function:
-                    line, column = self.position(func, call)
+                    line, column = self.rule.function_position(func, call)
                     self.rule.skips.append(Skip(self.rule.name, class_name, line, reason, None,
                                                 column))
                 else:
@@ -238,7 +236,7 @@ class ModuleFunctions:
         plan = FunctionPlan(name, func, {}, counts)
         foreign = [d for d in decorator_names(func) if not d.endswith(_TRANSPARENT)]
         if foreign:
-            line, column = self.position(func, func)
+            line, column = self.rule.function_position(func, func)
             plan.skips.append(Skip(self.rule.name, "", line, f"{name}(): decorated with "
                                    f"@{foreign[0]}: TorchScript compiles what the decorator "
                                    "returns, not this function; left as it is", None, column))
@@ -265,24 +263,6 @@ class ModuleFunctions:
         plan.param_types = {**tensors, **annotator.param_types}
         return plan
 
-    def position(self, func: cst.FunctionDef, node: cst.CSTNode) -> tuple[int, int]:
-        """(line, 1-based column) of ``node`` in a module-level function, in the lines of the
-        text as the user has it (earlier rules may have added import lines above)."""
-        positions = MetadataWrapper(cst.Module(body=[func]), unsafe_skip_copy=True).resolve(
-            PositionProvider)
-        if self._def_lines is None:
-            try:
-                tree = ast.parse(self.rule.source_text or self.rule.source_module.code)
-                self._def_lines = {s.name: s.lineno for s in tree.body
-                                   if isinstance(s, ast.FunctionDef | ast.AsyncFunctionDef)}
-            except (SyntaxError, ValueError):
-                self._def_lines = {}
-        here = positions[node].start
-        name_line = positions[func.name].start.line
-        shift = self._def_lines.get(func.name.value, name_line) - name_line
-        return here.line + shift, here.column + 1
-
-
 class FunctionAnnotator(MethodAnnotator):
     """:class:`MethodAnnotator` for a module-level function: what it fixes and refuses goes to
     the function's plan (reported by the first class that reaches the function)."""
@@ -297,12 +277,12 @@ class FunctionAnnotator(MethodAnnotator):
 
     def skip(self, node: cst.CSTNode, reason: str, *, code: str | None = None,
              message: str = "") -> None:
-        line, column = self.module_functions.position(self.func, node)
+        line, column = self.module_functions.rule.function_position(self.func, node)
         self.plan.skips.append(Skip(self.rule.name, "", line, f"{self.name}(): {reason}", code,
                                     column, message))
 
     def fixed(self, node: cst.CSTNode, code: str, message: str) -> None:
-        line, column = self.module_functions.position(self.func, node)
+        line, column = self.module_functions.rule.function_position(self.func, node)
         self.plan.fixes.append(Fix(self.rule.name, code, "", line, column, message))
 
 
