@@ -83,6 +83,9 @@ def test_zoo_models_script_after_tsfix(site: Path, tmp_path: Path,
 
     # The rewritten classes the models reach get their verdicts from the models' runs: no
     # "no example inputs", no guessed input.
+    # Every verdict says why: a class the fix loop rewrote that no model reaches too.
+    assert all(c.reason for c in result.classes()), [
+        c.class_name for c in result.classes() if not c.reason]
     reached = [c for c in result.classes() if "from model" in c.reason]
     decided = [c for c in reached if c.verdict in (VERIFIED, REJECTED)]
     assert not [c for c in result.classes() if c.verdict == UNVERIFIED

@@ -1244,7 +1244,11 @@ def _fix_loop(model: configured.Configured, result: ModelResult, overlay: dict[s
         answer = configured.located(answer, trial_overlay, session.target)
         verdicts = {found.verdict.name: found.verdict for found in answer.classes
                     if found.path == path}
-        judged = configured.with_verdicts(classes, verdicts)
+        judged = [c if c.reason else replace(
+                      c, reason=f"not validated: the fix loop rewrote {shown} "
+                                f"for model {model.display}, which does not reach this class; "
+                                "give it an example table")
+                  for c in configured.with_verdicts(classes, verdicts)]
         bad = [c for c in judged if c.class_name == class_name and (
             c.verdict == REJECTED or (session.require_verified and c.verdict != VERIFIED))]
         rules = ", ".join(dict.fromkeys(c.rule for c in changed))
