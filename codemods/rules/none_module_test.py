@@ -532,13 +532,14 @@ class SERes2NetBlock(nn.Module):
             return [_Value(_TENSOR, shown, line)]
         written = _dotted(value.func)
         init = facts.init
-        if written is None or not name[:1].isupper():
-            return [_Value(_UNKNOWN, shown, line, f"`{shown}` is not a call of a named class: "
-                           "what it returns is not known")]
-        if init is not None and written.partition(".")[0] in _init_names(init):
+        if written is not None and init is not None and \
+                written.partition(".")[0] in _init_names(init):
             return [_Value(_UNKNOWN, shown, line, f"`{shown}` is built from "
                            f"`{written.partition('.')[0]}`, a constructor argument or local of "
                            "__init__: its class is not known")]
+        if written is None or not name[:1].isupper():
+            return [_Value(_UNKNOWN, shown, line, f"`{shown}` is not a call of a named class: "
+                           "what it returns is not known")]
         problem = (_torch_problem(full) if full.startswith("torch.")
                    else self._classes().problem(written))
         return [_Value(_FALSY if problem else _MODULE, written, line, problem)]
