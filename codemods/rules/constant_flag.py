@@ -116,6 +116,7 @@ from tsfix.codemods.rules._class_lists import appended, own_list, with_list
 from tsfix.codemods.rules.base import ClassChange, Code, Example, Rule
 
 _LIST = "__constants__"
+_GUARD_CODE = "TSF231"
 _COMMENT = "# TorchScript compiles only the branch a constant bool test takes."
 _NOTE = ("the scripted module bakes {flags} per instance (TorchScript compiles only the "
          "branch the constant takes): it decides the submodules and the return type, so one "
@@ -139,6 +140,30 @@ class _Flag:
 
 
 @dataclass
+class _Copy:
+    """A bool copy of a whole test (``self.has_avg_pool = self.pool_type == 'avg'``), stored
+    after ``after`` (the last ``__init__`` statement setting what it reads); ``tests`` are the
+    compiled tests that read it instead."""
+
+    name: str
+    expression: cst.BaseExpression
+    after: cst.CSTNode
+    # (test, the self of the method holding it)
+    tests: list[tuple[cst.BaseExpression, str]] = field(default_factory=list)
+
+
+@dataclass
+class _Guard:
+    """A compiled read of ``self.<attr>``, which ``__init__`` builds only under ``chooser``,
+    reported at ``site`` (the test that guards it, or the read itself)."""
+
+    site: cst.CSTNode
+    attr: str
+    chooser: cst.CSTNode
+    test: cst.BaseExpression | None
+
+
+@dataclass
 class _Plan:
     flags: dict[str, _Flag] = field(default_factory=dict)
     # (node, message): the TSF118 returns the plan fixes
@@ -146,6 +171,12 @@ class _Plan:
     # (node, reason, message): what it leaves
     refused: list[tuple[cst.CSTNode, str, str]] = field(default_factory=list)
     callee: str | None = None           # the fixed class whose result this class unpacks
+    # Tests guarding an attribute __init__ builds only under a test (TSF231), keyed by the
+    # test's code: one copy serves every test written the same.
+    copies: dict[str, _Copy] = field(default_factory=dict)
+    guard_fixed: list[_Guard] = field(default_factory=list)
+    guard_refused: list[tuple[_Guard, str]] = field(default_factory=list)
+    guard_flags: list[str] = field(default_factory=list)    # flags only the guards need
 
 
 def _truth_reads(test: cst.BaseExpression, self_var: str) -> list[cst.Attribute]:
@@ -231,6 +262,27 @@ def _bool_setting(facts: ClassFacts, assignment: AttrAssignment) -> bool:
     return facts.attributes.get(assignment.attr) == "bool"
 
 
+def _setting_problem(facts: ClassFacts, attr: str) -> str | None:
+    """Why ``self.<attr>`` is not a setting a constant can stand for, or None: it must be set
+    once, by a plain assignment in ``__init__``, to something other than a tensor, submodule or
+    container."""
+    assignments = [a for a in facts.assignments if a.attr == attr]
+    outside = [a for a in assignments if a.method != "__init__"]
+    if outside:
+        return (f"self.{attr} is assigned in {outside[0].method}() too: a constant is "
+                "set once, in __init__")
+    if len(assignments) != 1 or assignments[0].value is None:
+        return (f"self.{attr} is not set by exactly one plain assignment in __init__ "
+                f"({len(assignments)} found)")
+    if attr in facts.submodules or attr in facts.registered or attr in facts.layers:
+        return f"self.{attr} is a submodule, parameter or buffer, not a setting"
+    kind = facts.attributes.get(attr) or facts.maybe_none.get(attr) or ""
+    if kind.startswith(_NOT_SETTINGS) or attr in facts.containers:
+        return (f"self.{attr} holds a {kind or 'container'}, not a setting "
+                "TorchScript can hold as a constant")
+    return None
+
+
 def _copy_name(attr: str, taken: set[str]) -> str:
     """``skip_chan`` -> ``has_skip_chan`` (``_x`` -> ``_has_x``), not clashing with ``taken``."""
     stripped = attr.lstrip("_")
@@ -240,15 +292,166 @@ def _copy_name(attr: str, taken: set[str]) -> str:
     return name
 
 
+# ---- attributes __init__ builds only under a test (TSF231) ---------------------------------
+
+# A block that ends in ``raise`` assigns "everything": __init__ does not return through it.
+_EVERYTHING = frozenset({"*"})
+
+
+def _definite(block: cst.BaseSuite | cst.If | cst.Else | None, assigned: dict[int, set[str]],
+              maybe: dict[str, cst.CSTNode]) -> frozenset[str]:
+    """The attributes ``block`` assigns on every path through it; attributes it assigns on
+    some paths only go to ``maybe`` (with the outermost ``if`` choosing)."""
+    if block is None:
+        return frozenset()
+    if isinstance(block, cst.If):
+        body = _definite(block.body, assigned, maybe)
+        other = _definite(block.orelse, assigned, maybe)
+        both = (body if other == _EVERYTHING else other if body == _EVERYTHING
+                else body & other)
+        for name in (body | other) - both - _EVERYTHING:
+            maybe.setdefault(name, block)
+        return both
+    if isinstance(block, cst.Else):
+        return _definite(block.body, assigned, maybe)
+    found: set[str] = set()
+    statements = block.body if isinstance(block, cst.IndentedBlock) else [block]
+    for statement in statements:
+        if isinstance(statement, cst.SimpleStatementLine):
+            found |= assigned.get(id(statement), set())
+            if any(isinstance(small, cst.Raise) for small in statement.body):
+                return _EVERYTHING
+        elif isinstance(statement, cst.If):
+            done = _definite(statement, assigned, maybe)
+            if done == _EVERYTHING:
+                return _EVERYTHING
+            found |= done
+        elif isinstance(statement, cst.With):
+            found |= _definite(statement.body, assigned, maybe) - _EVERYTHING
+        elif isinstance(statement, cst.SimpleStatementSuite):
+            found |= assigned.get(id(statement), set())
+        else:
+            # A loop's body may run zero times; a try's may stop early.
+            _definite_nowhere(statement, assigned, maybe)
+    return frozenset(found)
+
+
+def _definite_nowhere(statement: cst.CSTNode, assigned: dict[int, set[str]],
+                      maybe: dict[str, cst.CSTNode]) -> None:
+    for node in find_all(statement, cst.SimpleStatementLine):
+        for name in assigned.get(id(node), set()):
+            maybe.setdefault(name, statement)
+
+
+def _tested_reads(node: cst.CSTNode, self_var: str, tests: tuple[cst.If | cst.IfExp, ...] = ()
+                  ) -> Iterator[tuple[cst.Attribute, tuple[cst.If | cst.IfExp, ...]]]:
+    """Every ``self.<attr>`` in ``node`` with the ``if`` statements and ``x if t else y``
+    expressions whose branches hold it, outermost first."""
+    if isinstance(node, cst.If):
+        yield from _tested_reads(node.test, self_var, tests)
+        yield from _tested_reads(node.body, self_var, (*tests, node))
+        if node.orelse is not None:
+            yield from _tested_reads(node.orelse, self_var, (*tests, node))
+        return
+    if isinstance(node, cst.IfExp):
+        yield from _tested_reads(node.test, self_var, tests)
+        yield from _tested_reads(node.body, self_var, (*tests, node))
+        yield from _tested_reads(node.orelse, self_var, (*tests, node))
+        return
+    if isinstance(node, cst.Attribute) and self_attr(node, self_var) is not None:
+        yield node, tests
+    for child in node.children:
+        yield from _tested_reads(child, self_var, tests)
+
+
+def _is_literal(expr: cst.BaseExpression) -> bool:
+    """A str, number, bool or None literal, a negative number, or a tuple/list/set of them."""
+    if isinstance(expr, cst.Name):
+        return expr.value in ("True", "False", "None")
+    if isinstance(expr, cst.SimpleString | cst.ConcatenatedString | cst.Integer | cst.Float):
+        return True
+    if isinstance(expr, cst.UnaryOperation) and isinstance(expr.operator, cst.Minus):
+        return isinstance(expr.expression, cst.Integer | cst.Float)
+    if isinstance(expr, cst.Tuple | cst.List | cst.Set):
+        return all(isinstance(e, cst.Element) and _is_literal(e.value) for e in expr.elements)
+    return False
+
+
+def _comparison_settings(test: cst.BaseExpression, self_var: str) -> list[str] | None:
+    """The settings a test reads when it is made only of comparisons of ``self.<attr>`` with
+    literals or other settings (``==``, ``!=``, ``in``, ``<``, ``is None``, ...), truth tests
+    of ``self.<attr>``, ``not`` and ``and``/``or``; None when it reads anything else."""
+    if isinstance(test, cst.Attribute):
+        attr = self_attr(test, self_var)
+        return [attr] if attr is not None else None
+    if isinstance(test, cst.UnaryOperation) and isinstance(test.operator, cst.Not):
+        return _comparison_settings(test.expression, self_var)
+    if isinstance(test, cst.BooleanOperation):
+        left = _comparison_settings(test.left, self_var)
+        right = _comparison_settings(test.right, self_var)
+        return None if left is None or right is None else [*left, *right]
+    if isinstance(test, cst.Comparison):
+        read: list[str] = []
+        for operand in [test.left, *(c.comparator for c in test.comparisons)]:
+            attr = self_attr(operand, self_var)
+            if attr is not None:
+                read.append(attr)
+            elif not _is_literal(operand):
+                return None
+        return read
+    return None
+
+
+def _bool_valued(expr: cst.BaseExpression) -> bool:
+    """Whether ``expr`` is a bool whatever the settings hold (comparisons, ``not``, and
+    ``and``/``or`` of those)."""
+    if isinstance(expr, cst.Comparison):
+        return True
+    if isinstance(expr, cst.UnaryOperation) and isinstance(expr.operator, cst.Not):
+        return True
+    if isinstance(expr, cst.BooleanOperation):
+        return _bool_valued(expr.left) and _bool_valued(expr.right)
+    return False
+
+
+class _RenameSelf(cst.CSTTransformer):
+    """``self`` of one method -> ``self`` of another (a test of forward evaluated in
+    __init__)."""
+
+    def __init__(self, old: str, new: str) -> None:
+        self.old, self.new = old, new
+
+    def leave_Attribute(self, original: cst.Attribute, updated: cst.Attribute
+                        ) -> cst.BaseExpression:
+        if isinstance(updated.value, cst.Name) and updated.value.value == self.old:
+            return updated.with_changes(value=cst.Name(self.new))
+        return updated
+
+
 class _Rewrite(cst.CSTTransformer):
     """Truth reads of a setting -> its bool copy; the copy stored after the setting's
     assignment; a list literal replaced."""
 
     def __init__(self, reads: dict[int, str], after: dict[int, list[cst.SimpleStatementLine]],
-                 replaced: tuple[cst.CSTNode, cst.CSTNode] | None) -> None:
+                 replaced: tuple[cst.CSTNode, cst.CSTNode] | None,
+                 tests: dict[int, cst.BaseExpression] | None = None) -> None:
         self.reads = reads
         self.after = after
         self.replaced = replaced
+        self.tests = tests or {}
+
+    def leave_If(self, original: cst.If, updated: cst.If) -> cst.If:
+        test = self.tests.get(id(original.test))
+        if test is None:
+            return updated
+        space = updated.whitespace_before_test
+        if isinstance(space, cst.SimpleWhitespace) and not space.value:
+            space = cst.SimpleWhitespace(" ")    # `elif(...)` read `elif ...` once rewritten
+        return updated.with_changes(test=test, whitespace_before_test=space)
+
+    def leave_IfExp(self, original: cst.IfExp, updated: cst.IfExp) -> cst.IfExp:
+        test = self.tests.get(id(original.test))
+        return updated.with_changes(test=test) if test is not None else updated
 
     def leave_Attribute(self, original: cst.Attribute, updated: cst.Attribute
                         ) -> cst.BaseExpression:
@@ -294,6 +497,16 @@ class ConstantFlag(Rule):
              "(`return_skip: torch.jit.Final[bool]` in the class body), or return one shape on "
              "every path (`return out, None` merges with `return out, skip` as Tuple[Tensor, "
              "Optional[Tensor]]). torch.export is not affected: it traces the path taken."),
+        Code(_GUARD_CODE, "conditional-attribute", "attribute __init__ builds only under a test",
+             "TorchScript compiles both branches of `if self.pool_type == 'avg': x = "
+             "self.avg_pool(x)`, so an instance whose __init__ did not build `avg_pool` fails "
+             "(\"Module 'Net' has no attribute 'avg_pool'\"); only a test that is a constant "
+             "bool is decided when the instance is scripted. `constant-flag` stores the test's "
+             "value in __init__ (`self.has_avg_pool = self.pool_type == 'avg'`), names it in "
+             "`__constants__` and tests it instead (a bool setting tested alone is named "
+             "itself). By hand: the same, or `hasattr(self, 'avg_pool')` as the test, or build "
+             "the attribute on every path (`nn.Identity()`). torch.export is not affected: it "
+             "traces the path taken."),
     )
     summary = ("a constructor setting whose truth test chooses between returns of different "
                "types is named (or a bool copy of it) in __constants__, so TorchScript compiles "
@@ -398,15 +611,22 @@ class M(torch.nn.Module):
     def may_apply(cls, file: AstFile) -> bool:
         if file.tree is None:
             return True
-        # Two returns in one method of a class, one of them a tuple.
+        # Two returns in one method of a class, or an attribute __init__ assigns under a test.
         for node in file.tree.body:
             if not isinstance(node, ast.ClassDef):
                 continue
             for item in node.body:
-                if isinstance(item, ast.FunctionDef):
-                    returns = [r for r in ast.walk(item) if isinstance(r, ast.Return)]
-                    if len(returns) > 1:
-                        return True
+                if not isinstance(item, ast.FunctionDef):
+                    continue
+                returns = [r for r in ast.walk(item) if isinstance(r, ast.Return)]
+                if len(returns) > 1:
+                    return True
+                if item.name == "__init__" and any(
+                        isinstance(target, ast.Attribute)
+                        for branch in ast.walk(item) if isinstance(branch, ast.If)
+                        for statement in ast.walk(branch) if isinstance(statement, ast.Assign)
+                        for target in statement.targets):
+                    return True
         return False
 
     def prepare(self, module: cst.Module) -> None:
@@ -429,6 +649,15 @@ class M(torch.nn.Module):
                 if caller is not None:
                     self.plans[name] = caller
                     grown = grown or bool(caller.flags)
+        # Attributes __init__ builds only under a test, read under a test of settings.
+        for cls in classes:
+            name = cls.name.value
+            plan = self.plans.get(name) or _Plan()
+            if plan.refused:
+                continue        # returns that stay apart fail to script whatever this does
+            self._guards_plan(cls, plan)
+            if plan.copies or plan.guard_fixed or plan.guard_refused or plan.flags:
+                self.plans[name] = plan
 
     # ---- analysis ------------------------------------------------------------------------
 
@@ -476,28 +705,22 @@ class M(torch.nn.Module):
                     "by type; the returns differ for another reason"), []
         return None, attrs
 
-    def _settle(self, facts: ClassFacts, attrs: list[str], plan: _Plan) -> str | None:
-        """Add ``attrs`` to ``plan`` as constants, or say why one cannot be."""
+    def _settle(self, facts: ClassFacts, attrs: list[str], plan: _Plan, *,
+                bool_constants_decided: bool = False) -> str | None:
+        """Add ``attrs`` to ``plan`` as constants, or say why one cannot be (with
+        ``bool_constants_decided``, a bool already named in ``__constants__`` needs nothing)."""
         constants = constant_attributes(facts.cls)
         settled: list[_Flag] = []
         for attr in attrs:
             if attr in plan.flags:
                 continue
+            problem = _setting_problem(facts, attr)
+            if problem is not None:
+                return problem
             assignments = [a for a in facts.assignments if a.attr == attr]
-            outside = [a for a in assignments if a.method != "__init__"]
-            if outside:
-                return (f"self.{attr} is assigned in {outside[0].method}() too: a constant is "
-                        "set once, in __init__")
-            if len(assignments) != 1 or assignments[0].value is None:
-                return (f"self.{attr} is not set by exactly one plain assignment in __init__ "
-                        f"({len(assignments)} found)")
-            if attr in facts.submodules or attr in facts.registered or attr in facts.layers:
-                return f"self.{attr} is a submodule, parameter or buffer, not a setting"
-            kind = facts.attributes.get(attr) or facts.maybe_none.get(attr) or ""
-            if kind.startswith(_NOT_SETTINGS) or attr in facts.containers:
-                return (f"self.{attr} holds a {kind or 'container'}, not a setting "
-                        "TorchScript can hold as a constant")
             if attr in constants:
+                if bool_constants_decided and _bool_setting(facts, assignments[0]):
+                    continue
                 return (f"self.{attr} is a constant already and not a bool: TorchScript "
                         "decides only a bool constant's test")
             flag = _Flag(attr, assignments[0])
@@ -508,6 +731,126 @@ class M(torch.nn.Module):
             settled.append(flag)
         for flag in settled:
             plan.flags[flag.attr] = flag
+        return None
+
+    def _guards_plan(self, cls: cst.ClassDef, plan: _Plan) -> None:
+        """Make constant each compiled test under which an attribute ``__init__`` builds only
+        under a test is read (``if self.pool_type == "avg": x = self.avg_pool(x)``): the test
+        of the nearest enclosing ``if`` (or ``x if t else y``) that reads only settings."""
+        facts = self.class_facts(cls)
+        built = self._conditional_attributes(cls, facts)
+        if not built:
+            return
+        work = _Plan(flags=dict(plan.flags))
+        sites: dict[int, tuple[cst.If | cst.IfExp, str, _Guard]] = {}
+        refused: list[tuple[_Guard, str]] = []
+        for method, func in facts.compiled_methods():
+            self_var = self_name(func)
+            if self_var is None:
+                continue
+            for read, tests in _tested_reads(func.body, self_var):
+                attr = self_attr(read, self_var)
+                if attr not in built or not facts.is_compiled(method, read):
+                    continue
+                owner = next((t for t in reversed(tests)
+                              if _comparison_settings(t.test, self_var) is not None), None)
+                if owner is None:
+                    where = (f"under `{code_of(tests[-1].test)}`, which reads more than "
+                             "settings of the module" if tests else "outside any test")
+                    refused.append((_Guard(read, attr, built[attr], None),
+                                    f"self.{attr} is read {where}: only a test of settings "
+                                    "can be made a constant that leaves the read uncompiled"))
+                    continue
+                sites.setdefault(id(owner), (owner, self_var,
+                                             _Guard(owner.test, attr, built[attr], owner.test)))
+        for owner, self_var, guard in sites.values():
+            before = (len(work.flags), sum(len(c.tests) for c in work.copies.values()))
+            reason = self._guard_test(facts, owner.test, self_var, guard.attr, work)
+            if reason is not None:
+                refused.append((guard, reason))
+            elif before != (len(work.flags), sum(len(c.tests) for c in work.copies.values())):
+                plan.guard_fixed.append(guard)
+        if refused:
+            # Fixed whole or not at all: one test left undecided still fails to script.
+            plan.guard_refused = refused
+            plan.guard_fixed.clear()
+            return
+        plan.guard_flags = [attr for attr in work.flags if attr not in plan.flags]
+        plan.flags = work.flags
+        plan.copies = work.copies
+
+    def _conditional_attributes(self, cls: cst.ClassDef,
+                                facts: ClassFacts) -> dict[str, cst.CSTNode]:
+        """Attributes ``__init__`` assigns on some paths only -> the statement that chooses
+        (an ``if``, a loop); not those a class-level line, another method or a base class of
+        the file assigns."""
+        init = facts.init
+        if init is None:
+            return {}
+        assigned: dict[int, set[str]] = {}
+        for a in facts.assignments:
+            if a.method == "__init__" and a.attr.isidentifier():
+                assigned.setdefault(id(a.statement), set()).add(a.attr)
+        maybe: dict[str, cst.CSTNode] = {}
+        definite = _definite(init.body, assigned, maybe)
+        if definite == _EVERYTHING:
+            return {}
+        elsewhere = set(facts.assigned_outside_init) | set(facts.declared) | facts.registered
+        if isinstance(cls.body, cst.IndentedBlock):
+            for line in cls.body.body:
+                for target in find_all(line, cst.AssignTarget):
+                    if isinstance(target.target, cst.Name):
+                        elsewhere.add(target.target.value)
+        for base in self.facts.local_bases(cls):
+            elsewhere |= {a.attr for a in self.class_facts(base).assignments}
+        return {attr: node for attr, node in maybe.items()
+                if attr not in definite and attr not in elsewhere}
+
+    def _guard_test(self, facts: ClassFacts, test: cst.BaseExpression, self_var: str,
+                    attr: str, plan: _Plan) -> str | None:
+        """Make ``test`` constant in ``plan``: truth tests of settings by naming them (or their
+        bool copies) in ``__constants__``, any other test of settings by a bool copy of the
+        whole test; or say why it cannot be."""
+        truth = _setting_test(test, self_var)
+        if truth is not None:
+            # Only `is None` tests: decided by the attributes' types already.
+            return (self._settle(facts, truth, plan, bool_constants_decided=True)
+                    if truth else None)
+        key = code_of(test)
+        if key in plan.copies:
+            plan.copies[key].tests.append((test, self_var))
+            return None
+        read = list(dict.fromkeys(_comparison_settings(test, self_var) or []))
+        if not read or facts.init is None:
+            return f"`{key}` reads no setting of the module"
+        init_self = self_name(facts.init) or "self"
+        body = facts.init.body.body if isinstance(facts.init.body, cst.IndentedBlock) else []
+        position = {id(statement): index for index, statement in enumerate(body)}
+        last = -1
+        for setting in read:
+            problem = _setting_problem(facts, setting)
+            if problem is not None:
+                return problem
+            [assignment] = [a for a in facts.assignments if a.attr == setting]
+            index = position.get(id(assignment.statement))
+            if index is None:
+                return (f"self.{setting} is set inside a block of __init__, not on every path: "
+                        f"a copy of `{key}` could not be stored after it")
+            last = max(last, index)
+        expression = test.with_changes(lpar=[], rpar=[]) if isinstance(
+            test, cst.Comparison | cst.BooleanOperation | cst.UnaryOperation | cst.Attribute
+        ) else test
+        if self_var != init_self:
+            renamed = expression.visit(_RenameSelf(self_var, init_self))
+            assert isinstance(renamed, cst.BaseExpression)
+            expression = renamed
+        if not _bool_valued(expression):
+            expression = cst.Call(cst.Name("bool"), [cst.Arg(expression)])
+        taken = ({a.attr for a in facts.assignments} | set(facts.methods)
+                 | {c.name for c in plan.copies.values()}
+                 | {f.derived for f in plan.flags.values() if f.derived})
+        plan.copies[key] = _Copy(_copy_name(attr, taken), expression, body[last],
+                                [(test, self_var)])
         return None
 
     def _caller_plan(self, cls: cst.ClassDef, fixed: set[str]) -> _Plan | None:
@@ -549,9 +892,13 @@ class M(torch.nn.Module):
         code = "TSF118" if plan.callee is None else None
         for node, reason, message in plan.refused:
             self.skip(name, node, reason, code=code, message=message)
-        if not plan.flags:
+        for guard, reason in plan.guard_refused:
+            self.skip(name, guard.site, reason, code=_GUARD_CODE,
+                      message=self._guard_message(guard))
+        if not plan.flags and not plan.copies:
             return cls
         wanted = [flag.constant for flag in plan.flags.values()]
+        wanted += [copy.name for copy in plan.copies.values()]
         existing = own_list(cls, _LIST, sets=True)
         refusal = None
         if existing is not None and existing.value is None:
@@ -559,9 +906,14 @@ class M(torch.nn.Module):
         elif existing is None:
             refusal = self._foreign_base(cls)
         if refusal is not None:
+            named = [*(f"self.{f}" for f in plan.flags),
+                     *(f"`{key}`" for key in plan.copies)]
+            why = f"{', '.join(named)} not made constant: {refusal}"
             for node, message in plan.fixed:
-                self.skip(name, node, f"{', '.join(f'self.{f}' for f in plan.flags)} not made "
-                          f"constant: {refusal}", code=code, message=message)
+                self.skip(name, node, why, code=code, message=message)
+            for guard in plan.guard_fixed:
+                self.skip(name, guard.site, why, code=_GUARD_CODE,
+                          message=self._guard_message(guard))
             return cls
         replaced: tuple[cst.CSTNode, cst.CSTNode] | None = None
         if existing is not None:
@@ -570,19 +922,27 @@ class M(torch.nn.Module):
             if missing:
                 replaced = (existing.value, appended(existing.value, missing))
         facts = self.class_facts(cls)
+        init_self = (self_name(facts.init) if facts.init is not None else None) or "self"
         reads: dict[int, str] = {}
         after: dict[int, list[cst.SimpleStatementLine]] = {}
         for flag in plan.flags.values():
             if flag.derived is None:
                 continue
-            init_self = self_name(facts.init) if facts.init is not None else None
             copy = cst.parse_statement(
                 f"{init_self}.{flag.derived} = bool({init_self}.{flag.attr})\n")
             assert isinstance(copy, cst.SimpleStatementLine)
             after.setdefault(id(flag.assignment.statement), []).append(copy)
             for node in self._truth_sites(facts, flag.attr):
                 reads[id(node)] = flag.derived
-        rewritten = cls.visit(_Rewrite(reads, after, replaced))
+        tests: dict[int, cst.BaseExpression] = {}
+        for test_copy in plan.copies.values():
+            stored = cst.SimpleStatementLine([cst.Assign(
+                [cst.AssignTarget(cst.Attribute(cst.Name(init_self), cst.Name(test_copy.name)))],
+                test_copy.expression)])
+            after.setdefault(id(test_copy.after), []).append(stored)
+            for test, self_var in test_copy.tests:
+                tests[id(test)] = cst.Attribute(cst.Name(self_var), cst.Name(test_copy.name))
+        rewritten = cls.visit(_Rewrite(reads, after, replaced, tests))
         assert isinstance(rewritten, cst.ClassDef)
         if existing is None:
             inherited = self._base_names(cls)
@@ -592,17 +952,33 @@ class M(torch.nn.Module):
         for node, message in plan.fixed:
             if code is not None:
                 self.fixed(node, code, message)
+        for guard in plan.guard_fixed:
+            self.fixed(guard.site, _GUARD_CODE, self._guard_message(guard))
         described = ", ".join(
-            f"self.{f.attr}" if f.derived is None else f"self.{f.attr} (as self.{f.derived})"
-            for f in plan.flags.values())
-        why = ("its returns differ by it" if plan.callee is None
-               else f"it unpacks {plan.callee}'s result by it")
+            [f"self.{f.attr}" if f.derived is None else f"self.{f.attr} (as self.{f.derived})"
+             for f in plan.flags.values()]
+            + [f"`{key}` (as self.{c.name})" for key, c in plan.copies.items()])
+        whys = []
+        if any(attr not in plan.guard_flags for attr in plan.flags):
+            whys.append("its returns differ by it" if plan.callee is None
+                        else f"it unpacks {plan.callee}'s result by it")
+        if plan.guard_fixed:
+            built = sorted({guard.attr for guard in plan.guard_fixed})
+            whys.append(f"it guards {', '.join(f'self.{a}' for a in built)}, which __init__ "
+                        "builds only under a test")
         self.changes.append(ClassChange(
             self.name, name, self.span_of(cls),
-            f"{described} named in {_LIST}: {why}, and TorchScript compiles only the branch "
-            "a constant bool test takes",
+            f"{described} named in {_LIST}: {'; '.join(whys)}, and TorchScript compiles only "
+            "the branch a constant bool test takes",
             notes=[_NOTE.format(flags=described)]))
         return rewritten
+
+    def _guard_message(self, guard: _Guard) -> str:
+        read = "read" if guard.test is None else f"read under `{code_of(guard.test)}`"
+        return (f"self.{guard.attr} exists only for some configurations (__init__ builds it "
+                f"under the statement at line {self.line_of(guard.chooser)}) and is {read}; "
+                "TorchScript compiles that branch for every instance (\"Module has no "
+                f"attribute '{guard.attr}'\")")
 
     def _truth_sites(self, facts: ClassFacts, attr: str) -> Iterator[cst.Attribute]:
         """Every truth read of ``self.<attr>`` in the tests of the compiled methods."""
