@@ -358,3 +358,227 @@ class Flagged(nn.Module):
         assert len(got) == len(expected), (name, init)
         for want, have in zip(expected, got, strict=True):
             assert torch.equal(want, have), (name, init)
+
+
+# ---- attributes __init__ builds only under a test (TSF231) ------------------------------------
+
+POOL = """\
+import torch
+from torch import nn
+class Pool(nn.Module):
+    def __init__(self, pool_type='avg'):
+        super().__init__()
+        self.pool_type = pool_type
+        if pool_type == 'avg':
+            self.avg_pool = nn.AdaptiveAvgPool1d(1)
+        elif pool_type == 'max':
+            self.max_pool = nn.AdaptiveMaxPool1d(1)
+    def forward(self, x):
+        if self.pool_type == 'avg':
+            x = self.avg_pool(x)
+        elif self.pool_type == 'max':
+            x = self.max_pool(x)
+        return x
+"""
+
+
+def test_each_test_of_an_elif_chain_guarding_a_conditional_attribute_reads_a_bool_copy() -> None:
+    result = rewrite(POOL)
+    text = result.text
+    assert COMMENT + '    __constants__ = ["pool_type_is_avg", "pool_type_is_max"]\n' in text
+    # Stored right after the setting, evaluated as the test was.
+    assert ("        self.pool_type = pool_type\n"
+            '        self.pool_type_is_avg = self.pool_type == "avg"\n'
+            '        self.pool_type_is_max = self.pool_type == "max"\n') in text
+    assert "        if self.pool_type_is_avg:\n            x = self.avg_pool(x)\n" in text
+    assert "        elif self.pool_type_is_max:\n            x = self.max_pool(x)\n" in text
+    # __init__'s own tests are left as they are.
+    assert "        if pool_type == 'avg':\n" in text
+    assert [(f.code, f.line) for f in result.fixes] == [("TSF231", 12), ("TSF231", 14)]
+    assert "self.avg_pool exists only for some configurations" in result.fixes[0].message
+    [change] = result.changes
+    assert "it guards self.avg_pool, self.max_pool" in change.summary
+
+
+def test_a_bool_setting_tested_alone_is_named_itself_and_a_none_test_needs_nothing() -> None:
+    result = rewrite("""
+        import torch
+        from torch import nn
+        class Norm(nn.Module):
+            def __init__(self, chan, use_bn=True, act=None):
+                super().__init__()
+                self.use_bn = use_bn
+                self.act = act
+                if use_bn:
+                    self.bn = nn.BatchNorm1d(chan)
+                if act is not None:
+                    self.relu = nn.ReLU()
+            def forward(self, x):
+                if self.use_bn:
+                    x = self.bn(x)
+                if self.act is not None:
+                    x = self.relu(x)
+                return x
+        """)
+    assert '    __constants__ = ["use_bn"]\n' in result.text
+    assert "if self.use_bn:" in result.text and "if self.act is not None:" in result.text
+    assert [f.line for f in result.fixes] == [14]
+
+
+def test_copies_of_other_tests_keep_their_truth_value() -> None:
+    result = rewrite("""
+        import torch
+        from torch import nn
+        class M(nn.Module):
+            def __init__(self, mode='a', scale=1, tag=None):
+                super().__init__()
+                self.mode = mode
+                self.scale = scale
+                self.tag = tag
+                if mode != 'none':
+                    self.proj = nn.Identity()
+                if mode in ('a', 'b') or scale:
+                    self.extra = nn.Identity()
+                if tag is not None and scale > 1:
+                    self.tagged = nn.Identity()
+            def forward(self, x):
+                if self.mode != 'none':
+                    x = self.proj(x)
+                y = self.extra(x) if self.mode in ('a', 'b') or self.scale else x
+                if self.tag is not None and self.scale > 1:
+                    y = self.tagged(y)
+                if self.mode != 'none':
+                    y = self.proj(y)
+                return y
+        """)
+    text = result.text
+    # A comparison is a bool already; `or` of a truth test is made one.
+    assert '        self.mode_is_not_none = self.mode != "none"\n' in text
+    assert '        self.has_extra = bool(self.mode in ("a", "b") or self.scale)\n' in text
+    assert "        self.has_tagged = self.tag is not None and self.scale > 1\n" in text
+    assert "y = self.extra(x) if self.has_extra else x" in text
+    # The same test twice reads one copy.
+    assert text.count("if self.mode_is_not_none:") == 2 and text.count("mode_is_not_none =") == 1
+    assert '    __constants__ = ["mode_is_not_none", "has_extra", "has_tagged"]\n' in text
+
+
+def test_attributes_built_on_every_path_are_left_alone() -> None:
+    source = textwrap.dedent("""\
+        import torch
+        from torch import nn
+        class M(nn.Module):
+            proj: nn.Module
+            def __init__(self, mode='a'):
+                super().__init__()
+                self.mode = mode
+                if mode == 'a':
+                    self.norm = nn.Identity()
+                elif mode == 'b':
+                    self.norm = nn.ReLU()
+                else:
+                    raise ValueError(mode)
+                if mode == 'a':
+                    self.proj = nn.Identity()
+            def forward(self, x):
+                if self.mode == 'a':
+                    x = self.norm(x)
+                if self.mode == 'a':
+                    x = self.proj(x)
+                return x
+        """)
+    result = rewrite_source(source, "m.py", [ConstantFlag])
+    assert result.text == source and not result.changes and not result.skips
+
+
+GUARD_REFUSED = {
+    "assigned_later": ("""
+        def __init__(self, mode='a'):
+            super().__init__()
+            self.mode = mode
+            if mode == 'a':
+                self.proj = torch.nn.Identity()
+        def set_mode(self, mode: str):
+            self.mode = mode
+        def forward(self, x):
+            if self.mode == 'a':
+                x = self.proj(x)
+            return x
+        """, "self.mode is assigned in set_mode() too"),
+    "data": ("""
+        def __init__(self, mode='a'):
+            super().__init__()
+            self.mode = mode
+            if mode == 'a':
+                self.proj = torch.nn.Identity()
+        def forward(self, x):
+            if self.mode == 'a' and x.dim() == 2:
+                x = self.proj(x)
+            return x
+        """, "read under `self.mode == 'a' and x.dim() == 2`, which reads more than settings"),
+    "outside": ("""
+        def __init__(self, mode='a'):
+            super().__init__()
+            self.mode = mode
+            if mode == 'a':
+                self.proj = torch.nn.Identity()
+        def forward(self, x):
+            if self.mode == 'a':
+                x = self.proj(x)
+            return self.proj(x)
+        """, "self.proj is read outside any test"),
+    "setting_in_a_block": ("""
+        def __init__(self, mode='a'):
+            super().__init__()
+            if mode:
+                self.mode = mode
+            if mode == 'a':
+                self.proj = torch.nn.Identity()
+        def forward(self, x):
+            if self.mode == 'a':
+                x = self.proj(x)
+            return x
+        """, "self.mode is set inside a block of __init__, not on every path"),
+}
+
+
+@pytest.mark.parametrize("case", GUARD_REFUSED)
+def test_guard_refusals_say_why_and_check_shows_the_reason(case: str) -> None:
+    body, reason = GUARD_REFUSED[case]
+    source = "import torch\nclass M(torch.nn.Module):\n" + textwrap.indent(
+        textwrap.dedent(body).strip("\n"), "    ") + "\n"
+    result = rewrite_source(source, "m.py", [ConstantFlag])
+    assert result.text == source and not result.changes
+    assert result.skips and all(s.code == "TSF231" for s in result.skips)
+    assert any(reason in s.reason for s in result.skips), [s.reason for s in result.skips]
+    findings = [f for f in check_source(source, "m.py") if f.code == "TSF231"]
+    assert findings and all(f.fix is None for f in findings)
+    assert any(reason in f.refused for f in findings)
+
+
+@pytest.mark.slow
+def test_guarded_attribute_rewrite_scripts_saves_and_loads_for_every_configuration(
+        tmp_path: Path) -> None:
+    """Measured: the original fails for every configuration ("Module 'Pool' has no attribute
+    'max_pool'"); the rewrite scripts, survives save/load and gives the eager output."""
+    torch = pytest.importorskip("torch")
+    modules = []
+    for index, text in enumerate((POOL, rewrite(POOL).text)):
+        path = tmp_path / f"constant_flag_guard_{index}.py"
+        path.write_text(text)
+        spec = importlib.util.spec_from_file_location(path.stem, path)
+        assert spec is not None and spec.loader is not None
+        loaded = importlib.util.module_from_spec(spec)
+        sys.modules[path.stem] = loaded
+        spec.loader.exec_module(loaded)
+        modules.append(loaded)
+    x = torch.randn(2, 3, 5)
+    for pool_type in ("avg", "max", "none"):
+        original, rewritten = (module.Pool(pool_type).eval() for module in modules)
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore")
+            with pytest.raises(Exception, match="has no attribute"):
+                torch.jit.script(original)
+            saved = tmp_path / f"{pool_type}.pt"
+            torch.jit.save(torch.jit.script(rewritten), str(saved))
+            loaded_back = torch.jit.load(str(saved))
+        assert torch.equal(loaded_back(x), original(x)), pool_type

@@ -283,6 +283,46 @@ def _setting_problem(facts: ClassFacts, attr: str) -> str | None:
     return None
 
 
+_OPERATOR_WORDS = ((cst.Equal, "is"), (cst.NotEqual, "is_not"), (cst.IsNot, "is_not"),
+                   (cst.Is, "is"), (cst.NotIn, "not_in"), (cst.In, "in"),
+                   (cst.LessThanEqual, "le"), (cst.LessThan, "lt"),
+                   (cst.GreaterThanEqual, "ge"), (cst.GreaterThan, "gt"))
+
+
+def _operand_word(operand: cst.BaseExpression, self_var: str) -> str | None:
+    attr = self_attr(operand, self_var)
+    if attr is not None:
+        return attr.lstrip("_") or None
+    if isinstance(operand, cst.Tuple | cst.List | cst.Set):
+        words = [_operand_word(e.value, self_var) for e in operand.elements]
+        return "_".join(w for w in words if w) if all(words) else None
+    if isinstance(operand, cst.UnaryOperation) and isinstance(operand.operator, cst.Minus):
+        inner = _operand_word(operand.expression, self_var)
+        return f"minus_{inner}" if inner else None
+    text = code_of(operand)
+    if isinstance(operand, cst.SimpleString):
+        value = operand.evaluated_value
+        text = value if isinstance(value, str) else ""
+    word = "".join(c if c.isalnum() else "_" for c in text.lower()).strip("_")
+    return word or None
+
+
+def _test_name(test: cst.BaseExpression, self_var: str) -> str | None:
+    """A name saying what a one-comparison test asks: ``self.pool_type == 'avg'`` ->
+    ``pool_type_is_avg``, ``self.upscale in [2, 3]`` -> ``upscale_in_2_3``; None for other
+    tests or a name that is no identifier or too long."""
+    if not isinstance(test, cst.Comparison) or len(test.comparisons) != 1:
+        return None
+    operator = test.comparisons[0].operator
+    verb = next((word for kind, word in _OPERATOR_WORDS if isinstance(operator, kind)), None)
+    left = _operand_word(test.left, self_var)
+    right = _operand_word(test.comparisons[0].comparator, self_var)
+    if verb is None or left is None or right is None:
+        return None
+    name = f"{left}_{verb}_{right}"
+    return name if name.isidentifier() and len(name) <= 40 else None
+
+
 def _copy_name(attr: str, taken: set[str]) -> str:
     """``skip_chan`` -> ``has_skip_chan`` (``_x`` -> ``_has_x``), not clashing with ``taken``."""
     stripped = attr.lstrip("_")
@@ -849,7 +889,11 @@ class M(torch.nn.Module):
         taken = ({a.attr for a in facts.assignments} | set(facts.methods)
                  | {c.name for c in plan.copies.values()}
                  | {f.derived for f in plan.flags.values() if f.derived})
-        plan.copies[key] = _Copy(_copy_name(attr, taken), expression, body[last],
+        named = _test_name(test, self_var)
+        if named is not None:
+            while named in taken:
+                named += "_flag"
+        plan.copies[key] = _Copy(named or _copy_name(attr, taken), expression, body[last],
                                 [(test, self_var)])
         return None
 
