@@ -293,3 +293,29 @@ def test_torchscript_rejects_the_truth_test_and_torch_export_runs_it(tmp_path: P
             assert torch.equal(torch.jit.script(rewritten)(x), model(x))
             exported = torch.export.export(model, (x,))
             assert torch.equal(exported.module()(x), model(x))
+
+
+def test_a_bool_flag_set_again_later_is_not_this_rules() -> None:
+    # speechbrain's Conv1d: self.unsqueeze = False in __init__, True in a shape check.
+    result = rewrite(HEADER + textwrap.dedent("""\
+        class M(nn.Module):
+            def __init__(self):
+                super().__init__()
+                self.unsqueeze = False
+            def check(self, x):
+                self.unsqueeze = x.dim() == 2
+            def forward(self, x):
+                if self.unsqueeze:
+                    x = x.unsqueeze(1)
+                return x
+        """))
+    assert not result.changed and not result.fixes and not result.skips
+
+
+def test_a_constructor_argument_defaulting_to_none_is_refused() -> None:
+    # speechbrain's HifiGAN losses: self.stft_loss = stft_loss (default None).
+    code = block("nn.Linear(4, 4)").replace("def __init__(self, on=True)",
+                                            "def __init__(self, on=True, loss=None)")
+    code = code.replace("        self.extra = None\n", "        self.extra = loss\n")
+    reason = refusal(rewrite(code))
+    assert "`loss` is a constructor argument: what a caller passes is not known" in reason

@@ -453,7 +453,7 @@ class SERes2NetBlock(nn.Module):
                 if site.attr not in verdicts:
                     verdicts[site.attr] = self._values(cls, site.attr)
                 values, problem = verdicts[site.attr]
-                if not any(v.kind in (_NONE, _MODULE, _FALSY) for v in values) and not problem:
+                if not any(v.kind in (_NONE, _MODULE, _FALSY) for v in values):
                     continue        # a setting, a tensor, unknown: not this rule's attribute
                 maybe_none = any(v.kind == _NONE for v in values)
                 held = "may be None" if maybe_none else "holds a submodule"
@@ -489,28 +489,33 @@ class SERes2NetBlock(nn.Module):
         return [cls, *facts.local_bases(cls), *derived]
 
     def _values(self, cls: cst.ClassDef, attr: str) -> tuple[list[_Value], str]:
-        """The values ``__init__`` stores in ``self.<attr>`` across the class's family, or why
-        they cannot all be known ("" when they can)."""
+        """The values the class's family stores in ``self.<attr>`` (every method: a value a
+        later method stores makes the attribute this rule's too), and why they cannot all be
+        known ("" when they can: ``__init__`` alone stores them, each visibly)."""
         values: list[_Value] = []
+        problem = ""
         for member in self._family(cls):
             facts = self.class_facts(member)
-            if attr in facts.registered:
-                return values, (f"{member.name.value}.__init__ registers self.{attr} "
-                                "(register_buffer, register_parameter or add_module): its "
-                                "values are not followed")
+            if attr in facts.registered and not problem:
+                problem = (f"{member.name.value}.__init__ registers self.{attr} "
+                           "(register_buffer, register_parameter or add_module): its values "
+                           "are not followed")
             for assigned in facts.assignments:
                 if assigned.attr != attr:
                     continue
+                if assigned.value is not None:
+                    values.extend(self._kinds(facts, assigned.value))
+                if problem:
+                    continue
                 if assigned.method != "__init__":
-                    return values, (f"self.{attr} is assigned in {member.name.value}."
-                                    f"{assigned.method}() too: its value after construction "
-                                    "is not known")
-                if assigned.value is None:
-                    return values, (f"self.{attr} is assigned by unpacking, setattr or an "
-                                    f"augmented assignment in {member.name.value}.__init__: "
-                                    "its value is not known")
-                values.extend(self._kinds(facts, assigned.value))
-        return values, ""
+                    problem = (f"self.{attr} is assigned in {member.name.value}."
+                               f"{assigned.method}() too: its value after construction is not "
+                               "known")
+                elif assigned.value is None:
+                    problem = (f"self.{attr} is assigned by unpacking, setattr or an augmented "
+                               f"assignment in {member.name.value}.__init__: its value is not "
+                               "known")
+        return values, problem
 
     def _kinds(self, facts: ClassFacts, value: cst.BaseExpression) -> list[_Value]:
         if isinstance(value, cst.IfExp):
@@ -521,6 +526,15 @@ class SERes2NetBlock(nn.Module):
             return [_Value(_NONE, shown, line)]
         if literal_type(value) is not None:
             return [_Value(_SETTING, shown, line, literal_type(value) or "")]
+        init = facts.init
+        if isinstance(value, cst.Name) and init is not None:
+            param = parameters_of(init).get(value.value)
+            if param is not None:
+                passed = _Value(_UNKNOWN, shown, line, f"`{shown}` is a constructor argument: "
+                                "what a caller passes is not known")
+                none_default = isinstance(param.default, cst.Name) and \
+                    param.default.value == "None"
+                return [_Value(_NONE, shown, line), passed] if none_default else [passed]
         if not isinstance(value, cst.Call):
             return [_Value(_UNKNOWN, shown, line, f"`{shown}` is not a class call: its type is "
                            "not known")]
@@ -531,7 +545,6 @@ class SERes2NetBlock(nn.Module):
                 or (full.count(".") == 1 and name[:1].islower())):
             return [_Value(_TENSOR, shown, line)]
         written = _dotted(value.func)
-        init = facts.init
         if written is not None and init is not None and \
                 written.partition(".")[0] in _init_names(init):
             return [_Value(_UNKNOWN, shown, line, f"`{shown}` is built from "
