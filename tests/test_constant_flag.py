@@ -338,9 +338,10 @@ class Flagged(nn.Module):
         sys.modules[path.stem] = loaded
         spec.loader.exec_module(loaded)
         modules.append(loaded)
-    builds = [("Block", {"skip_chan": 3}), ("Block", {"skip_chan": 0}),
-              ("Block", {"skip_chan": None}), ("Net", {}), ("Net", {"skip_chan": 0}),
-              ("Net", {"skip_chan": None}), ("Flagged", {}), ("Flagged", {"return_both": True})]
+    builds: list[tuple[str, dict[str, object]]] = [
+        ("Block", {"skip_chan": 3}), ("Block", {"skip_chan": 0}), ("Block", {"skip_chan": None}),
+        ("Net", {}), ("Net", {"skip_chan": 0}), ("Net", {"skip_chan": None}), ("Flagged", {}),
+        ("Flagged", {"return_both": True})]
     x = torch.randn(2, 4, 6)
     for name, init in builds:
         torch.manual_seed(0)
