@@ -48,6 +48,8 @@ T = torch.zeros(2)
     ([{"a": 1}, {}], "Dict[str, int]"),
     ([{1: [2]}], "Dict[int, List[int]]"),
     ([[[1], []]], "List[List[int]]"),
+    ([torch.float32, torch.int64], "torch.dtype"),
+    ([None, torch.device("cpu")], "Optional[torch.device]"),
 ])
 def test_observed_type_strings(values: list[Any], expected: str) -> None:
     assert worker.observed_types(values) == expected
@@ -65,7 +67,7 @@ def test_observed_type_strings(values: list[Any], expected: str) -> None:
     [{(1, 2): 1}],                          # a key TorchScript cannot hold
     [torch.nn.Linear(2, 2)],                # modules, custom objects
     [object()],
-    [torch.float32],
+    [torch.float32, torch.device("cpu")],   # a dtype and a device: no one type
     [[torch.nn.Linear(2, 2)]],
 ])
 def test_untypeable_values_give_no_type(values: list[Any]) -> None:

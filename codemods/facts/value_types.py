@@ -19,6 +19,10 @@ from libcst.helpers import get_full_name_for_node
 from tsfix.codemods.facts.syntax import find_all, literal_type, qualified_name
 
 TENSOR = "Tensor"
+# torch.device and torch.dtype values (``x.device``, ``dtype=torch.float32``): TorchScript
+# types them Device and ScalarType, and the annotations spell them so.
+DEVICE = "torch.device"
+DTYPE = "torch.dtype"
 EMPTY_LIST = "List[?]"
 EMPTY_DICT = "Dict[?, ?]"
 
@@ -34,7 +38,8 @@ _TENSOR_METHOD_RESULTS = {"dim": "int", "ndimension": "int", "numel": "int",
                           "__len__": "int"}
 _TENSOR_ATTRIBUTE_RESULTS = {"shape": "List[int]", "ndim": "int", "T": TENSOR, "mT": TENSOR,
                              "data": TENSOR, "grad": None, "real": TENSOR, "imag": TENSOR,
-                             "is_cuda": "bool", "requires_grad": "bool"}
+                             "is_cuda": "bool", "requires_grad": "bool",
+                             "device": DEVICE, "dtype": DTYPE}
 # torch.* / torch.nn.functional.* functions that do not return a single Tensor.
 _NON_TENSOR_FUNCTIONS = {"is_tensor", "numel", "is_floating_point", "is_grad_enabled",
                          "jit.is_scripting", "jit.is_tracing", "split", "chunk", "unbind",
@@ -147,7 +152,11 @@ def without_none(kind: str) -> str | None:
 
 
 def annotation_text(kind: str, tensor_name: str) -> str:
-    """A type string as source: ``Tensor`` spelled as the file can reach it."""
+    """A type string as source: ``Tensor`` spelled as the file can reach it (and ``torch.``
+    as the module it is reached through: ``th.device`` after ``import torch as th``)."""
+    module, dot, _ = tensor_name.rpartition(".")
+    if dot and module != "torch":
+        kind = re.sub(r"\btorch\.(device|dtype)\b", rf"{module}.\1", kind)
     return re.sub(r"\bTensor\b", tensor_name, kind)
 
 
@@ -191,6 +200,8 @@ def type_from_annotation(node: cst.BaseExpression) -> str | None:
             return TENSOR
         if last in ("int", "float", "bool", "str"):
             return last
+        if name in (DEVICE, DTYPE):
+            return name
         return None
     return None
 

@@ -1296,6 +1296,10 @@ def type_of(value: Any) -> Term:
         return "float"
     if kind is str:
         return "str"
+    if isinstance(value, torch.device):
+        return "torch.device"       # value_types.DEVICE (not imported: workers stay lean)
+    if isinstance(value, torch.dtype):
+        return "torch.dtype"
     if kind is list:
         element: Term = UNKNOWN
         for item in value[:MAX_ELEMENTS]:

@@ -10,7 +10,7 @@ import libcst as cst
 from libcst.helpers import get_full_name_for_node
 from tsfix.codemods.facts.classes import CONTAINER_METHODS, TENSOR_CONSTRUCTORS
 from tsfix.codemods.facts.syntax import find_all, qualified_name
-from tsfix.codemods.facts.value_types import TENSOR, unify_all
+from tsfix.codemods.facts.value_types import DEVICE, DTYPE, TENSOR, unify_all
 from tsfix.codemods.rules.annotate._callees import callee_type
 from tsfix.codemods.rules.annotate._common import is_name, literal_kind
 from tsfix.codemods.rules.annotate._state import MethodState
@@ -36,6 +36,9 @@ TENSOR_ARGUMENTS: dict[str, tuple[int, ...]] = {
 INT_KEYWORDS = {"dim", "k", "dims", "chunks", "start_dim", "end_dim", "num_classes",
                 "diagonal", "dim0", "dim1", "kernel_size", "stride", "padding", "dilation",
                 "output_size", "groups", "upscale_factor", "downscale_factor"}
+# ``torch.zeros(n, device=device)``, ``x.to(dtype=dtype)``: what every torch function and
+# Tensor method takes under these keywords.
+TYPED_KEYWORDS = {"device": DEVICE, "dtype": DTYPE}
 # (clamp's min/max and fill values take ints as well: they say nothing.)
 FLOAT_KEYWORDS = {"p", "eps", "alpha", "beta", "negative_slope", "momentum", "scale_factor",
                   "lambd", "label_smoothing", "margin"}
@@ -171,6 +174,8 @@ def _call_votes(method: MethodState, call: cst.Call, name: str) -> list[str | No
                 votes.append("int")
             elif keyword in FLOAT_KEYWORDS:
                 votes.append("float")
+            elif keyword in TYPED_KEYWORDS:
+                votes.append(TYPED_KEYWORDS[keyword])
             continue
         index = positional.index(arg)
         callee = get_full_name_for_node(func)

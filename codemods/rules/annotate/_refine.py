@@ -22,7 +22,11 @@ from tsfix.codemods.facts.syntax import find_all, parameters_of, qualified_name
 from tsfix.codemods.facts.value_types import TENSOR, is_complete, unify_all, without_none
 from tsfix.codemods.rules.annotate._callees import callee_type
 from tsfix.codemods.rules.annotate._common import is_name, own
-from tsfix.codemods.rules.annotate._evidence import TENSOR_ARGUMENTS, scripted_as_tensor
+from tsfix.codemods.rules.annotate._evidence import (
+    TENSOR_ARGUMENTS,
+    TYPED_KEYWORDS,
+    scripted_as_tensor,
+)
 from tsfix.codemods.rules.annotate._state import MethodState
 
 
@@ -164,6 +168,9 @@ def _passed_on(method: MethodState, use: cst.Name, parents: dict[int, cst.CSTNod
             isinstance(parents.get(id(parents[id(parent)])), cst.Return):
         return True
     if isinstance(parent, cst.Arg) and isinstance(call := parents.get(id(parent)), cst.Call):
+        if (parent.keyword is not None and parent.keyword.value in TYPED_KEYWORDS
+                and (qualified_name(call.func, method.imports) or "").startswith("torch.")):
+            return True     # torch functions take ``Device? device``, ``ScalarType? dtype``
         return callee_type(method, call, parent) is not None
     return False
 
