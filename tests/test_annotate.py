@@ -867,8 +867,9 @@ def test_a_function_of_another_file_is_reported_with_what_blocks_it(tmp_path: Pa
     assert result.text == code
     elsewhere = [(s.class_name, s.line, s.reason) for s in result.skips]
     blockers = ("its `max_len=None`, keyword-only `fill` would be typed Tensor or rejected; "
-                "annotate rewrites only functions of the class's own file (a rewrite "
-                "elsewhere would not be validated with this class): annotate them there by "
+                "annotate rewrites a function of another file only in the fix loop of a "
+                "configured model that stops in it (validated with the model, not with this "
+                "class): configure a model that uses this class, or annotate them there by "
                 "hand")
     # Once per function and class, at the first call (in forward, or in a function of this
     # file forward reaches); typed() has nothing TorchScript rejects.
@@ -944,3 +945,77 @@ def test_an_observed_return_does_not_type_returns_a_setting_chooses_between() ->
     result = _rewrite(code, observed=observed)
     assert "->" not in result.text
     assert any("returns disagree" in s.reason for s in result.skips)
+
+
+MASK_HELPERS = "import torch\n\n\n" + textwrap.dedent("""\
+    def steps(n: int, device=None):
+        return torch.arange(n, device=device)
+
+
+    def make_mask(lengths, max_len=None, dtype=None):
+        if max_len is None:
+            max_len = int(lengths.max())
+        if dtype is None:
+            dtype = lengths.dtype
+        mask = steps(max_len, device=lengths.device)[None, :] < lengths[:, None]
+        return mask.to(dtype=dtype)
+
+
+    def unused(x, scale=None):
+        return x
+    """)
+
+
+def test_a_function_compiled_from_another_file_is_annotated_as_its_own_change() -> None:
+    """The fix loop names a function another file's compiled code calls: annotate types it and
+    what it calls, as one change under ``make_mask()``; the other functions stay."""
+    result = rewrite_source(MASK_HELPERS, "masks.py", [Annotate],
+                            compiled_functions={"make_mask"})
+    [change] = result.changes
+    assert change.class_name == "make_mask()"
+    assert change.lines == (8, 14)
+    assert "steps() (a function of this file make_mask() calls)" in change.summary
+    assert ("    lengths, max_len: Optional[int] = None, dtype: Optional[torch.dtype] = None\n"
+            in result.text), result.text
+    # Passed to a torch function's ``device=``, which takes None: no assert needed.
+    assert "def steps(n: int, device: Optional[torch.device] = None):\n    return" in result.text
+    assert "def unused(x, scale=None):" in result.text
+    assert "from typing import Optional\n" in result.text
+    assert {f.class_name for f in result.fixes} == {"make_mask()"}
+    # Nothing changes without the name, and a second run changes nothing.
+    assert rewrite_source(MASK_HELPERS, "masks.py", [Annotate]).text == MASK_HELPERS
+    again = rewrite_source(result.text, "masks.py", [Annotate],
+                           compiled_functions={"make_mask"})
+    assert again.text == result.text and not again.changes
+
+
+def test_a_compiled_function_a_rejected_class_of_its_file_reaches_is_left() -> None:
+    code = MASK_HELPERS + "\n\n" + textwrap.dedent("""\
+        class Masked(torch.nn.Module):
+            def forward(self, x, lengths):
+                return x * make_mask(lengths)
+        """)
+    accepted = rewrite_source(code, "masks.py", [Annotate], compiled_functions={"make_mask"})
+    assert {c.class_name for c in accepted.changes} == {"Masked", "make_mask()"}
+    rejected = rewrite_source(code, "masks.py", [Annotate], compiled_functions={"make_mask"},
+                              skip_classes={"annotate": frozenset({"Masked"})})
+    assert rejected.text == code and not rejected.changes
+
+
+def test_device_and_dtype_values_are_typed_so() -> None:
+    code = HEADER + textwrap.dedent("""\
+        class Cast(nn.Module):
+            def forward(self, x, dtype=None, device=None):
+                if device is None:
+                    device = x.device
+                return x + torch.ones(x.shape, dtype=dtype, device=device)
+        """)
+    result = _rewrite(code)
+    assert ("        dtype: Optional[torch.dtype] = None,\n"
+            "        device: Optional[torch.device] = None,\n") in result.text, result.text
+    observed = _rewrite(HEADER + textwrap.dedent("""\
+        class Cast(nn.Module):
+            def forward(self, x, where):
+                return x.to(where)
+        """), observed={"Cast": {"forward": {"where": "torch.device"}}})
+    assert "def forward(self, x, where: torch.device):" in observed.text, observed.text

@@ -207,3 +207,66 @@ def test_cached_model_verdict_is_redone_when_an_imported_file_changes(
     assert not model.ok and model.blocker is not None
     assert model.blocker.startswith("pkg/stack.py:")     # now the ModuleList index
     assert "modulelist-iter" in model.explain
+
+
+# A module-level function of a helper file that the model's forward calls: TorchScript
+# compiles it with the model, and its None defaults are Tensors there until annotated.
+MASKS = textwrap.dedent("""\
+    import torch
+
+
+    def make_mask(lengths, max_len=None, device=None):
+        if max_len is None:
+            max_len = int(lengths.max())
+        if device is None:
+            device = lengths.device
+        steps = torch.arange(max_len, device=device)
+        return steps[None, :] < lengths[:, None]
+
+
+    def unused(x, scale=None):
+        return x
+""")
+
+MASKED_NET = textwrap.dedent("""\
+    import torch.nn as nn
+
+    from pkg.masks import make_mask
+
+
+    class Net(nn.Module):
+        def __init__(self, channels=4):
+            super().__init__()
+            self.proj = nn.Linear(channels, channels)
+
+        def forward(self, x, lengths):
+            mask = make_mask(lengths, max_len=x.size(1), device=x.device)
+            return self.proj(x) * mask[:, :, None].float()
+""")
+
+
+@pytest.mark.slow
+def test_fix_loop_annotates_a_function_of_a_helper_file(project: Project) -> None:
+    project.pyproject({"pkg/net.py:Net": {"inputs": ["randn(2, 5, 4)", "arange(3, 5)"]}})
+    project.write("pkg/__init__.py", "")
+    project.write("pkg/masks.py", MASKS)
+    project.write("pkg/net.py", MASKED_NET)
+
+    result = project.run("pkg/net.py", rules=["all"], jobs=1)
+
+    [model] = result.models()
+    assert model.ok, (model, model.rounds)
+    assert model.scripted_before is False
+    assert any("pkg/masks.py" in line and "make_mask()" in line and "annotate" in line
+               for line in model.rounds), model.rounds
+    [loop_file] = [f for f in result.files if f.fix_loop]
+    assert loop_file.display == "pkg/masks.py" and loop_file.written
+    rewritten = project.bytes("pkg/masks.py").decode()
+    # Typed from the model's run (an int and a torch.device), the rest of the file as it was.
+    assert "max_len: Optional[int] = None" in rewritten, rewritten
+    assert "device: Optional[torch.device] = None" in rewritten, rewritten
+    assert "def unused(x, scale=None):" in rewritten
+    [change] = loop_file.classes
+    assert change.class_name == "make_mask()" and change.rule == "annotate"
+    assert change.verdict == "verified", change.reason
+    assert result.exit_code == 0

@@ -327,6 +327,21 @@ def class_at(text: str, line: int | None, scope: str | None) -> str | None:
     return wanted if any(node.name == wanted for node in classes) else None
 
 
+def function_at(text: str, line: int | None, scope: str | None) -> str | None:
+    """The module-level function of ``text`` that holds ``line`` (else the one ``scope``
+    names)."""
+    try:
+        tree = ast.parse(text)
+    except (SyntaxError, ValueError, RecursionError):
+        return None
+    functions = [node for node in tree.body if isinstance(node, ast.FunctionDef)]
+    if line is not None:
+        for node in functions:
+            if node.lineno <= line <= (node.end_lineno or node.lineno):
+                return node.name
+    return scope if any(node.name == scope for node in functions) else None
+
+
 def top_level_classes(text: str) -> list[str]:
     try:
         tree = ast.parse(text)
@@ -353,6 +368,7 @@ def with_verdicts(classes: Iterable[ClassResult], verdicts: Mapping[str, ClassVe
 
 
 __all__ = ["Configured", "Observations", "class_at", "configured_models", "explain_blocker",
+           "function_at",
            "located",
            "merge_types", "merged_verdicts", "model_class", "model_job", "observe",
            "overlay_for", "reads_of", "record_of", "shown", "to_explain", "top_level_classes",

@@ -23,6 +23,7 @@ from tsfix.codemods.pipeline import models as configured
 from tsfix.codemods.pipeline.config import Config, ExampleError, ExampleSpec
 from tsfix.codemods.pipeline.report import (
     MODEL_FAILS,
+    MODEL_SCRIPTS,
     REJECTED,
     UNVERIFIED,
     VERIFIED,
@@ -44,6 +45,7 @@ from tsfix.codemods.validation.protocol import (
     ModelResult,
     TypeTable,
     ValidationJob,
+    function_change_name,
 )
 
 if TYPE_CHECKING:
@@ -181,15 +183,17 @@ class _RewriteSettings:
     line_length: int
     unsafe_fixes: bool
 
-    def rewrite(self, text: str, display: str, observed: TypeTable,
-                skip: SkipSet = ()) -> tuple[str, tuple[ClassResult, ...], tuple[SkipResult, ...]]:
+    def rewrite(self, text: str, display: str, observed: TypeTable, skip: SkipSet = (),
+                compiled_functions: frozenset[str] = frozenset()
+                ) -> tuple[str, tuple[ClassResult, ...], tuple[SkipResult, ...]]:
         """The new text, a ClassResult per change and the skips. LibCST, black and the rules
         are imported here, on the first file that needs them."""
         from tsfix.codemods.pipeline import rewrite as rewriting
 
         done = rewriting.rewrite_source(text, display, self.rules, line_length=self.line_length,
                                         skip_classes=dict(skip) or None,
-                                        unsafe_fixes=self.unsafe_fixes, observed=observed or None)
+                                        unsafe_fixes=self.unsafe_fixes, observed=observed or None,
+                                        compiled_functions=compiled_functions)
         return (done.text, tuple(_class_result(c) for c in done.changes),
                 tuple(SkipResult.of(s) for s in done.skips))
 
@@ -993,6 +997,7 @@ class _LoopFile:
     source: SourceText
     display: str
     classes: set[str] = field(default_factory=set)      # classes the loop rewrote in it
+    functions: set[str] = field(default_factory=set)    # module-level functions, likewise
     text: str = ""
     results: list[ClassResult] = field(default_factory=list)
 
@@ -1162,12 +1167,41 @@ def _explain_file(item: _ToExplain, settings: _RewriteSettings) -> _Explained:
     return _Explained(item.key, tuple(explanations))
 
 
-def _blocked_in(result: ModelResult, path: str, class_name: str, text: str) -> bool:
-    """The model's blocker is in ``class_name`` of ``path`` (whose text is ``text``)."""
+def _blocked_in(result: ModelResult, path: str, class_name: str | None, function: str | None,
+                text: str) -> bool:
+    """The model's blocker is in ``class_name`` (else the module-level ``function``) of
+    ``path`` (whose text is ``text``)."""
     assert result.model is not None and result.model.blocker is not None
     blocker = result.model.blocker
-    return blocker.path == path and configured.class_at(text, blocker.line,
-                                                         blocker.scope) == class_name
+    if blocker.path != path:
+        return False
+    found = configured.class_at(text, blocker.line, blocker.scope)
+    if class_name is not None:
+        return found == class_name
+    return found is None and configured.function_at(text, blocker.line,
+                                                    blocker.scope) == function
+
+
+def _function_verdict(owner: str, answer: ModelResult, shown: str) -> ClassVerdict:
+    """The verdict on a module-level function the fix loop rewrote: no class of its own to
+    script, so the model's answer is its verdict. The model checks eager parity before it
+    scripts, so a model that stops at a place TorchScript names has matched the original."""
+    verdict = answer.model
+    if verdict is None:
+        return ClassVerdict(owner, UNVERIFIED, "the model job gave no verdict")
+    if verdict.status == MODEL_SCRIPTS:
+        return ClassVerdict(owner, VERIFIED, f"the model scripts with it ({verdict.reason})")
+    if verdict.status == MODEL_FAILS and verdict.blocker is not None:
+        place = configured.shown(verdict.blocker.path) if verdict.blocker.path else "?"
+        line = f":{verdict.blocker.line}" if verdict.blocker.line else ""
+        return ClassVerdict(owner, UNVERIFIED, f"the model's eager outputs match the "
+                                               f"original's with it, and it still stops "
+                                               f"scripting at {place}{line}: its scripted "
+                                               "outputs cannot be compared yet")
+    if verdict.status == MODEL_FAILS:
+        return ClassVerdict(owner, REJECTED, f"the model with {owner} in {shown}: "
+                                             f"{verdict.reason}")
+    return ClassVerdict(owner, UNVERIFIED, f"the model: {verdict.reason}")
 
 
 def _stops(result: ModelResult) -> bool:
@@ -1206,31 +1240,39 @@ def _fix_loop(model: configured.Configured, result: ModelResult, overlay: dict[s
             loop_file = _LoopFile(source, shown)
         current = loop_file.text or loop_file.source.text
         class_name = configured.class_at(current, blocker.line, blocker.scope)
-        if class_name is None:
-            rounds.append(f"round {number}: blocked at {where}, outside any class (no rule "
-                          "rewrites module-level functions); the loop stops")
+        function = (configured.function_at(current, blocker.line, blocker.scope)
+                    if class_name is None else None)
+        if class_name is None and function is None:
+            rounds.append(f"round {number}: blocked at {where}, outside any class or "
+                          "module-level function; the loop stops")
             break
-        if class_name in loop_file.classes:
-            rounds.append(f"round {number}: blocked at {where} in {class_name}, which the "
+        # A function is rewritten as compiled from another file (annotate's entries), its
+        # change reported under function_change_name: the model's verdict is its verdict.
+        owner = class_name if class_name is not None else function_change_name(str(function))
+        if owner in loop_file.classes | {function_change_name(f) for f in loop_file.functions}:
+            rounds.append(f"round {number}: blocked at {where} in {owner}, which the "
                           "loop rewrote already; the loop stops")
             break
-        chosen = loop_file.classes | {class_name}
+        chosen = loop_file.classes | ({class_name} if class_name is not None else set())
+        functions = loop_file.functions | ({function} if function is not None else set())
+        owners = {function_change_name(f) for f in functions}
         others = frozenset(configured.top_level_classes(loop_file.source.text)) - chosen
         skip = _skip_set(dict.fromkeys(session.rule_names, others))
         try:
             text, classes, _ = session.settings.rewrite(
-                loop_file.source.text, shown, observations.types.get(path, {}), skip)
+                loop_file.source.text, shown, observations.types.get(path, {}), skip,
+                frozenset(functions))
         except Exception as exc:
-            rounds.append(f"round {number}: rewriting {class_name} in {shown} failed: "
+            rounds.append(f"round {number}: rewriting {owner} in {shown} failed: "
                           f"{_internal_error(shown, exc)}; the loop stops")
             break
-        changed = [c for c in classes if c.class_name == class_name]
+        changed = [c for c in classes if c.class_name == owner]
         if not changed:
-            rounds.append(f"round {number}: blocked at {where} in {class_name}; no selected "
+            rounds.append(f"round {number}: blocked at {where} in {owner}; no selected "
                           "rule changes it; the loop stops")
             break
         wanted = [configured.model_class(Path(path), name, group)
-                  for name, group in _by_class(classes).items()]
+                  for name, group in _by_class(classes).items() if name not in owners]
         trial_overlay = {**overlay, **{p: f.text for p, f in loop_files.items() if f.text},
                          path: text}
         answer = pool.models([configured.model_job(0, model, session, overlay=trial_overlay,
@@ -1238,39 +1280,43 @@ def _fix_loop(model: configured.Configured, result: ModelResult, overlay: dict[s
                              timeout=session.timeout).get(0)
         if answer is None or answer.failure is not None:
             why = answer.failure if answer is not None else "no answer from the worker"
-            rounds.append(f"round {number}: {class_name} rewritten, not validated ({why}); "
+            rounds.append(f"round {number}: {owner} rewritten, not validated ({why}); "
                           "the loop stops")
             break
         answer = configured.located(answer, trial_overlay, session.target)
         verdicts = {found.verdict.name: found.verdict for found in answer.classes
                     if found.path == path}
+        verdicts.update({name: _function_verdict(name, answer, shown) for name in owners})
         judged = [c if c.reason else replace(
                       c, reason=f"not validated: the fix loop rewrote {shown} "
                                 f"for model {model.display}, which does not reach this class; "
                                 "give it an example table")
                   for c in configured.with_verdicts(classes, verdicts)]
-        bad = [c for c in judged if c.class_name == class_name and (
+        bad = [c for c in judged if c.class_name == owner and (
             c.verdict == REJECTED or (session.require_verified and c.verdict != VERIFIED))]
         rules = ", ".join(dict.fromkeys(c.rule for c in changed))
         if bad:
-            rounds.append(f"round {number}: blocked at {where} in {class_name}; the rewrite "
+            rounds.append(f"round {number}: blocked at {where} in {owner}; the rewrite "
                           f"by {rules} is {bad[0].verdict}: {bad[0].reason}; not kept, the "
                           "loop stops")
             break
-        verdict = verdicts.get(class_name)
+        verdict = verdicts.get(owner)
         if (_stops(answer) and (verdict is None or verdict.verdict != VERIFIED)
-                and _blocked_in(answer, path, class_name, text)):
-            # Not proven, and the model stops in the same class: the rewrite got it nowhere.
-            rounds.append(f"round {number}: blocked at {where} in {class_name}; the rewrite by "
-                          f"{rules} leaves the model stopping in {class_name}: not kept, the "
+                and _blocked_in(answer, path, class_name, function, text)):
+            # Not proven, and the model stops in the same place: the rewrite got it nowhere.
+            rounds.append(f"round {number}: blocked at {where} in {owner}; the rewrite by "
+                          f"{rules} leaves the model stopping in {owner}: not kept, the "
                           "loop stops")
             break
-        loop_file.classes.add(class_name)
+        if class_name is not None:
+            loop_file.classes.add(class_name)
+        if function is not None:
+            loop_file.functions.add(function)
         loop_file.text = text
         loop_file.results = judged
         loop_files[path] = loop_file
         status = answer.model.status if answer.model else "not checked"
-        rounds.append(f"round {number}: blocked at {where} in {class_name}; rewritten by "
+        rounds.append(f"round {number}: blocked at {where} in {owner}; rewritten by "
                       f"{rules} ({verdict.verdict if verdict else UNVERIFIED}); the model now "
                       f"{'scripts' if status == 'scripts' else status}")
         result = answer

@@ -11,7 +11,7 @@ import ast
 import difflib
 import re
 import warnings
-from collections.abc import Mapping, Sequence
+from collections.abc import Collection, Mapping, Sequence
 from dataclasses import dataclass, field
 
 import black
@@ -77,24 +77,31 @@ def python_syntax_error(text: str, path: str) -> str | None:
 def rewrite_source(text: str, path: str, rules: Sequence[type[Rule]], *, line_length: int = 88,
                    skip_classes: Mapping[str, frozenset[str]] | None = None,
                    unsafe_fixes: bool = False, observed: Observations | None = None,
-                   module: cst.Module | None = None, output: bool = True) -> Rewrite:
+                   module: cst.Module | None = None, output: bool = True,
+                   compiled_functions: Collection[str] = ()) -> Rewrite:
     """Run ``rules`` over ``text``. ``skip_classes`` maps a rule name to classes it must leave
     alone (their earlier rewrite was rejected by validation); ``observed`` holds the argument
     types seen in the eager example runs of the original file. ``module``: ``text`` already
     parsed. ``output=False`` (``tsfix check``): only the findings are wanted, so the new text
-    is neither generated, formatted nor checked (``Rewrite.text`` stays the input)."""
+    is neither generated, formatted nor checked (``Rewrite.text`` stays the input).
+    ``compiled_functions``: module-level functions of this file that another file's compiled
+    code calls (:attr:`Rule.compiled_functions`)."""
     with file_scope():
         return _rewrite(text, path, rules, line_length, skip_classes or {}, unsafe_fixes,
-                        observed, module, output)
+                        observed, module, output, frozenset(compiled_functions))
 
 
 def _rewrite(text: str, path: str, rules: Sequence[type[Rule]], line_length: int,
              skip_classes: Mapping[str, frozenset[str]], unsafe_fixes: bool,
              observed: Observations | None, module: cst.Module | None = None,
-             output: bool = True) -> Rewrite:
+             output: bool = True, compiled_functions: frozenset[str] = frozenset()
+             ) -> Rewrite:
     if module is None:
         file = AstFile(text)
-        if file.tree is not None and not any(rule.may_apply(file) for rule in rules):
+        # The prefilter reads what this file's own classes compile: a function compiled from
+        # another file is not among it.
+        if (file.tree is not None and not compiled_functions
+                and not any(rule.may_apply(file) for rule in rules)):
             return Rewrite(text)        # nothing any rule looks at: no LibCST parse
         module = parse(text, path)
     original_classes = [s for s in module.body if isinstance(s, cst.ClassDef)]
@@ -102,7 +109,8 @@ def _rewrite(text: str, path: str, rules: Sequence[type[Rule]], line_length: int
     for rule_class in rules:
         rule = rule_class(CodemodContext(filename=path),
                           skip_classes.get(rule_class.name, frozenset()),
-                          unsafe_fixes=unsafe_fixes, observed=observed)
+                          unsafe_fixes=unsafe_fixes, observed=observed,
+                          compiled_functions=compiled_functions)
         # Rules never add or remove top-level classes, so every rule can place its classes by
         # the original text: reported lines then refer to the file as the user has it.
         rule.source_text = text

@@ -142,10 +142,15 @@ class Rule(Codemod):
     needs_observations: ClassVar[bool] = False
 
     def __init__(self, context: CodemodContext, skip_classes: Collection[str] = (), *,
-                 unsafe_fixes: bool = False, observed: Observations | None = None) -> None:
+                 unsafe_fixes: bool = False, observed: Observations | None = None,
+                 compiled_functions: Collection[str] = ()) -> None:
         super().__init__(context)
         # Classes whose rewrite validation rejected: the engine re-runs the rule without them.
         self.skip_classes = frozenset(skip_classes)
+        # Module-level functions of this file that compiled code of ANOTHER file calls (the
+        # fix loop found a model stopping in one): rules that rewrite functions treat them as
+        # compiled, as they do the functions this file's own compiled methods call.
+        self.compiled_functions = frozenset(compiled_functions)
         # Fixes that change what callers may pass are applied only when the user asks.
         self.unsafe_fixes = unsafe_fixes
         self.observed: Observations = observed or {}
@@ -318,6 +323,13 @@ class Rule(Codemod):
         written = _function_lines(self.source_text or self.source_module.code)
         shift = written.get(func.name.value, name_line) - name_line
         return here.line + shift, here.column + 1
+
+    def function_span(self, func: cst.FunctionDef) -> tuple[int, int]:
+        """The first and last line of a module-level function, as :meth:`function_position`
+        places them."""
+        line, _ = self.function_position(func, func)
+        positions = _node_positions(func)
+        return line, line + positions[func].end.line - positions[func].start.line
 
     def skip(self, class_name: str, node: cst.CSTNode, reason: str, *, code: str | None = None,
              message: str = "") -> None:

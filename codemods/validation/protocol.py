@@ -47,6 +47,13 @@ from tsfix.codemods.validation import (
 # methods can call (observed[OBSERVED_FUNCTIONS][function][parameter]); no class is named so.
 OBSERVED_FUNCTIONS = "<module>"
 
+
+def function_change_name(function: str) -> str:
+    """The name under which a change to a module-level function that another file's compiled
+    code calls is reported, where a class's name goes (``length_to_mask()``): the fix loop
+    rewrites such a function when a model stops in it, and no class of its file owns it."""
+    return f"{function}()"
+
 __all__ = ["MODEL_ERROR", "MODEL_FAILS", "MODEL_SCRIPTS", "NOT_CHECKED", "NOT_SCRIPTABLE_EITHER",
            "READY", "REJECTED", "UNVERIFIED", "VERDICTS", "VERIFIED", "Blocker",
            "ClassVerdict", "Example", "ExampleCall", "Job", "JobClass", "JobFailure",

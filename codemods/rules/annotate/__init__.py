@@ -58,8 +58,16 @@ What it does
     covers them; when validation rejects one of those classes the function (and every
     function reaching it) is left as it was. A function under another decorator is left
     (TorchScript compiles the wrapper). A function of ANOTHER file of the tree called by an
-    imported name is not rewritten (that file's change would not be validated with the
-    class): when its signature has what TorchScript rejects it is reported at the call.
+    imported name is not rewritten with the class (that file's change would not be validated
+    with it): when its signature has what TorchScript rejects it is reported at the call.
+    When a configured model stops in such a function (speechbrain's ``length_to_mask`` in
+    ``dataio.py``, called from ECAPA's pooling), the fix loop rewrites its file with the
+    function as compiled from elsewhere (``Rule.compiled_functions``): it is annotated, with
+    the functions of its file it calls, as one change reported under ``length_to_mask()``,
+    typed from the model's run where the code says nothing, and validated with the model
+    (eager parity, then scripting, scripted parity and save/load once the model scripts).
+    ``device=``/``dtype=`` keywords of torch calls and ``x.device``/``x.dtype`` type a
+    parameter ``torch.device``/``torch.dtype``; observed devices and dtypes too.
 
     ``typing`` names are imported once, merged into the file's ``from typing import``.
 
@@ -120,6 +128,7 @@ from tsfix.codemods.rules.annotate._classes import ClassAnnotator
 from tsfix.codemods.rules.annotate._common import looks_at
 from tsfix.codemods.rules.annotate._functions import ModuleFunctions
 from tsfix.codemods.rules.base import Code, Example, Rule
+from tsfix.codemods.rules.imports import add_typing_names
 
 __all__ = ["Annotate"]
 
@@ -391,11 +400,14 @@ class Annotate(Rule):
 
     def transform_module_impl(self, tree: cst.Module) -> cst.Module:
         rewritten = super().transform_module_impl(tree)
+        entries_changed = self._functions.annotate_entries()
         new_functions = self._functions.written({c.class_name for c in self.changes})
-        if new_functions and rewritten is not tree:
+        if new_functions and (rewritten is not tree or entries_changed):
             body = [new_functions.pop(id(s), s) for s in rewritten.body]
             assert not new_functions, "a rewritten module function was not found in the module"
             rewritten = rewritten.with_changes(body=body)
+        if entries_changed:
+            rewritten = add_typing_names(rewritten, self.typing_names)
         return rewritten
 
     def rewrite_class(self, cls: cst.ClassDef) -> cst.ClassDef:

@@ -16,7 +16,7 @@ from __future__ import annotations
 
 import ast
 from collections.abc import Collection, Mapping
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from functools import lru_cache
 from pathlib import Path
 
@@ -30,8 +30,8 @@ from tsfix.codemods.rules.annotate._evidence import usage_type
 from tsfix.codemods.rules.annotate._method import MethodAnnotator
 from tsfix.codemods.rules.annotate._state import FunctionFacts
 from tsfix.codemods.rules.annotate._typer import module_functions
-from tsfix.codemods.rules.base import Fix, Rule, Skip
-from tsfix.codemods.validation.protocol import OBSERVED_FUNCTIONS
+from tsfix.codemods.rules.base import ClassChange, Fix, Rule, Skip
+from tsfix.codemods.validation.protocol import OBSERVED_FUNCTIONS, function_change_name
 
 # Where the engine's observations of module-level functions are: ``observed[
 # FUNCTIONS_KEY][function][parameter]`` (the observing worker records them under this name).
@@ -54,11 +54,14 @@ class FunctionPlan:
 
     @property
     def summary(self) -> str:
+        return self.described("a function of this file it calls")
+
+    def described(self, role: str) -> str:
         counts = self.counts
         parts = list(counts.parts)
         if counts.observed or counts.static:
             parts.insert(0, f"typed {counts.observed + counts.static} parameter(s)")
-        return f"{self.name}() (a function of this file it calls): {', '.join(parts)}"
+        return f"{self.name}() ({role}): {', '.join(parts)}"
 
 
 class ModuleFunctions:
@@ -81,6 +84,16 @@ class ModuleFunctions:
                 self._reached[statement.name.value] = reached
                 for name in reached:
                     self.users.setdefault(name, set()).add(statement.name.value)
+        # Functions another file's compiled code calls (Rule.compiled_functions): each is a
+        # root of its own, owned by no class, and reported under function_change_name(f).
+        self.entries: dict[str, str] = {}
+        for name in sorted(rule.compiled_functions):
+            if name in self.functions and not is_ignored(self.functions[name]):
+                owner = function_change_name(name)
+                self.entries[owner] = name
+                self._reached[owner] = [name, *self._closure(name)]
+                for function in self._reached[owner]:
+                    self.users.setdefault(function, set()).add(owner)
         self._plans: dict[str, FunctionPlan] = {}
         self._relative = relative_imports(module)
         self._elsewhere: dict[str, str | None] = {}
@@ -130,6 +143,43 @@ class ModuleFunctions:
         """The file's functions as annotate leaves them: claimed ones rewritten."""
         return {name: claimed[name].func if name in claimed else func
                 for name, func in self.functions.items()}
+
+    # -- functions compiled from another file ---------------------------------------------------
+
+    def annotate_entries(self) -> bool:
+        """Annotate each function another file's compiled code calls, with the functions it
+        reaches, as one change under its own name (after the classes: what a class of this
+        file claimed is reported there). Whether a change was recorded."""
+        rule = self.rule
+        changed_any = False
+        for owner, entry in self.entries.items():
+            if owner in rule.skip_classes:
+                continue
+            claims = {name: self.plan(name) for name in self.reached(owner)
+                      if self.claimable(name, rule.skip_classes)}
+            for name, plan in claims.items():
+                if name not in self.reported:
+                    rule.fixes.extend(replace(f, class_name=owner) for f in plan.fixes)
+                    rule.skips.extend(replace(s, class_name=owner) for s in plan.skips)
+            changed = [plan for name, plan in claims.items()
+                       if plan.func is not self.functions[name]]
+            if not changed:
+                self.register(owner, claims, [])
+                continue
+            parts: list[str] = []
+            notes: list[str] = []
+            for plan in changed:
+                role = ("compiled by another file's code" if plan.name == entry
+                        else f"a function of this file {entry}() calls")
+                parts.append(plan.described(role))
+                notes.extend(plan.counts.notes)
+                rule.need_typing(*plan.typing_names)
+            rule.changes.append(ClassChange(rule.name, owner,
+                                            rule.function_span(self.functions[entry]),
+                                            "; ".join(parts), notes=notes))
+            self.register(owner, claims, [plan.name for plan in changed])
+            changed_any = True
+        return changed_any
 
     # -- functions of other files ---------------------------------------------------------------
 
@@ -188,8 +238,9 @@ class ModuleFunctions:
         reason = (f"{name}() comes from {found.display} (line {found.line}), another file of "
                   f"the tree, and TorchScript compiles it with this class: its "
                   f"{', '.join(blockers)} would be typed Tensor or rejected; annotate rewrites "
-                  "only functions of the class's own file (a rewrite elsewhere would not be "
-                  "validated with this class): annotate them there by hand")
+                  "a function of another file only in the fix loop of a configured model that "
+                  "stops in it (validated with the model, not with this class): configure a "
+                  "model that uses this class, or annotate them there by hand")
         self._elsewhere[name] = reason
         return reason
 
