@@ -22,6 +22,18 @@ What it does
     self.skip_chan: residual, skip = tcn_out``) gets the same treatment for that setting: the
     other branch would unpack, or use as a tensor, a value of the wrong type.
 
+    The same is done for an attribute ``__init__`` builds only under a test (``if pool_type ==
+    'avg': self.avg_pool = ...``, also per branch of an ``elif`` chain or with no ``else``) and
+    the compiled methods read under a test of settings (TSF231): the nearest enclosing ``if``
+    (or ``x if t else y``) whose test reads only settings is made constant. A truth test of
+    settings (``if self.use_bn:``, ``not``, ``and``/``or``, ``is None``) as above; any other
+    test of settings -- ``==``, ``!=``, ``in``, ``<`` with literals or other settings, mixed
+    with those -- by a bool copy of the whole test stored after the last setting it reads,
+    ``self.pool_type_is_avg = self.pool_type == "avg"`` (``bool(...)`` around a test that is
+    not a bool by itself; named after the comparison, else ``has_<attribute>``), named in
+    ``__constants__`` and read by every compiled test written the same. A test made only of
+    ``is None`` comparisons needs nothing (decided by the attribute's type).
+
 Why it breaks export
     TorchScript compiles both branches of an ``if`` on a plain module attribute, so the
     method's returns must merge: "Previous return statement returned a value of type Tensor
@@ -33,7 +45,11 @@ Why it breaks export
     fails; with None it fails with "Could not cast value of type NoneType to bool"), which is
     why other settings get a bool copy. ``__constants__`` accepts bool, int, float, str, None
     and tuples or lists of them. ``self.x is None`` needs nothing: it is decided by the
-    attribute's type.
+    attribute's type. For the same reason an attribute built only for some configurations
+    fails every instance that lacks it ("Module 'Pool' has no attribute 'max_pool'"), unless
+    the test that guards its read is a constant bool (measured: scripts for every
+    configuration, and survives ``torch.jit.save``/``load``). ``torch.export`` runs the Python
+    code and takes the instance's path, so the original exports as it is.
 
 Example
     Before::
@@ -83,9 +99,12 @@ Fix safety
     ``__init__``, more than once, or by unpacking; a setting holding a tensor, a submodule, a
     list or dict (a bool copy would miss in-place changes); an existing ``__constants__`` that
     is not a literal of strings; a class with a base from another file (its ``__constants__``
-    would be hidden by a list here). Run before ``lift-branch`` (order 70), which leaves the
-    settings named in ``__constants__`` alone: lifting one into a forward argument would make
-    the test undecided again.
+    would be hidden by a list here). For a guarded attribute (TSF231), also refused: a read
+    outside any test of settings, or under a test that reads something else (a tensor, a
+    local, a call), and a setting the copy reads that ``__init__`` sets inside a block; the
+    class is fixed whole or not at all (one test left undecided still fails). Run before
+    ``lift-branch`` (order 70), which leaves the settings named in ``__constants__`` alone:
+    lifting one into a forward argument would make the test undecided again.
 """
 
 from __future__ import annotations
@@ -548,9 +567,10 @@ class ConstantFlag(Rule):
              "the attribute on every path (`nn.Identity()`). torch.export is not affected: it "
              "traces the path taken."),
     )
-    summary = ("a constructor setting whose truth test chooses between returns of different "
-               "types is named (or a bool copy of it) in __constants__, so TorchScript compiles "
-               "only the configured path")
+    summary = ("a constructor setting whose test chooses between returns of different types "
+               "or guards an attribute __init__ builds only under a test is made a constant "
+               "(the setting, or a bool copy, in __constants__), so TorchScript compiles only "
+               "the configured path")
 
     VALID = (
         # One return type: nothing to do.
@@ -643,6 +663,41 @@ class M(torch.nn.Module):
         if self.return_both:
             return y, x
         return y
+""",
+        ),
+        # An attribute __init__ builds only under a test, read under the same test (TSF231).
+        Example(
+            """
+import torch
+from torch import nn
+class Pool(nn.Module):
+    def __init__(self, pool_type="avg"):
+        super().__init__()
+        self.pool_type = pool_type
+        if pool_type == "avg":
+            self.avg_pool = nn.AdaptiveAvgPool1d(1)
+    def forward(self, x):
+        if self.pool_type == "avg":
+            x = self.avg_pool(x)
+        return x
+""",
+            """
+import torch
+from torch import nn
+class Pool(nn.Module):
+    # TorchScript compiles only the branch a constant bool test takes.
+    __constants__ = ["pool_type_is_avg"]
+
+    def __init__(self, pool_type="avg"):
+        super().__init__()
+        self.pool_type = pool_type
+        self.pool_type_is_avg = self.pool_type == "avg"
+        if pool_type == "avg":
+            self.avg_pool = nn.AdaptiveAvgPool1d(1)
+    def forward(self, x):
+        if self.pool_type_is_avg:
+            x = self.avg_pool(x)
+        return x
 """,
         ),
     )
