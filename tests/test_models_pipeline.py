@@ -270,3 +270,25 @@ def test_fix_loop_annotates_a_function_of_a_helper_file(project: Project) -> Non
     assert change.class_name == "make_mask()" and change.rule == "annotate"
     assert change.verdict == "verified", change.reason
     assert result.exit_code == 0
+
+
+@pytest.mark.slow
+def test_a_dry_run_of_the_fix_loop_is_not_cached_in_place_of_its_writes(
+        project: Project) -> None:
+    """``--diff`` first, then ``apply``: the second run must still rewrite the helper file
+    (a cached model outcome would say the model scripts and write nothing)."""
+    package(project)
+    before = project.bytes("pkg/stack.py")
+    dry = project.run("pkg/net.py", rules=["all"], jobs=1, mode="diff", cache=True)
+    assert [f.display for f in dry.files if f.fix_loop] == ["pkg/stack.py"]
+    assert project.bytes("pkg/stack.py") == before
+
+    applied = project.run("pkg/net.py", rules=["all"], jobs=1, cache=True)
+
+    assert applied.cache_hits == 0
+    assert project.bytes("pkg/stack.py") != before
+    [model] = applied.models()
+    assert model.ok, model
+    # Written now: the next run may answer from the cache, and nothing is left to write.
+    again = project.run("pkg/net.py", rules=["all"], jobs=1, cache=True)
+    assert again.cache_hits == 1 and [m.ok for m in again.models()] == [True]

@@ -238,6 +238,10 @@ def run(targets: Sequence[str | os.PathLike[str]], options: Options) -> RunResul
                     if result.written:
                         written.append(result.display)
             files.append(result)
+        # A model's outcome rests on what the fix loop did to the files it imports; when
+        # that was not written (--diff, --check), a cached outcome would tell the next run
+        # the model scripts while nothing rewrites those files.
+        unwritten: set[str] = set()
         for outcome in extra:
             result = outcome.result
             if outcome.text is not None and result.status == "changed" and options.mode == "write":
@@ -245,11 +249,14 @@ def run(targets: Sequence[str | os.PathLike[str]], options: Options) -> RunResul
                     result = _written(result, outcome.text, outcome.source)
                     if result.written:
                         written.append(result.display)
+            if result.status == "changed" and not result.written:
+                unwritten.add(str(result.path))
             files.append(result)
         files.extend(missing)
         if cache is not None:
             for i, key in keys.items():
-                if i not in cached and cacheable(files[i]):
+                if (i not in cached and cacheable(files[i])
+                        and not unwritten & set(files[i].depends)):
                     result = files[i]
                     if result.depends:
                         # The bytes the next run will see (this run may have written them).
