@@ -319,3 +319,14 @@ def test_a_constructor_argument_defaulting_to_none_is_refused() -> None:
     code = code.replace("        self.extra = None\n", "        self.extra = loss\n")
     reason = refusal(rewrite(code))
     assert "`loss` is a constructor argument: what a caller passes is not known" in reason
+
+
+def test_a_capitalised_factory_function_is_refused() -> None:
+    # ParityBench's pytorch_saliency: SimpleLinearBlock(...) is a function returning a
+    # Sequential.
+    prelude = """\
+        def SimpleLinearBlock(channels):
+            return nn.Sequential(nn.Linear(channels, channels))
+        """
+    reason = refusal(rewrite(block("SimpleLinearBlock(4)", prelude=prelude)))
+    assert "`SimpleLinearBlock` is a function of its file: what it returns is not known" in reason

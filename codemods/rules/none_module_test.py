@@ -179,6 +179,9 @@ class _Truthiness:
         if not rest and head in classes:
             return self._class(tree, path, classes[head], depth)
         imports = ast_imports(tree.body)
+        if not rest and any(isinstance(s, ast.FunctionDef | ast.AsyncFunctionDef)
+                            and s.name == head for s in tree.body):
+            return f"`{dotted}` is a function of its file: what it returns is not known"
         if head not in imports:
             if dotted == "object":
                 return ""
