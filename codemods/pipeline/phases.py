@@ -1192,11 +1192,13 @@ def _function_verdict(owner: str, answer: ModelResult, shown: str) -> ClassVerdi
     if verdict.status == MODEL_SCRIPTS:
         return ClassVerdict(owner, VERIFIED, f"the model scripts with it ({verdict.reason})")
     if verdict.status == MODEL_FAILS and verdict.blocker is not None:
-        place = configured.shown(verdict.blocker.path) if verdict.blocker.path else "?"
-        line = f":{verdict.blocker.line}" if verdict.blocker.line else ""
+        blocker = verdict.blocker
+        place = (f"at {configured.shown(blocker.path)}"
+                 + (f":{blocker.line}" if blocker.line else "") if blocker.path
+                 else f"({blocker.message.splitlines()[0] if blocker.message else '?'})")
         return ClassVerdict(owner, UNVERIFIED, f"the model's eager outputs match the "
                                                f"original's with it, and it still stops "
-                                               f"scripting at {place}{line}: its scripted "
+                                               f"scripting {place}: its scripted "
                                                "outputs cannot be compared yet")
     if verdict.status == MODEL_FAILS:
         return ClassVerdict(owner, REJECTED, f"the model with {owner} in {shown}: "
