@@ -117,10 +117,11 @@ class KnownError:
     explanation: str = ""
 
 
-# Codes whose TorchScript error points at another line than the one to fix.
-_PLACED_BY_FINDING = frozenset({"TSF229", "TSF230"})
+# Codes whose TorchScript error points at another line than the one to fix (TSF231: the read
+# of the attribute, fixed at the test that guards it).
+_PLACED_BY_FINDING = frozenset({"TSF229", "TSF230", "TSF231"})
 # Codes whose TorchScript message other constructs share: named only when check found one.
-_NEEDS_FINDING = frozenset({"TSF230"})
+_NEEDS_FINDING = frozenset({"TSF230", "TSF231"})
 
 # Measured on torch 2.13 (fixtures/check/blockers.py has one class for each). Order matters:
 # the first pattern found in the message wins.
@@ -193,6 +194,9 @@ KNOWN_ERRORS = (
     # A property reading a name-mangled attribute (asteroid's BaseModel.sample_rate): compiled
     # even when nothing reads it; jit-unused-properties lists it.
     KnownError(r"has no attribute '__\w+'", "TSF225"),
+    # An attribute __init__ builds only for some configurations (constant-flag, when check
+    # finds the test that guards it; else the generic answer below).
+    KnownError(r"Module '\w+' has no attribute '(?!__)\w+'", "TSF231"),
     KnownError(r"Module '\w+' has no attribute '\w+'", None,
                "TorchScript cannot hold this attribute's value (a class-level list, a Python "
                "object, a value of unsupported type). Store a tensor, number, string, list or "
@@ -492,7 +496,11 @@ def _explain(outcome: dict[str, Any], class_name: str, display: str, path: Path,
             # line say what it is and which rule fixes it.
             hints = _site_findings(result, elsewhere, target)
     else:
-        known = next((k for k in KNOWN_ERRORS if re.search(k.pattern, message)), None)
+        # A pattern whose message alone does not tell the construct counts only where check
+        # found it; the next pattern that matches answers otherwise.
+        known = next((k for k in KNOWN_ERRORS if re.search(k.pattern, message)
+                      and (k.code not in _NEEDS_FINDING
+                           or any(h.code == k.code for h in hints))), None)
         result.line = _user_line(message, path)
     code = known.code if known and (known.code is None or known.code in CODES) else None
     if code in _NEEDS_FINDING and not any(h.code == code for h in hints):
