@@ -110,6 +110,24 @@ def is_standard_library(dotted: str) -> bool:
     return head in sys.stdlib_module_names or (head == dotted and hasattr(builtins, head))
 
 
+def parsed_file(path: Path) -> ast.Module | None:
+    """Another file of the tree as CPython's ``ast`` reads it (never imported), kept per
+    process by path, modification time and size; None when it cannot be read or parsed."""
+    try:
+        stat = path.stat()
+    except OSError:
+        return None
+    return _parsed_at(str(path), stat.st_mtime_ns, stat.st_size)
+
+
+@lru_cache(maxsize=64)
+def _parsed_at(path: str, mtime_ns: int, size: int) -> ast.Module | None:
+    try:
+        return ast.parse(Path(path).read_bytes(), filename=path)
+    except (OSError, SyntaxError, ValueError, RecursionError):
+        return None
+
+
 # ---- finding files -------------------------------------------------------------------------------
 
 def package_root(path: Path) -> Path:

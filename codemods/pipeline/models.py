@@ -314,32 +314,27 @@ def shown(path: str) -> str:
 
 def class_at(text: str, line: int | None, scope: str | None) -> str | None:
     """The top-level class of ``text`` that holds ``line`` (else the class ``scope`` names)."""
-    try:
-        tree = ast.parse(text)
-    except (SyntaxError, ValueError, RecursionError):
-        return None
-    classes = [node for node in tree.body if isinstance(node, ast.ClassDef)]
-    if line is not None:
-        for node in classes:
-            if node.lineno <= line <= (node.end_lineno or node.lineno):
-                return node.name
-    wanted = (scope or "").split(".")[0]
-    return wanted if any(node.name == wanted for node in classes) else None
+    return _top_level_at(text, line, (scope or "").split(".")[0], ast.ClassDef)
 
 
 def function_at(text: str, line: int | None, scope: str | None) -> str | None:
     """The module-level function of ``text`` that holds ``line`` (else the one ``scope``
     names)."""
+    return _top_level_at(text, line, scope or "", ast.FunctionDef)
+
+
+def _top_level_at(text: str, line: int | None, wanted: str,
+                  kind: type[ast.ClassDef] | type[ast.FunctionDef]) -> str | None:
     try:
         tree = ast.parse(text)
     except (SyntaxError, ValueError, RecursionError):
         return None
-    functions = [node for node in tree.body if isinstance(node, ast.FunctionDef)]
+    nodes = [node for node in tree.body if isinstance(node, kind)]
     if line is not None:
-        for node in functions:
+        for node in nodes:
             if node.lineno <= line <= (node.end_lineno or node.lineno):
                 return node.name
-    return scope if any(node.name == scope for node in functions) else None
+    return wanted if any(node.name == wanted for node in nodes) else None
 
 
 def top_level_classes(text: str) -> list[str]:

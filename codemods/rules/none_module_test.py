@@ -75,13 +75,12 @@ import ast
 import builtins
 from collections.abc import Iterator
 from dataclasses import dataclass
-from functools import lru_cache
 from pathlib import Path
 
 import libcst as cst
 from tsfix.codemods.facts.classes import ClassFacts
 from tsfix.codemods.facts.prefilter import AstFile
-from tsfix.codemods.facts.project import ast_imports, dotted_name, lookup
+from tsfix.codemods.facts.project import ast_imports, dotted_name, lookup, parsed_file
 from tsfix.codemods.facts.syntax import (
     code_of,
     contains,
@@ -130,22 +129,6 @@ class _Site:
 
 
 # ---- the classes a value is built from ---------------------------------------------------------
-
-@lru_cache(maxsize=64)
-def _parsed_at(path: str, mtime_ns: int, size: int) -> ast.Module | None:
-    try:
-        return ast.parse(Path(path).read_bytes(), filename=path)
-    except (OSError, SyntaxError, ValueError, RecursionError):
-        return None
-
-
-def _parsed(path: Path) -> ast.Module | None:
-    try:
-        stat = path.stat()
-    except OSError:
-        return None
-    return _parsed_at(str(path), stat.st_mtime_ns, stat.st_size)
-
 
 def _torch_problem(dotted: str) -> str:
     """Why instances of the torch class ``dotted`` may be false ("" when they never are)."""
@@ -203,7 +186,7 @@ class _Truthiness:
                 return _torch_problem(found.external)
             return (f"`{dotted}` comes from {found.external}, outside the project tree: "
                     "whether it defines __len__ or __bool__ is not known")
-        other = _parsed(found.path) if found.kind == "class" else None
+        other = parsed_file(found.path) if found.kind == "class" else None
         cls = next((s for s in other.body if isinstance(s, ast.ClassDef)
                     and s.lineno == found.line), None) if other is not None else None
         if other is None or cls is None:

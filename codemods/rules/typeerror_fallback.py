@@ -89,14 +89,13 @@ from __future__ import annotations
 import ast
 from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
-from functools import lru_cache
 from pathlib import Path
 
 import libcst as cst
 from libcst.helpers import get_full_name_for_node
 from tsfix.codemods.facts.classes import ClassFacts
 from tsfix.codemods.facts.prefilter import AstFile
-from tsfix.codemods.facts.project import ast_imports, dotted_name, lookup
+from tsfix.codemods.facts.project import ast_imports, dotted_name, lookup, parsed_file
 from tsfix.codemods.facts.syntax import (
     code_of,
     contains,
@@ -184,22 +183,6 @@ def _binds(signature: ast.arguments, call: cst.Call, *, skip_first: bool) -> boo
     return required <= filled
 
 
-@lru_cache(maxsize=64)
-def _parsed_at(path: str, mtime_ns: int, size: int) -> ast.Module | None:
-    try:
-        return ast.parse(Path(path).read_bytes(), filename=path)
-    except (OSError, SyntaxError, ValueError, RecursionError):
-        return None
-
-
-def _parsed(path: Path) -> ast.Module | None:
-    try:
-        stat = path.stat()
-    except OSError:
-        return None
-    return _parsed_at(str(path), stat.st_mtime_ns, stat.st_size)
-
-
 class _Classes:
     """Reads the classes a file's names refer to, in this file and the project's other files
     (with CPython's ``ast``; nothing is imported)."""
@@ -239,7 +222,7 @@ class _Classes:
                 return _torch_class(found.external)
             return _Callee(dotted, dotted, problem=f"`{dotted}` comes from {found.external}, "
                            "outside the project tree")
-        other = _parsed(found.path) if found.kind == "class" else None
+        other = parsed_file(found.path) if found.kind == "class" else None
         cls = next((s for s in other.body if isinstance(s, ast.ClassDef)
                     and s.lineno == found.line), None) if other is not None else None
         if other is None or cls is None:
