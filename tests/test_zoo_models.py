@@ -71,7 +71,12 @@ def test_zoo_models_script_after_tsfix(site: Path, tmp_path: Path,
     for key in STILL_BLOCKED:
         record = verdicts[key]
         assert record.status == "fails", record
-        assert record.blocker is not None and ":" in record.blocker, record
+        if record.blocker is None:
+            # TorchScript names no line for some errors (ECAPA's unannotated `lengths=None`:
+            # "Unsupported value kind: Tensor"); its message is the record's reason.
+            assert record.reason, record
+            continue
+        assert ":" in record.blocker, record
         path, _, line = record.blocker.rpartition(":")
         assert (project.root / path).is_file() and int(line) > 0
         assert record.explain, record

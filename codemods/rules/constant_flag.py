@@ -281,6 +281,12 @@ def _bool_setting(facts: ClassFacts, assignment: AttrAssignment) -> bool:
     return facts.attributes.get(assignment.attr) == "bool"
 
 
+def _field_of_self(value: cst.BaseExpression, self_var: str) -> bool:
+    """``self.config.hidden_size``: an attribute chain through an object kept on the module."""
+    return (isinstance(value, cst.Attribute) and isinstance(value.value, cst.Attribute)
+            and (code_of(value).split(".")[0] == self_var))
+
+
 def _setting_problem(facts: ClassFacts, attr: str) -> str | None:
     """Why ``self.<attr>`` is not a setting a constant can stand for, or None: it must be set
     once, by a plain assignment in ``__init__``, to something other than a tensor, submodule or
@@ -927,6 +933,11 @@ class Pool(nn.Module):
             if problem is not None:
                 return problem
             [assignment] = [a for a in facts.assignments if a.attr == setting]
+            if assignment.value is not None and _field_of_self(assignment.value, init_self):
+                # lift-branch copies a config field read in forward to a plain attribute; a
+                # copy of a test of it here would appear only on a second run (not idempotent).
+                return (f"self.{setting} is a field of an object the module keeps "
+                        f"(`{code_of(assignment.value)}`): lift-branch handles config fields")
             index = position.get(id(assignment.statement))
             if index is None:
                 return (f"self.{setting} is set inside a block of __init__, not on every path: "
