@@ -110,7 +110,7 @@ Fix safety
 from __future__ import annotations
 
 import ast
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 
 import libcst as cst
@@ -224,18 +224,24 @@ def _setting_test(test: cst.BaseExpression, self_var: str) -> list[str] | None:
     """The settings a test reads when it is made only of truth tests of ``self.<attr>``,
     ``not``, ``and``/``or`` and ``self.<attr> is (not) None``; None when it reads anything
     else."""
+    return _settings_read(test, self_var, lambda leaf: [] if _is_none_test(leaf, self_var)
+                          else None)
+
+
+def _settings_read(test: cst.BaseExpression, self_var: str,
+                   leaf: Callable[[cst.BaseExpression], list[str] | None]) -> list[str] | None:
+    """The settings ``self.<attr>`` a test of truth tests, ``not`` and ``and``/``or`` reads,
+    what ``leaf`` says of any other part (None: the test reads something else)."""
     if isinstance(test, cst.Attribute):
         attr = self_attr(test, self_var)
         return [attr] if attr is not None else None
     if isinstance(test, cst.UnaryOperation) and isinstance(test.operator, cst.Not):
-        return _setting_test(test.expression, self_var)
+        return _settings_read(test.expression, self_var, leaf)
     if isinstance(test, cst.BooleanOperation):
-        left = _setting_test(test.left, self_var)
-        right = _setting_test(test.right, self_var)
+        left = _settings_read(test.left, self_var, leaf)
+        right = _settings_read(test.right, self_var, leaf)
         return None if left is None or right is None else [*left, *right]
-    if _is_none_test(test, self_var):
-        return []
-    return None
+    return leaf(test)
 
 
 def _ancestor_ifs(root: cst.CSTNode, node: cst.CSTNode) -> list[cst.If] | None:
@@ -446,25 +452,19 @@ def _comparison_settings(test: cst.BaseExpression, self_var: str) -> list[str] |
     """The settings a test reads when it is made only of comparisons of ``self.<attr>`` with
     literals or other settings (``==``, ``!=``, ``in``, ``<``, ``is None``, ...), truth tests
     of ``self.<attr>``, ``not`` and ``and``/``or``; None when it reads anything else."""
-    if isinstance(test, cst.Attribute):
-        attr = self_attr(test, self_var)
-        return [attr] if attr is not None else None
-    if isinstance(test, cst.UnaryOperation) and isinstance(test.operator, cst.Not):
-        return _comparison_settings(test.expression, self_var)
-    if isinstance(test, cst.BooleanOperation):
-        left = _comparison_settings(test.left, self_var)
-        right = _comparison_settings(test.right, self_var)
-        return None if left is None or right is None else [*left, *right]
-    if isinstance(test, cst.Comparison):
+    def comparison(leaf: cst.BaseExpression) -> list[str] | None:
+        if not isinstance(leaf, cst.Comparison):
+            return None
         read: list[str] = []
-        for operand in [test.left, *(c.comparator for c in test.comparisons)]:
+        for operand in [leaf.left, *(c.comparator for c in leaf.comparisons)]:
             attr = self_attr(operand, self_var)
             if attr is not None:
                 read.append(attr)
             elif not _is_literal(operand):
                 return None
         return read
-    return None
+
+    return _settings_read(test, self_var, comparison)
 
 
 def _bool_valued(expr: cst.BaseExpression) -> bool:
