@@ -9,6 +9,8 @@ from __future__ import annotations
 import json
 import os
 import sys
+from collections.abc import Iterator
+from contextlib import contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Literal, NoReturn
@@ -25,6 +27,10 @@ Target = Literal["torchscript", "onnx", "export"]
 
 EXIT_INTERRUPTED = 130      # Ctrl-C, as shells report SIGINT
 EXIT_USAGE = 2              # as tsfix.codemods.pipeline.report.EXIT_USAGE, without importing it
+# --timeout-total ran out: what was decided is kept, the rest is not verified (as EXIT_FAILED).
+EXIT_TIME_LIMIT = 3
+# Files named one by one in the message of a stopped run; the rest are counted.
+STOPPED_LISTED_MAX = 20
 
 # Runs over this many files end with the summary table (small runs: the summary line only).
 SUMMARY_TABLE_MIN_FILES = 10
@@ -35,8 +41,9 @@ Exit codes:
   1  --check / --dry-run: changes would be made
   2  usage or configuration error
   3  a rewrite was rejected by validation, a file failed (cannot be read or
-     parsed, bad example spec), or --require-verified and a rewrite is unverified
-  130  interrupted (Ctrl-C)
+     parsed, bad example spec), or --require-verified and a rewrite is unverified,
+     or --timeout-total ran out (the files decided by then are kept)
+  130  interrupted (Ctrl-C, SIGTERM)
 """
 
 
@@ -75,7 +82,7 @@ class _Group(click.Group):
         except (KeyboardInterrupt, RuntimeError) as exc:
             if not _is_interrupt(exc):
                 raise
-            _interrupted(list(getattr(exc, "written", ())))
+            _interrupted(list(getattr(exc, "written", ())), exc)
 
 
 @click.group(cls=_Group, context_settings={"help_option_names": ["-h", "--help"]})
@@ -103,12 +110,15 @@ def main() -> None:
               help="Review every hunk (y/n/a/d/q, as in git add -p) before anything is written; "
                    "a file is written once all its hunks are decided.")
 @click.option("--no-verify", is_flag=True,
-              help="Skip validation (never imports torch); rewrites are reported unverified.")
+              help="Skip validation (never imports torch); every rewrite is written, reported "
+                   "unverified.")
 @click.option("--require-verified", is_flag=True, default=None,
               help="Treat unverified rewrites as failures: do not write them, exit 3.")
 @click.option("--unsafe-fixes", is_flag=True, default=None,
-              help="Also apply fixes that change what callers may pass (e.g. removing unused "
-                   "*args/**kwargs). Default: [tool.tsfix] unsafe-fixes, else off.")
+              help="Also write unsafe rewrites (ones that may change eager results) that "
+                   "validation could not prove, and apply fixes that change what callers may "
+                   "pass (e.g. removing unused *args/**kwargs). Default: [tool.tsfix] "
+                   "unsafe-fixes, else off.")
 @click.option("--report", "report_path", type=click.Path(dir_okay=False, path_type=Path),
               help="Write a JSON report: one record per file and per rewritten class.")
 @click.option("--config", "config_path",
@@ -121,6 +131,11 @@ def main() -> None:
                    "runs ($TSFIX_CACHE_DIR, default ~/.cache/tsfix).")
 @click.option("--timeout", type=click.FloatRange(min=1), default=None,
               help="Seconds allowed for validating one file (default 120).")
+@click.option("--timeout-total", type=click.FloatRange(min=0, min_open=True), default=None,
+              metavar="SECONDS",
+              help="Seconds for the whole run: then it stops, keeping the files decided by "
+                   "then (a next run resumes from the cache), and exits 3. Default: "
+                   "[tool.tsfix] timeout-total, else no limit.")
 @click.option("--target", type=click.Choice(TARGETS), default=None,
               help="What the rewrite must work for, and what validation proves. "
                    "torchscript: torch.jit.script (+ save/load). onnx: lifted settings "
@@ -144,21 +159,45 @@ def apply(paths: tuple[Path, ...], rule_names: tuple[str, ...], dry_run: bool, c
           interactive: bool, no_verify: bool, require_verified: bool | None,
           unsafe_fixes: bool | None, report_path: Path | None,
           config_path: Path | None, jobs: int, no_cache: bool, timeout: float | None,
-          target: Target | None, allow_unscriptable: bool | None,
+          timeout_total: float | None, target: Target | None, allow_unscriptable: bool | None,
           fix_rounds: int, quiet: bool, verbose: bool) -> None:
     """Rewrite the model files under PATHS, validating every rewritten class."""
     state = _ApplyState()
     try:
-        code = _apply(state, paths, rule_names, dry_run, check, interactive, no_verify,
-                      require_verified, unsafe_fixes, report_path, config_path, jobs, no_cache,
-                      timeout, target, quiet, verbose, allow_unscriptable, fix_rounds)
+        with _terminate_as_interrupt():
+            code = _apply(state, paths, rule_names, dry_run, check, interactive, no_verify,
+                          require_verified, unsafe_fixes, report_path, config_path, jobs,
+                          no_cache, timeout, target, quiet, verbose, allow_unscriptable,
+                          fix_rounds, timeout_total)
     except (KeyboardInterrupt, RuntimeError) as exc:
         if not _is_interrupt(exc):
             raise
         if state.display is not None:
             state.display.close()
-        _interrupted([*state.written, *getattr(exc, "written", ())])
+        _interrupted([*state.written, *getattr(exc, "written", ())], exc)
     sys.exit(code)
+
+
+@contextmanager
+def _terminate_as_interrupt() -> Iterator[None]:
+    """SIGTERM (a batch system's time limit, ``kill``) stops the run as Ctrl-C does: pending
+    validation cancelled, the files decided so far kept and listed. Only in the main thread,
+    where Python runs signal handlers."""
+    import signal
+    import threading
+
+    if threading.current_thread() is not threading.main_thread():
+        yield
+        return
+
+    def terminated(signum: int, frame: object) -> None:
+        raise KeyboardInterrupt
+
+    previous = signal.signal(signal.SIGTERM, terminated)
+    try:
+        yield
+    finally:
+        signal.signal(signal.SIGTERM, previous)
 
 
 def _is_interrupt(exc: BaseException) -> bool:
@@ -188,7 +227,8 @@ def _apply(state: _ApplyState, paths: tuple[Path, ...], rule_names: tuple[str, .
            require_verified: bool | None, unsafe_fixes: bool | None, report_path: Path | None,
            config_path: Path | None, jobs: int, no_cache: bool, timeout: float | None,
            target: Target | None, quiet: bool, verbose: bool,
-           allow_unscriptable: bool | None = None, fix_rounds: int = 5) -> int:
+           allow_unscriptable: bool | None = None, fix_rounds: int = 5,
+           timeout_total: float | None = None) -> int:
     """``tsfix apply``; returns the exit code."""
     from tsfix.cli.progress import ProgressDisplay
     from tsfix.codemods.pipeline.config import ConfigError
@@ -215,7 +255,8 @@ def _apply(state: _ApplyState, paths: tuple[Path, ...], rule_names: tuple[str, .
                       require_verified=require_verified, config=config_path, jobs=jobs,
                       timeout=timeout, unsafe_fixes=unsafe_fixes, progress=display,
                       cache=not no_cache, target=target,
-                      allow_unscriptable=allow_unscriptable, fix_rounds=fix_rounds)
+                      allow_unscriptable=allow_unscriptable, fix_rounds=fix_rounds,
+                      timeout_total=timeout_total)
     try:
         result = run(list(paths), options)
     except (ConfigError, UnknownRuleError) as exc:
@@ -257,20 +298,28 @@ def _printable(text: str) -> str:
     return printable(text)
 
 
-def _interrupted(written: list[str]) -> NoReturn:
-    """Ctrl-C: one message, the files already written (each whole; writes are atomic), exit
-    130. A second Ctrl-C while it is said is ignored."""
+def _interrupted(written: list[str], stopped: BaseException | None = None) -> NoReturn:
+    """Ctrl-C or SIGTERM: one message, the files already written (each whole; writes are
+    atomic), exit 130; the time limit (``stopped`` says which): the same with the files not
+    decided, exit 3. A second Ctrl-C while it is said is ignored."""
     import signal
 
+    undecided: list[str] = list(getattr(stopped, "undecided", ()))
+    time_limit = getattr(stopped, "time_limit", None) or getattr(stopped, "seconds", None)
     try:
         previous = signal.signal(signal.SIGINT, signal.SIG_IGN)
     except ValueError:              # not the main thread: no handler to change
         previous = None
     try:
-        if written:
+        if time_limit is not None:
+            lines = _time_limit_lines(written, undecided, time_limit)
+        elif written:
             lines = [f"interrupted: stopped after rewriting {len(written)} "
                      f"file{'s' if len(written) != 1 else ''}; every other file is as it was:",
                      *(f"  rewrote {_printable(display)}" for display in written)]
+            if undecided:
+                lines.extend(_listed(f"{_files(len(undecided))} not decided (a next run "
+                                     "does them):", "  ", undecided))
         else:
             from tsfix.cli import STOPPED_BEFORE_WRITING
 
@@ -281,6 +330,7 @@ def _interrupted(written: list[str]) -> NoReturn:
             signal.signal(signal.SIGINT, previous)
     from tsfix import cli
 
+    code = EXIT_TIME_LIMIT if time_limit is not None else EXIT_INTERRUPTED
     if cli.PROGRAM:
         # The run's processes and pools are closed by now (the interrupt came through their
         # `with` blocks). Python 3.11 would turn sys.exit(130) into death by SIGINT when the
@@ -288,8 +338,37 @@ def _interrupted(written: list[str]) -> NoReturn:
         # the exit code is documented, so leave without that.
         sys.stdout.flush()
         sys.stderr.flush()
-        os._exit(EXIT_INTERRUPTED)
-    sys.exit(EXIT_INTERRUPTED)
+        os._exit(code)
+    sys.exit(code)
+
+
+def _files(count: int) -> str:
+    return f"{count} file{'s' if count != 1 else ''}"
+
+
+def _listed(headline: str, indent: str, names: list[str]) -> list[str]:
+    """``headline`` and the first ``STOPPED_LISTED_MAX`` names, one a line."""
+    lines = [headline, *(f"{indent}{_printable(name)}" for name in names[:STOPPED_LISTED_MAX])]
+    if len(names) > STOPPED_LISTED_MAX:
+        lines.append(f"{indent}... and {len(names) - STOPPED_LISTED_MAX} more")
+    return lines
+
+
+def _time_limit_lines(written: list[str], undecided: list[str], seconds: float) -> list[str]:
+    """What a run stopped by ``--timeout-total`` kept and what it left as it was."""
+    head = f"time limit reached (--timeout-total {seconds:g}s): "
+    if written:
+        lines = [f"{head}stopped after rewriting {_files(len(written))}, kept:",
+                 *(f"  rewrote {_printable(display)}" for display in written)]
+    else:
+        lines = [f"{head}stopped before anything was rewritten"]
+    if undecided:
+        lines.extend(_listed(f"{_files(len(undecided))} not decided, left as they were (a next "
+                             "run does them; what was decided comes from the cache):", "  ",
+                             undecided))
+    else:
+        lines.append("every file was decided; the rest of the run (the summary) was cut short")
+    return lines
 
 
 def _unwritable(path: Path) -> str | None:
@@ -362,13 +441,14 @@ def _print_outcome(result: RunResult, *, quiet: bool, verbose: bool,
         for c in file.classes:
             if summarised and (c.verdict, reason_headline(c.reason)) in summarised:
                 continue
-            verdict = click.style(c.verdict, fg=colour.get(c.verdict))
+            verdict = click.style(c.verdict + (" (not written)" if c.withheld else ""),
+                                  fg=colour.get(c.verdict))
             detail = f": {p(c.reason)}" if c.reason and (c.verdict != VERIFIED or verbose) else ""
             click.echo(f"{shown}:{c.lines[0]}: {c.class_name} [{c.rule}] {verdict}{detail}",
                        err=True)
             if verbose:
                 click.echo(f"    {p(c.summary)}", err=True)
-            for note in c.notes:
+            for note in [*c.notes, *([c.withheld] if c.withheld else [])]:
                 click.echo(f"    note: {p(note)}", err=True)
         if verbose:
             for s in file.skips:
@@ -399,9 +479,9 @@ def _print_outcome(result: RunResult, *, quiet: bool, verbose: bool,
                 click.echo(f"    fix loop: {p(line)}", err=True)
     if (not quiet and not result.allow_unscriptable
             and any(m.status == "fails" for m in result.models())):
-        click.echo("a configured model that does not script fails the run (exit 3); "
-                   "--allow-unscriptable (or [tool.tsfix] allow-unscriptable = true) reports "
-                   "it without failing", err=True)
+        click.echo(f"a configured model that does not {result.model_verb()} fails the run "
+                   "(exit 3); --allow-unscriptable (or [tool.tsfix] allow-unscriptable = true) "
+                   "reports it without failing", err=True)
     if not quiet:
         if table or len(result.files) >= SUMMARY_TABLE_MIN_FILES:
             click.echo("summary:", err=True)
@@ -434,8 +514,17 @@ def show_report(report_path: Path, verbose: bool) -> None:
 
 
 @main.command("rules")
-def list_rules() -> None:
+@click.option("--format", "output_format", type=click.Choice(["text", "markdown"]),
+              default="text", show_default=True,
+              help="markdown: every rule's full documentation and the check codes, the page "
+                   "docs/rules.md is generated from.")
+def list_rules(output_format: str) -> None:
     """List the rules: name and one-line summary."""
+    if output_format == "markdown":
+        from tsfix.codemods.lint.explain import rules_markdown
+
+        click.echo(rules_markdown(), nl=False)
+        return
     width = max(len(name) for name in rule_summaries())
     for name, summary in rule_summaries().items():
         click.echo(f"{name:<{width}}  {summary}")

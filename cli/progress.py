@@ -31,8 +31,9 @@ _LABELS = {"observe": "observing", "rewrite": "rewriting", "validate": "validati
 
 def describe(progress: Progress, elapsed: float) -> str:
     """``validating 10/45 classes | 8 verified, 1 rejected, 1 unverified | ETA 30s``."""
-    parts = [f"{_LABELS[progress.phase]} {progress.done}/{progress.total} "
-             f"{_UNITS[progress.phase]}"]
+    label = ("exporting configured models" if progress.phase == "models"
+             and progress.target == "export" else _LABELS[progress.phase])
+    parts = [f"{label} {progress.done}/{progress.total} {_UNITS[progress.phase]}"]
     if progress.phase == "rewrite" or progress.rewrites:
         parts.append(f"{progress.rewrites} class rewrite{'s' if progress.rewrites != 1 else ''}")
     if progress.verdicts:

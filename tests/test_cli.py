@@ -276,7 +276,7 @@ def test_report_json_records_files_classes_and_counts(project: Project) -> None:
 
     assert report["summary"] == {"files": 4, "changed": 2, "unchanged": 1, "failed": 1,
                                  "classes": 3, "verified": 0, "rejected": 0,
-                                 "unverified": 3}
+                                 "unverified": 3, "withheld": 0}
 
 
 @pytest.mark.parametrize(("where", "why"), [

@@ -252,6 +252,26 @@ def test_explain_error_under_export(tmp_path: Path) -> None:
                     "data-dependent-branch m.py")
 
 
+def test_explain_error_does_not_recommend_a_rewrite_the_run_rejected(tmp_path: Path) -> None:
+    """A model stops where data-dependent-branch's rewrite was rejected in the same run:
+    running that rule again cannot be the advice."""
+    model = tmp_path / "m.py"
+    model.write_text(EXPORT_BLOCKERS)
+    message = (f'Could not guard on data-dependent expression Eq(u0, 1)\n  File "{model}", '
+               "line 8, in forward\n    if x.abs().max() > 1.0:")
+    line = explain_error(message, model, "m.py", EXPORT_BLOCKERS, "DataBranch",
+                         target="export",
+                         rejected={"data-dependent-branch": "eager parity: max abs diff 2"})
+    assert line == ("if on a tensor value [TSF226]; data-dependent-branch rewrote DataBranch in "
+                    "this run and validation rejected it (eager parity: max abs diff 2): "
+                    "change the code by hand")
+    assert "tsfix apply" not in line
+    # Another rule's rejection leaves the advice as it was.
+    assert "fix: tsfix apply --target export --rule data-dependent-branch" in explain_error(
+        message, model, "m.py", EXPORT_BLOCKERS, "DataBranch", target="export",
+        rejected={"annotate": "does not script"})
+
+
 # ---- measured on torch 2.13 (real torch, one child each) ---------------------------------------
 
 MEASURE = textwrap.dedent("""\

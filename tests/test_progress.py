@@ -91,7 +91,8 @@ def test_blockers_are_explained_once_each_with_progress(
     path = str(tmp_path / "nets.py")
     seen: list[tuple[str | None, str, str | None]] = []
 
-    def explain(blocker: Blocker, text: str | None, shown: str, target: str = "") -> str:
+    def explain(blocker: Blocker, text: str | None, shown: str, target: str = "",
+                rejected: object = None) -> str:
         seen.append((text, blocker.message, blocker.scope))
         return f"explained {blocker.scope} in {shown}"
 
@@ -120,3 +121,28 @@ def test_blockers_are_explained_once_each_with_progress(
     assert [(p.phase, p.done, p.total) for p in reports] == [("explain", 0, 1),
                                                             ("explain", 1, 1)]
     assert describe(reports[-1], 2.0) == "explaining where models stop 1/1 files | took 2s"
+
+
+def test_a_blocker_is_explained_knowing_which_rewrites_of_its_class_were_rejected(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    # explain must not send the user to a rule whose rewrite of that class this run rejected.
+    path = str(tmp_path / "nets.py")
+    seen: dict[str | None, object] = {}
+
+    def explain(blocker: Blocker, text: str | None, shown: str, target: str = "",
+                rejected: object = None) -> str:
+        seen[blocker.scope] = rejected
+        return "explained"
+
+    monkeypatch.setattr(configured, "explain_blocker", explain)
+    session = phases.Session(["annotate"], Config(), False, False, workers=1)
+    file = phases.File(0, Path(path), Path(path), "nets.py")
+    finished = [(configured.Configured(file, name, ExampleSpec(f"nets.py:{name}")),
+                 _stopped(path, "bad kwargs", scope), [], "text")
+                for name, scope in [("A", "Block.forward"), ("B", "Head.forward")]]
+
+    with phases._Rewriters(session) as rewriters:
+        phases._explain_blockers(finished, {path: "nets.py"}, session, rewriters,
+                                 rejected={path: {"Block": {"annotate": "does not script"}}})
+
+    assert seen == {"Block.forward": {"annotate": "does not script"}, "Head.forward": None}

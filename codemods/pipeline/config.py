@@ -8,6 +8,7 @@ Configuration comes from the nearest ``pyproject.toml`` above the given paths th
     exclude = ["build/**", "legacy/*.py"]   # globs, relative to this file
     line-length = 100                # else [tool.black] line-length, else 88
     timeout = 120                    # seconds per file's validation
+    timeout-total = 3600             # seconds for the whole run (--timeout-total); else none
     require-verified = false
     unsafe-fixes = false             # fixes that change what callers may pass (--unsafe-fixes)
     auto-examples = true             # guess inputs for classes without an example table
@@ -77,9 +78,8 @@ DTYPES = ("float16", "float32", "float64", "bfloat16", "half", "float", "double"
 TENSOR_KEY = "__tensor__"
 
 _LOOKS_LIKE_CALL = re.compile(r"^\s*[A-Za-z_][\w.]*\(")   # name( ... : meant as a tensor
-_KNOWN_KEYS = {"rules", "exclude", "line-length", "timeout", "require-verified", "unsafe-fixes",
-               "auto-examples", "target", "allow-unscriptable",
-               "examples"}
+_KNOWN_KEYS = {"rules", "exclude", "line-length", "timeout", "timeout-total", "require-verified",
+               "unsafe-fixes", "auto-examples", "target", "allow-unscriptable", "examples"}
 _EXAMPLE_KEYS = {"init", "inputs", "kwargs", "calls", "factory"}
 _CALL_KEYS = {"inputs", "kwargs"}
 
@@ -149,6 +149,9 @@ class Config:
     exclude: list[str] = field(default_factory=list)
     line_length: int = 88
     timeout: float = 120.0
+    # The whole run's time limit (--timeout-total): decided files are kept, the rest left as
+    # they were. None: no limit.
+    timeout_total: float | None = None
     require_verified: bool = False
     unsafe_fixes: bool = False
     # Classes without an example table are validated on a guessed input (validation_worker).
@@ -230,6 +233,12 @@ def load_config(path: Path | None) -> Config:
     if config.timeout <= 0:
         raise ConfigError(f"{where} timeout: expected a positive number of seconds, "
                           f"got {config.timeout:g}")
+    if "timeout-total" in table:
+        config.timeout_total = float(_typed(table["timeout-total"], (int, float),
+                                            f"{where} timeout-total"))
+        if config.timeout_total <= 0:
+            raise ConfigError(f"{where} timeout-total: expected a positive number of seconds, "
+                              f"got {config.timeout_total:g}")
     config.require_verified = _typed(table.get("require-verified", False), bool,
                                      f"{where} require-verified")
     config.unsafe_fixes = _typed(table.get("unsafe-fixes", False), bool, f"{where} unsafe-fixes")

@@ -74,8 +74,11 @@ from __future__ import annotations
 import importlib.util
 import json
 import os
+import signal
 import sys
-from collections.abc import Callable, Collection, Sequence
+import threading
+from collections.abc import Callable, Collection, Iterator, Sequence
+from contextlib import contextmanager
 from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import TYPE_CHECKING, Literal
@@ -103,6 +106,7 @@ from tsfix.codemods.pipeline.report import (
     Interrupted,
     Progress,
     RunResult,
+    TimeLimitReached,
 )
 from tsfix.codemods.pipeline.sources import (
     SourceError,
@@ -151,6 +155,10 @@ class Options:
     allow_unscriptable: bool | None = None
     # Rounds of the fix loop per configured model (0: no loop, the model verdict only).
     fix_rounds: int = 5
+    # Seconds for the whole run: then it stops as on Ctrl-C, keeping the files decided by then
+    # (Interrupted with ``time_limit``). None: [tool.tsfix] timeout-total, else no limit.
+    # Measured from the call; only in the main thread (a timer signal, SIGALRM).
+    timeout_total: float | None = None
 
 
 # ---- the run -----------------------------------------------------------------------------------
@@ -158,9 +166,37 @@ class Options:
 def run(targets: Sequence[str | os.PathLike[str]], options: Options) -> RunResult:
     """Rewrite the files and folders ``targets``. Raises ConfigError or UnknownRuleError for a
     bad configuration or rule name, and :class:`Interrupted` (a KeyboardInterrupt naming the
-    files already written) for Ctrl-C once writing has begun."""
+    files already written and those not decided) for Ctrl-C, or when the time limit runs out,
+    once the files are found."""
     paths = [Path(target) for target in targets]
     config = load_config(options.config or find_pyproject(paths))
+    limit = options.timeout_total or config.timeout_total
+    with _time_limit(limit):
+        return _run(paths, options, config)
+
+
+@contextmanager
+def _time_limit(seconds: float | None) -> Iterator[None]:
+    """``TimeLimitReached`` is raised in this (the main) thread ``seconds`` from now, unless
+    the block is over by then."""
+    if (seconds is None or not hasattr(signal, "setitimer")
+            or threading.current_thread() is not threading.main_thread()):
+        yield
+        return
+
+    def reached(signum: int, frame: object) -> None:
+        raise TimeLimitReached(seconds)
+
+    previous = signal.signal(signal.SIGALRM, reached)
+    signal.setitimer(signal.ITIMER_REAL, seconds)
+    try:
+        yield
+    finally:
+        signal.setitimer(signal.ITIMER_REAL, 0)
+        signal.signal(signal.SIGALRM, previous)
+
+
+def _run(paths: list[Path], options: Options, config: Config) -> RunResult:
     target = _target(options, config)
     if config.rules:
         # --rule overrides the configured rules; a typo there is still a broken configuration
@@ -200,25 +236,50 @@ def run(targets: Sequence[str | os.PathLike[str]], options: Options) -> RunResul
     outcomes: dict[int, Outcome] = {}
     extra: list[Outcome] = []               # files the fix loop rewrote, not among `found`
     processes = 0
-    if any(isinstance(f, Path) and i not in cached and i not in bad_tables
-           for i, f in enumerate(found)):
-        from tsfix.codemods.pipeline import phases
-
-        session = phases.Session(
-            rule_names, config, require_verified, unsafe_fixes, target, verify=options.verify,
-            workers=options.jobs or os.cpu_count() or 1,
-            timeout=options.timeout or config.timeout, progress=options.progress,
-            fix_rounds=options.fix_rounds)
-        outcomes, extra = phases.run_phases([phases.File(i, f, resolved[i], displays[i])
-                                             for i, f in enumerate(found)
-                                             if isinstance(f, Path) and i not in cached
-                                             and i not in bad_tables], session)
-        processes = session.processes
-
-    # Nothing is written before every phase is over; then each file in one atomic rename.
-    # Ctrl-C from here on says which files were written (Interrupted).
-    files: list[FileResult] = []
+    # Each file is written as soon as the phases have decided it, in one atomic rename, so
+    # that a run stopped later (Ctrl-C, SIGTERM, the time limit) keeps it; Interrupted names
+    # the files written and those not decided.
     written: list[str] = []
+    decided: dict[int, FileResult] = {}     # by index in `found`: after its write, if any
+    known: set[int] = set()                 # decided, written or not (a stop may come between)
+    todo = {i: f for i, f in enumerate(found)
+            if isinstance(f, Path) and i not in cached and i not in bad_tables}
+
+    def write_decided(ready: dict[int, Outcome], complete: bool) -> None:
+        known.update(ready)
+        for i, outcome in ready.items():
+            result = outcome.result
+            if outcome.text is not None and result.status == "changed" \
+                    and options.mode == "write":
+                with interrupts_deferred():
+                    result = _written(result, outcome.text, outcome.source)
+                    if result.written:
+                        written.append(result.display)
+            decided[i] = result
+            # Complete already (no model's record or imports to add later): the next run
+            # answers it from the cache even when this one is stopped.
+            if cache is not None and i in keys and complete and cacheable(result):
+                cache.put(keys[i], entry_of(result, outcome.text))
+
+    try:
+        if todo:
+            from tsfix.codemods.pipeline import phases
+
+            session = phases.Session(
+                rule_names, config, require_verified, unsafe_fixes, target,
+                verify=options.verify, workers=options.jobs or os.cpu_count() or 1,
+                timeout=options.timeout or config.timeout, progress=options.progress,
+                fix_rounds=options.fix_rounds, decided=write_decided)
+            try:
+                outcomes, extra = phases.run_phases(
+                    [phases.File(i, f, resolved[i], displays[i]) for i, f in todo.items()],
+                    session)
+            finally:
+                processes = session.processes
+    except KeyboardInterrupt as exc:
+        raise _stopped(exc, written, [displays[i] for i in todo if i not in known]) from None
+
+    files: list[FileResult] = []
     try:
         for i, source in enumerate(found):
             like = None
@@ -232,6 +293,12 @@ def run(targets: Sequence[str | os.PathLike[str]], options: Options) -> RunResul
                 result, text = FileResult(source.path, displays[i], "failed", str(source)), None
             else:
                 result, text, like = outcomes[i].result, outcomes[i].text, outcomes[i].source
+            if i in decided:
+                # Written (or not) when it was decided; the model phase may have added records.
+                done = decided[i]
+                files.append(replace(result, status=done.status, error=done.error,
+                                     written=done.written))
+                continue
             if text is not None and result.status == "changed" and options.mode == "write":
                 with interrupts_deferred():
                     result = _written(result, text, like)
@@ -263,11 +330,18 @@ def run(targets: Sequence[str | os.PathLike[str]], options: Options) -> RunResul
                         result = replace(result, depends=file_digests(set(result.depends)))
                     cache.put(key, entry_of(result,
                                             outcomes[i].text if i in outcomes else None))
-    except KeyboardInterrupt:
-        raise Interrupted(written) from None
+    except KeyboardInterrupt as exc:
+        raise _stopped(exc, written) from None
     return RunResult(files, rule_names, options.mode, options.verify, require_verified,
                      unsafe_fixes, processes, len(cached),
                      warnings=tuple(warnings), allow_unscriptable=allow_unscriptable)
+
+
+def _stopped(exc: KeyboardInterrupt, written: list[str], undecided: Sequence[str] = ()
+             ) -> Interrupted:
+    """What stopped the run (a signal, the time limit), with what it kept and left."""
+    return Interrupted(written, undecided,
+                       exc.seconds if isinstance(exc, TimeLimitReached) else None)
 
 
 def _rule_names(names: list[str], target: str | None) -> list[str]:

@@ -284,9 +284,11 @@ def located(result: ModelResult, texts: Mapping[str, str],
 
 
 def explain_blocker(blocker: Blocker, text: str | None, shown: str,
-                    target: str = "torchscript") -> str:
+                    target: str = "torchscript", rejected: Mapping[str, str] | None = None
+                    ) -> str:
     """What ``tsfix explain`` says about the blocker: the construct (a ``tsfix check`` code),
-    and the rule that fixes that site or why it is left alone, or the hand fix."""
+    and the rule that fixes that site or why it is left alone, or the hand fix (``rejected``:
+    rule -> why the run rejected its rewrite of the blocker's class; never recommended)."""
     from tsfix.codemods.lint.explain import explain_error
 
     if blocker.path is None:
@@ -297,7 +299,8 @@ def explain_blocker(blocker: Blocker, text: str | None, shown: str,
         except (OSError, UnicodeDecodeError):
             return ""
     scope = (blocker.scope or "").split(".")[0]
-    return explain_error(blocker.message, Path(blocker.path), shown, text, scope, target)
+    return explain_error(blocker.message, Path(blocker.path), shown, text, scope, target,
+                         rejected)
 
 
 def _first_lines(message: str, lines: int = 6) -> str:

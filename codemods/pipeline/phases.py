@@ -10,10 +10,11 @@ from __future__ import annotations
 
 import contextlib
 import os
+import queue
 import signal
 import threading
 import time
-from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
+from collections.abc import Callable, Collection, Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field, replace
 from functools import cached_property
 from pathlib import Path
@@ -42,9 +43,11 @@ from tsfix.codemods.validation.protocol import (
     Blocker,
     ClassVerdict,
     JobClass,
+    ModelJob,
     ModelResult,
     TypeTable,
     ValidationJob,
+    eager_parity_proven,
     function_change_name,
 )
 
@@ -215,6 +218,11 @@ class Session:
     counts: dict[str, int] = field(default_factory=dict)
     processes: int = 0                      # other processes that rewrote files
     fix_rounds: int = 5                     # per configured model (models.py)
+    # Called in this process with the outcomes of files as they are decided (their final
+    # text known and every configured model reaching them answered), so that the engine
+    # writes them before the run is over: a run stopped later keeps them. By file index;
+    # the flag: the outcome is complete (no model's record or imports will be added).
+    decided: Callable[[dict[int, Outcome], bool], None] | None = None
 
     @cached_property
     def rules(self) -> tuple[type[Rule], ...]:
@@ -228,7 +236,7 @@ class Session:
         return {name: i for i, name in enumerate(self.rule_names)}
 
     def reporter(self, phase: Phase, total: int) -> _Reporter:
-        return _Reporter(self.progress, phase, total, self.counts)
+        return _Reporter(self.progress, phase, total, self.counts, self.target)
 
     @cached_property
     def settings(self) -> _RewriteSettings:
@@ -247,8 +255,9 @@ class _Reporter:
     """Counts one phase's completed items and tells ``Options.progress`` (if any)."""
 
     def __init__(self, callback: Callable[[Progress], None] | None, phase: Phase, total: int,
-                 counts: dict[str, int]) -> None:
+                 counts: dict[str, int], target: str = "torchscript") -> None:
         self.callback, self.phase, self.total, self.counts = callback, phase, total, counts
+        self.target = target
         self.done = 0
         self._tell()
 
@@ -264,7 +273,8 @@ class _Reporter:
         if self.callback is not None and self.total:
             self.callback(Progress(self.phase, self.done, self.total,
                                    self.counts.get("rewrites", 0),
-                                   {k: v for k, v in self.counts.items() if k != "rewrites"}))
+                                   {k: v for k, v in self.counts.items() if k != "rewrites"},
+                                   self.target))
 
 
 # ---- the phases, chained ----------------------------------------------------------------------
@@ -281,8 +291,13 @@ class Outcome:
 
 def run_phases(todo: list[File], session: Session) -> tuple[dict[int, Outcome], list[Outcome]]:
     """Every phase over ``todo``; returns each file's outcome by its index, and the outcomes
-    of files the fix loop rewrote (not among ``todo``). Nothing is written here."""
+    of files the fix loop rewrote (not among ``todo``). Nothing is written here: a file's
+    outcome goes to ``session.decided`` as soon as it is known (:class:`_Decisions`)."""
     observed: dict[int, _Observed] = {}
+    rewritten: dict[int, _Rewritten] = {}
+    finals: dict[int, _Final] = {}
+    decisions = _Decisions(session, lambda file, final: _outcome(
+        file, rewritten[file.index], observed, final or finals.get(file.index)))
     models = configured.configured_models(todo, session) if session.verify else []
     observations = configured.Observations()
     validated: dict[str, ModelResult] = {}
@@ -297,8 +312,14 @@ def run_phases(todo: list[File], session: Session) -> tuple[dict[int, Outcome], 
         pending = [_Pending(by_index[r.index], r.source, r.text, r.classes,
                             observed.get(r.index, _Observed()), r.rewrite_s)
                    for r in rewritten.values() if r.status == "changed" and r.source]
+        if not models:
+            # No model's verdict to wait for: a file the rules did not change is decided.
+            decisions.tell(file for file in todo if rewritten[file.index].status != "changed")
         if session.verify:
-            checked, validated = _validate(pending, models, session, pool, observations)
+            checked, validated = _validate(
+                pending, models, session, pool, observations,
+                ready=lambda item, check: _decide_early(item, check, session, rewriters,
+                                                        decisions))
             drops = _drop_rules(pending, checked, session, pool, rewriters)
         else:
             checked = {item.index: _Checked({c.class_name: ClassVerdict(
@@ -310,20 +331,79 @@ def run_phases(todo: list[File], session: Session) -> tuple[dict[int, Outcome], 
         if models and session.verify:
             finals = _recheck_not_checked(pending, checked, drops, finals, models, validated,
                                           session, pool, rewriters, rechecked)
+        # Every final text is known; a file no model reaches has nothing left to wait for.
+        reached = {path for model in models for path in (
+            str(model.file.resolved), *(validated[model.display].files
+                                         if model.display in validated else ()))}
+        decisions.tell(file for file in todo if str(file.resolved) not in reached)
         if models:
-            found_models = _model_verdicts(models, todo, pending, finals, validated,
-                                           observations, session, pool, rewriters, rechecked)
+            found_models = _model_verdicts(
+                models, todo, pending, finals, validated, observations, session, pool,
+                rewriters, rechecked, answered=lambda: decisions.tell(todo, complete=False))
     outcomes = {}
     for file in todo:
-        answer = rewritten[file.index]
-        result, text = _file_result(file.path, file.display, answer,
-                                    observed.get(file.index, _Observed()),
-                                    finals.get(file.index))
-        result = replace(result, models=found_models.records.get(file.index, []),
+        outcome = _outcome(file, rewritten[file.index], observed, finals.get(file.index))
+        result = replace(outcome.result, models=found_models.records.get(file.index, []),
                          depends=dict.fromkeys(sorted(found_models.depends.get(file.index,
                                                                                ())), ""))
-        outcomes[file.index] = Outcome(result, text, answer.source)
+        outcomes[file.index] = replace(outcome, result=result)
     return outcomes, found_models.extra
+
+
+def _outcome(file: File, rewritten: _Rewritten, observed: Mapping[int, _Observed],
+             final: _Final | None) -> Outcome:
+    """A file's outcome from the phases, before the model phase adds its records."""
+    result, text = _file_result(file.path, file.display, rewritten,
+                                observed.get(file.index, _Observed()), final)
+    return Outcome(result, text, rewritten.source)
+
+
+class _Decisions:
+    """Tells ``session.decided`` each file's outcome once, when the run has decided it.
+
+    A file counts as decided when its final text and the verdicts of its classes are known
+    and no later phase can change them:
+
+    - a file the rules did not change, or that failed: once rewritten, when no configured
+      model is in the run; else once every final text is known (below);
+    - a changed file, while the models still run (:func:`_decide_early`): every model that
+      may reach it answered, no class of it waits for a guessed example or for a model's
+      recheck, and no rule-drop trial can change it (:func:`_validate`'s ``ready``);
+    - every other file once every final text is known, when no model reaches it;
+    - the rest when every model has its verdict on the final texts.
+
+    Only a file no model reaches is complete when decided (the model phase adds records and
+    imports to the others); the engine caches only complete outcomes before the run's end."""
+
+    def __init__(self, session: Session,
+                 outcome: Callable[[File, _Final | None], Outcome]) -> None:
+        self.session, self.outcome = session, outcome
+        self.told: set[int] = set()
+
+    def tell(self, files: Iterable[File], *, complete: bool = True,
+             finals: Mapping[int, _Final] | None = None) -> None:
+        """``complete``: no model reaches these files (nothing will be added to them).
+        ``finals``: their final texts, known before the phase that computes them all."""
+        if self.session.decided is None:
+            return
+        ready = [file for file in files if file.index not in self.told]
+        self.told.update(file.index for file in ready)
+        if ready:
+            self.session.decided({file.index: self.outcome(file, (finals or {}).get(file.index))
+                                  for file in ready}, complete)
+
+
+def _decide_early(item: _Pending, check: _Checked, session: Session, rewriters: _Rewriters,
+                  decisions: _Decisions) -> None:
+    """A changed file whose verdicts are final while models still run: decided now, unless
+    a rule-drop trial may change it. Its final text is the one :func:`_final_texts` gives at
+    the end of the phases (the same verdicts and no drop), computed without progress lines
+    (the display is showing the models)."""
+    if session.decided is None or _trials_of(item, check, session):
+        return
+    quiet = replace(session, progress=None)
+    finals = _final_texts([item], {item.index: check}, {}, quiet, rewriters)
+    decisions.tell([item.file], complete=False, finals=finals)
 
 
 def _observed_files(todo: list[File], models: list[configured.Configured],
@@ -566,7 +646,7 @@ def _rewrite_again(item: _ToRewriteAgain, settings: _RewriteSettings) -> _Rewrit
 def _class_result(change: ClassChange) -> ClassResult:
     return ClassResult(change.rule, change.class_name, change.lines, change.summary,
                        dict(change.lifted), notes=list(change.notes),
-                       python_only=change.python_only)
+                       python_only=change.python_only, safe=change.safe)
 
 
 def _internal_error(display: str, exc: Exception) -> str:
@@ -599,13 +679,21 @@ def _skip_set(skip: Mapping[str, frozenset[str]]) -> SkipSet:
 # ---- validation --------------------------------------------------------------------------------
 
 def _validate(pending: list[_Pending], models: list[configured.Configured], session: Session,
-              pool: WorkerPool, observations: configured.Observations | None = None
+              pool: WorkerPool, observations: configured.Observations | None = None,
+              ready: Callable[[_Pending, _Checked], None] | None = None
               ) -> tuple[dict[int, _Checked], dict[str, ModelResult]]:
     """A verdict for every rewritten class: a class with its own example table is validated
     alone; the others from the configured models that hold instances of them (one model job
     each, over the whole rewritten tree); a class no model reaches is guessed
     (``auto-examples``) or unverified. Returns the verdicts by file, and each model job's
-    answer by model (its model verdict is the final one when nothing is held back)."""
+    answer by model (its model verdict is the final one when nothing is held back).
+
+    ``ready`` gets a file's verdicts while other models still run, as soon as they are its
+    final ones: every model that may reach the file has answered (a model whose observe job
+    named the files it imports reaches only those: its job carries no others; any other
+    model may reach every file until it answers), no class of the file waits for a guessed
+    example, and no model said it could not check one of its classes (the recheck may
+    still reject that class). Later answers cannot change them: see _early_verdicts."""
     config = session.config
     checked: dict[int, _Checked] = {}
     jobs: list[ValidationJob] = []
@@ -660,48 +748,37 @@ def _validate(pending: list[_Pending], models: list[configured.Configured], sess
                   for item in pending for groups in (by_models, tabled)
                   for name, group in groups.get(item.index, {}).items()]
         seen = observations.results if observations is not None else {}
+        reads = [configured.reads_of(seen.get(model.display)) for model in models]
         model_jobs = [configured.model_job(k, model, session, overlay=overlay, classes=wanted,
-                                           reads=configured.reads_of(seen.get(model.display)))
+                                           reads=reads[k])
                       for k, model in enumerate(models)]
         report = session.reporter("models", len(model_jobs))
-        answers = pool.models(model_jobs, timeout=session.timeout,
-                              on_result=lambda *_: report())
+        early = _EarlyVerdicts(pending, models, reads, checked, tabled, by_models, config,
+                               ready)
+
+        def answered(job: ModelJob, answer: ModelResult) -> None:
+            report()
+            early.answered(job.id, answer)
+
+        answers = _answered_here(
+            lambda on_result: pool.models(model_jobs, timeout=session.timeout,
+                                          on_result=on_result), answered)
         for k, model in enumerate(models):
             validated[model.display] = answers.get(k) or ModelResult(
                 k, failure="no answer from the worker")
         reached = configured.merged_verdicts(validated.items())
-        for item in pending:
-            own = checked[item.index].verdicts
-            broken = {name: found for name in tabled.get(item.index, {})
-                      if (found := reached.get((str(item.file.resolved), name))) is not None
-                      and found.verdict == REJECTED and name in own
-                      and own[name].verdict != REJECTED}
-            if broken:
-                checked[item.index] = _Checked({**own, **broken})
 
     # Classes no model reached: a guessed example, else unverified with what to add.
     guessed: list[ValidationJob] = []
     by_guess: dict[int, int] = {}
     for item in pending:
-        left = by_models.get(item.index, {})
-        if not left:
+        if checked[item.index].error is not None:
             continue
-        verdicts = dict(checked[item.index].verdicts)
-        classes = []
-        for name, group in left.items():
-            found = reached.get((str(item.file.resolved), name))
-            if found is not None:
-                verdicts[name] = found
-            elif config.auto_examples:
-                classes.append(_job_class(name, group, ExampleSpec.automatic(
-                    f"{_example_key(item.file, config)}:{name}")))
-            else:
-                where = _example_key(item.file, config)
-                verdicts[name] = ClassVerdict(
-                    name, UNVERIFIED, f'no example inputs: add [tool.tsfix.examples."{where}:'
-                                      f'{name}"] to {config.source or "pyproject.toml"}, or a '
-                                      "table for a model that uses it")
-        checked[item.index] = _Checked(verdicts)
+        checked[item.index], to_guess = _with_model_verdicts(
+            item, checked[item.index], reached, tabled.get(item.index, {}),
+            by_models.get(item.index, {}), config)
+        classes = [_job_class(name, group, ExampleSpec.automatic(
+            f"{_example_key(item.file, config)}:{name}")) for name, group in to_guess.items()]
         if classes:
             job = ValidationJob(len(guessed), str(item.file.resolved), item.text,
                                 tuple(classes), session.sys_path, target=session.target)
@@ -709,6 +786,123 @@ def _validate(pending: list[_Pending], models: list[configured.Configured], sess
             by_guess[job.id] = item.index
     _run_validation(guessed, by_guess, checked, session, pool, "validate")
     return checked, validated
+
+
+def _with_model_verdicts(item: _Pending, check: _Checked,
+                         reached: Mapping[tuple[str, str], ClassVerdict],
+                         tabled: Collection[str], left: Mapping[str, list[ClassResult]],
+                         config: Config) -> tuple[_Checked, dict[str, list[ClassResult]]]:
+    """One file's verdicts with the models' (``reached``: merged, by path and class): a
+    class with a table of its own that a model rejected is rejected; a class without one
+    takes the models' verdict, else is returned to be guessed (``auto-examples``) or is
+    unverified with what to add."""
+    path = str(item.file.resolved)
+    verdicts = dict(check.verdicts)
+    for name in tabled:
+        found = reached.get((path, name))
+        if (found is not None and found.verdict == REJECTED and name in verdicts
+                and verdicts[name].verdict != REJECTED):
+            verdicts[name] = found
+    to_guess: dict[str, list[ClassResult]] = {}
+    for name, group in left.items():
+        found = reached.get((path, name))
+        if found is not None:
+            verdicts[name] = found
+        elif config.auto_examples:
+            to_guess[name] = group
+        else:
+            where = _example_key(item.file, config)
+            verdicts[name] = ClassVerdict(
+                name, UNVERIFIED, f'no example inputs: add [tool.tsfix.examples."{where}:'
+                                  f'{name}"] to {config.source or "pyproject.toml"}, or a '
+                                  "table for a model that uses it")
+    return _Checked(verdicts, check.error), to_guess
+
+
+class _EarlyVerdicts:
+    """Gives ``ready`` each file's verdicts once no model job still running can change them
+    (:func:`_validate`'s docstring says when). They are the ones :func:`_validate` returns:
+    a model's answer judges only classes of the files it imports, and the merged verdict of
+    a class comes from the models that judged it, in model order, whichever answered first."""
+
+    def __init__(self, pending: list[_Pending], models: list[configured.Configured],
+                 reads: Sequence[Collection[str] | None], checked: Mapping[int, _Checked],
+                 tabled: Mapping[int, Mapping[str, list[ClassResult]]],
+                 by_models: Mapping[int, Mapping[str, list[ClassResult]]], config: Config,
+                 ready: Callable[[_Pending, _Checked], None] | None) -> None:
+        self.models, self.checked, self.config, self.ready = models, checked, config, ready
+        self.tabled, self.by_models = tabled, by_models
+        self.items = {item.index: item for item in pending
+                      if checked[item.index].error is None}
+        self.answers: dict[int, ModelResult] = {}
+        self.judged: dict[str, set[int]] = {}       # path -> models that judged its classes
+        # file index -> the models that may still judge its classes, and the reverse
+        self.waiting: dict[int, set[int]] = {}
+        self.blocks: dict[int, list[int]] = {k: [] for k in range(len(models))}
+        if ready is None:
+            return
+        for index, item in self.items.items():
+            path = str(item.file.resolved)
+            self.waiting[index] = {k for k, files in enumerate(reads)
+                                   if files is None or path in files}
+            for k in self.waiting[index]:
+                self.blocks[k].append(index)
+        for index in [index for index, left in self.waiting.items() if not left]:
+            self._decide(index)
+
+    def answered(self, job_id: int, answer: ModelResult) -> None:
+        if self.ready is None:
+            return
+        self.answers[job_id] = answer
+        for found in answer.classes:
+            self.judged.setdefault(found.path, set()).add(job_id)
+        for index in self.blocks.pop(job_id, ()):
+            left = self.waiting[index]
+            left.discard(job_id)
+            if not left:
+                self._decide(index)
+
+    def _decide(self, index: int) -> None:
+        assert self.ready is not None
+        item = self.items[index]
+        path = str(item.file.resolved)
+        judges = [(self.models[k].display, self.answers[k])
+                  for k in sorted(self.judged.get(path, ()))]
+        if any(found.path == path and found.verdict.reason.startswith(NOT_CHECKED)
+               for _, answer in judges for found in answer.classes):
+            return                  # _recheck_not_checked may still reject that class
+        check, to_guess = _with_model_verdicts(
+            item, self.checked[index], configured.merged_verdicts(judges),
+            self.tabled.get(index, {}), self.by_models.get(index, {}), self.config)
+        if not to_guess:
+            self.ready(item, check)
+
+
+def _answered_here(run: Callable[[Callable[[T, R], None]], dict[int, R]],
+                   each: Callable[[T, R], None]) -> dict[int, R]:
+    """``run(on_result)`` (a pool round) in another thread, each result handed to ``each`` in
+    this one as it arrives; returns what ``run`` returns. The pool calls ``on_result`` in its
+    driver threads; a file decided by a result is written here, in the main thread, where
+    a stop (Ctrl-C, SIGTERM, the time limit) is raised, so the files a stop lists as written
+    are exactly those written (sources.interrupts_deferred)."""
+    results: queue.SimpleQueue[tuple[T, R] | None] = queue.SimpleQueue()
+    answer: dict[int, R] = {}
+    failed: list[BaseException] = []
+
+    def drive() -> None:
+        try:
+            answer.update(run(lambda job, result: results.put((job, result))))
+        except BaseException as exc:        # re-raised in the calling thread
+            failed.append(exc)
+        finally:
+            results.put(None)
+
+    threading.Thread(target=drive, daemon=True, name="tsfix-pool-round").start()
+    while (arrived := results.get()) is not None:
+        each(*arrived)
+    if failed:
+        raise failed[0]
+    return answer
 
 
 def _run_validation(jobs: list[ValidationJob], by_job: dict[int, int],
@@ -770,31 +964,8 @@ def _drop_rules(pending: list[_Pending], checked: dict[int, _Checked], session: 
     """For each rejected class changed by several rules, rewrite and validate it once without
     each rule (one parallel round of each); drop the last rule in registry order whose
     removal verifies. Returns file index -> class -> the trial kept."""
-    trials: list[_Trial] = []
-    for item in pending:
-        if checked[item.index].error is not None:
-            continue
-        groups = _by_class(_with_verdicts(item.classes, checked[item.index]))
-        rejected = {name for name, group in groups.items()
-                    if any(c.verdict == REJECTED for c in group)}
-        # A class that scripted neither before nor after the combined rewrite may script with
-        # one rule left out (annotate fixed what blocked it, another rule broke it again).
-        not_scripting = {name for name, group in groups.items()
-                         if any(c.verdict == UNVERIFIED
-                                and c.reason.startswith(NOT_SCRIPTABLE_EITHER) for c in group)}
-        for name in sorted(rejected | not_scripting, key=list(groups).index):
-            contributing = sorted({c.rule for c in groups[name]}, key=session.rank)
-            spec = _example_for(session, item.file, name)
-            if len(contributing) < 2 or not isinstance(spec, ExampleSpec):
-                continue
-            others = frozenset(rejected - {name})
-            # With other rejected classes in the file, C may have failed for their sake (the
-            # rewritten file does not import): then C with every rule is a trial too.
-            for rule_name in ([""] if others else []) + contributing:
-                skip = {rule: others for rule in session.rule_names}
-                if rule_name:
-                    skip[rule_name] = others | {name}
-                trials.append(_Trial(item, name, rule_name, spec, _skip_set(skip)))
+    trials = [trial for item in pending for trial in _trials_of(item, checked[item.index],
+                                                                session)]
     if not trials:
         return {}
 
@@ -833,6 +1004,35 @@ def _drop_rules(pending: list[_Pending], checked: dict[int, _Checked], session: 
         # The largest kept set: every rule ("" dropped nothing), else all but the last rule.
         drops.setdefault(index, {})[name] = max(found, key=lambda d: session.rank(d.dropped))
     return drops
+
+
+def _trials_of(item: _Pending, check: _Checked, session: Session) -> list[_Trial]:
+    """The rule-drop trials of one file with these verdicts (none: no trial can change it)."""
+    if check.error is not None:
+        return []
+    trials: list[_Trial] = []
+    groups = _by_class(_with_verdicts(item.classes, check))
+    rejected = {name for name, group in groups.items()
+                if any(c.verdict == REJECTED for c in group)}
+    # A class that scripted neither before nor after the combined rewrite may script with
+    # one rule left out (annotate fixed what blocked it, another rule broke it again).
+    not_scripting = {name for name, group in groups.items()
+                     if any(c.verdict == UNVERIFIED
+                            and c.reason.startswith(NOT_SCRIPTABLE_EITHER) for c in group)}
+    for name in sorted(rejected | not_scripting, key=list(groups).index):
+        contributing = sorted({c.rule for c in groups[name]}, key=session.rank)
+        spec = _example_for(session, item.file, name)
+        if len(contributing) < 2 or not isinstance(spec, ExampleSpec):
+            continue
+        others = frozenset(rejected - {name})
+        # With other rejected classes in the file, C may have failed for their sake (the
+        # rewritten file does not import): then C with every rule is a trial too.
+        for rule_name in ([""] if others else []) + contributing:
+            skip = {rule: others for rule in session.rule_names}
+            if rule_name:
+                skip[rule_name] = others | {name}
+            trials.append(_Trial(item, name, rule_name, spec, _skip_set(skip)))
+    return trials
 
 
 def _with_drop(classes: list[ClassResult], drop: _Drop, session: Session) -> list[ClassResult]:
@@ -875,15 +1075,20 @@ def _final_texts(pending: list[_Pending], checked: dict[int, _Checked],
             classes = [replace(c, verdict=REJECTED,
                                reason=f"unverified and --require-verified: {c.reason}")
                        if c.verdict == UNVERIFIED else c for c in classes]
+        elif session.verify and not session.unsafe_fixes:
+            classes = [_withheld_unless_proven(c) for c in classes]
         # A class is held back whole unless its only rejected change is the dropped rule's.
         held_back = frozenset(c.class_name for c in classes
                               if c.verdict == REJECTED and dropped.get(c.class_name) != c.rule)
-        if not held_back and not dropped:
+        withheld = [c for c in classes if c.withheld and c.class_name not in held_back]
+        if not held_back and not dropped and not withheld:
             finals[item.index] = _decided(item, classes, item.text)
             continue
         skip = {rule: held_back for rule in session.rule_names}
         for name, rule_name in dropped.items():
             skip[rule_name] = skip.get(rule_name, frozenset()) | {name}
+        for c in withheld:
+            skip[c.rule] = skip.get(c.rule, frozenset()) | {c.class_name}
         skip_set = _skip_set(skip)
         # A trial rewrote this file with these very skip sets: its text is the answer.
         known = next((d.text for d in drops.get(item.index, {}).values()
@@ -904,9 +1109,25 @@ def _final_texts(pending: list[_Pending], checked: dict[int, _Checked],
     return finals
 
 
+# Why an unsafe rewrite that validation could not decide is not written (docs/validation.md).
+WITHHELD_UNPROVEN = ("not written: it may change what the code computes (an unsafe fix) and "
+                     "nothing proved it does not; --unsafe-fixes writes it")
+
+
+def _withheld_unless_proven(c: ClassResult) -> ClassResult:
+    """Fix safety: an unsafe rewrite is written when verified, or when eager parity held for
+    every configuration and only compiling is left undecided (progress past a blocker); an
+    unverified one with no such proof (no example inputs, an import or a constructor that
+    failed, a timeout) is withheld. A safe one (pipeline/safety.py) is always written."""
+    if c.verdict != UNVERIFIED or c.safe or eager_parity_proven(c.reason):
+        return c
+    return replace(c, withheld=WITHHELD_UNPROVEN)
+
+
 def _decided(item: _Pending, classes: list[ClassResult], text: str) -> _Final:
     if text == item.source.text:
-        return _Final("rejected" if classes else "unchanged", tuple(classes))
+        rejected = any(c.verdict == REJECTED for c in classes)
+        return _Final("rejected" if rejected else "unchanged", tuple(classes))
     return _Final("changed", tuple(classes), text=text)
 
 
@@ -1007,11 +1228,13 @@ def _model_verdicts(models: list[configured.Configured], todo: list[File],
                     validated: dict[str, ModelResult],
                     observations: configured.Observations, session: Session,
                     pool: WorkerPool, rewriters: _Rewriters,
-                    rechecked: Mapping[str, tuple[dict[str, str], ModelResult]] | None = None
-                    ) -> _Models:
+                    rechecked: Mapping[str, tuple[dict[str, str], ModelResult]] | None = None,
+                    answered: Callable[[], None] | None = None) -> _Models:
     """Each configured model's verdict on the tree as the run leaves it, and the fix loop for
     a model that stops in a file of the tree outside the run (models.py's docstring).
-    ``rechecked``: a model's answer on an overlay of its own (_recheck_not_checked)."""
+    ``rechecked``: a model's answer on an overlay of its own (_recheck_not_checked).
+    ``answered``: called once every model has its verdict on the final texts (the fix loop
+    and the explanations change only files outside the run, and the records)."""
     validated_overlay = {str(item.file.resolved): item.text for item in pending}
     overlay = _final_overlay(pending, finals)
     results: dict[str, ModelResult] = {}
@@ -1044,6 +1267,8 @@ def _model_verdicts(models: list[configured.Configured], todo: list[File],
 
     for key, found in results.items():
         results[key] = configured.located(found, overlay, session.target)
+    if answered is not None:
+        answered()
     run_paths = {str(file.resolved) for file in todo}
     display = {str(file.resolved): file.display for file in todo}
     loop_files: dict[str, _LoopFile] = {}
@@ -1073,7 +1298,14 @@ def _model_verdicts(models: list[configured.Configured], todo: list[File],
                 out.depends.setdefault(file.index, set()).update(result.files)
     # `tsfix check` of a file takes about what rewriting it took.
     seconds = {str(item.file.resolved): item.rewrite_s for item in pending}
-    explanations = _explain_blockers(finished, display, session, rewriters, seconds)
+    # A rule whose rewrite of a class this run rejected is not the fix to recommend for it.
+    rejected: dict[str, dict[str, dict[str, str]]] = {}
+    for item in pending:
+        for c in (final.classes if (final := finals.get(item.index)) is not None else ()):
+            if c.verdict == REJECTED:
+                rejected.setdefault(str(item.file.resolved), {}).setdefault(
+                    c.class_name, {})[c.rule] = c.reason
+    explanations = _explain_blockers(finished, display, session, rewriters, seconds, rejected)
     for model, result, rounds, text in finished:
         blocker = configured.to_explain(result)
         explanation = None if blocker is None else explanations.get(_explain_key(blocker, text))
@@ -1114,6 +1346,8 @@ class _ToExplain:
     shown: str
     target: str
     blockers: tuple[tuple[str, str | None], ...]        # (message, scope)
+    # class -> rule -> why the run rejected that rule's rewrite of the class
+    rejected: Mapping[str, Mapping[str, str]] = field(default_factory=dict)
 
 
 @dataclass(frozen=True)
@@ -1125,14 +1359,17 @@ class _Explained:
 def _explain_blockers(finished: Sequence[tuple[configured.Configured, ModelResult, list[str],
                                                str | None]],
                       display: Mapping[str, str], session: Session, rewriters: _Rewriters,
-                      seconds: Mapping[str, float] | None = None) -> dict[_ExplainKey, str]:
+                      seconds: Mapping[str, float] | None = None,
+                      rejected: Mapping[str, Mapping[str, Mapping[str, str]]] | None = None
+                      ) -> dict[_ExplainKey, str]:
     """What ``tsfix explain`` says about each distinct blocker of the models that stop.
 
     Explaining runs ``tsfix check`` on the blocker's file: seconds for a large file, and on
     ParityBench (thousands of configured models, most blocked somewhere) it was the run's
     longest silent phase, on one core. Models blocked at the same place share one answer;
     the files are explained in the rewrite processes, with progress (``seconds``: each
-    file's first rewrite time, what checking it is expected to take)."""
+    file's first rewrite time, what checking it is expected to take). ``rejected``: by
+    file, class and rule, why the run rejected a rewrite (that rule is not recommended)."""
     by_file: dict[tuple[str, str | None], dict[tuple[str, str | None], None]] = {}
     for _, result, _, text in finished:
         blocker = configured.to_explain(result)
@@ -1141,7 +1378,7 @@ def _explain_blockers(finished: Sequence[tuple[configured.Configured, ModelResul
     if not by_file:
         return {}
     items = [_ToExplain(k, path, text, display.get(path) or configured.shown(path),
-                        session.target, tuple(blockers))
+                        session.target, tuple(blockers), (rejected or {}).get(path, {}))
              for k, ((path, text), blockers) in enumerate(by_file.items())]
     report = session.reporter("explain", len(items))
     answers = {a.key: a for a in rewriters.map(
@@ -1160,8 +1397,9 @@ def _explain_file(item: _ToExplain, settings: _RewriteSettings) -> _Explained:
     for message, scope in item.blockers:
         blocker = Blocker(item.path, None, scope, message)
         try:
-            explanations.append(configured.explain_blocker(blocker, item.text, item.shown,
-                                                           item.target))
+            explanations.append(configured.explain_blocker(
+                blocker, item.text, item.shown, item.target,
+                item.rejected.get((scope or "").split(".")[0])))
         except Exception as exc:
             explanations.append(f"not explained: internal error ({type(exc).__name__}: {exc})")
     return _Explained(item.key, tuple(explanations))
@@ -1318,8 +1556,9 @@ def _fix_loop(model: configured.Configured, result: ModelResult, overlay: dict[s
         loop_file.results = judged
         loop_files[path] = loop_file
         status = answer.model.status if answer.model else "not checked"
+        works = "exports" if session.target == "export" else "scripts"
         rounds.append(f"round {number}: blocked at {where} in {owner}; rewritten by "
                       f"{rules} ({verdict.verdict if verdict else UNVERIFIED}); the model now "
-                      f"{'scripts' if status == 'scripts' else status}")
+                      f"{works if status == MODEL_SCRIPTS else status}")
         result = answer
     return result

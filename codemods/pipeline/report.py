@@ -20,8 +20,8 @@ from tsfix.codemods.validation import (
 
 __all__ = ["REJECTED", "REPEATED_MIN", "UNVERIFIED", "VERIFIED", "ClassResult", "FileResult",
            "Interrupted", "ModelRecord", "Phase", "Progress", "ReasonGroup", "RunResult",
-           "SkipResult", "model_headline", "printable", "reason_headline", "repeated_models",
-           "repeated_reasons"]
+           "SkipResult", "TimeLimitReached", "model_headline", "printable", "reason_headline",
+           "repeated_models", "repeated_reasons"]
 
 # The phases of a run, as the progress display names them (engine.py's docstring).
 Phase = Literal["observe", "rewrite", "validate", "trials", "recheck", "final", "models",
@@ -35,12 +35,27 @@ EXIT_FAILED = 3           # a rewrite was rejected by validation, or a file fail
 
 
 class Interrupted(KeyboardInterrupt):
-    """Ctrl-C (SIGINT) stopped a run: ``written`` names the files it had already written (as
-    the report names them), each of them whole; every other file is as it was."""
+    """Ctrl-C (SIGINT), SIGTERM or the time limit stopped a run: ``written`` names the files
+    it had already written (as the report names them), each of them whole; every other file
+    is as it was. ``undecided``: the files whose outcome was not known yet (the next run
+    does them; decided ones it answers from the cache). ``time_limit``: the seconds of the
+    ``--timeout-total`` that stopped it (None: a signal)."""
 
-    def __init__(self, written: Collection[str] = ()) -> None:
+    def __init__(self, written: Collection[str] = (), undecided: Collection[str] = (),
+                 time_limit: float | None = None) -> None:
         super().__init__()
         self.written = tuple(written)
+        self.undecided = tuple(undecided)
+        self.time_limit = time_limit
+
+
+class TimeLimitReached(KeyboardInterrupt):
+    """The run's ``--timeout-total`` ran out: raised in the run's thread, and handled as
+    Ctrl-C is (pending work cancelled), then reported as :class:`Interrupted`."""
+
+    def __init__(self, seconds: float) -> None:
+        super().__init__()
+        self.seconds = seconds
 
 
 @dataclass(frozen=True)
@@ -54,6 +69,7 @@ class Progress:
     total: int
     rewrites: int = 0                       # class rewrites found so far
     verdicts: dict[str, int] = field(default_factory=dict)
+    target: str = "torchscript"             # what the models phase proves: script or export
 
 
 @dataclass(frozen=True)
@@ -73,10 +89,14 @@ class ClassResult:
     notes: list[str] = field(default_factory=list)
     # The rewrite calls a @torch.jit.ignore method: scripts and runs, cannot be saved.
     python_only: bool = False
+    # Cannot change eager behaviour (pipeline/safety.py): written even when unverified.
+    safe: bool = False
+    # Why a rewrite that was not rejected is still not written (an unsafe one not proven).
+    withheld: str = ""
 
     @property
     def written(self) -> bool:
-        return self.verdict != REJECTED
+        return self.verdict != REJECTED and not self.withheld
 
 
 @dataclass(frozen=True)
@@ -101,6 +121,8 @@ class SkipResult:
 
 # ModelRecord.status
 MODEL_SCRIPTS, MODEL_FAILS, MODEL_ERROR = "scripts", "fails", "error"
+# MODEL_SCRIPTS as the JSON report says it under the export target.
+MODEL_EXPORTS = "exports"
 
 
 @dataclass(frozen=True)
@@ -145,12 +167,18 @@ class ModelRecord:
                 f"{where if self.blocker else ''}: {self.reason}")
 
     def to_json(self) -> dict[str, Any]:
-        return asdict(self)
+        """The record; under the export target a model that exports has status "exports"."""
+        data = asdict(self)
+        if self.target == "export" and self.status == MODEL_SCRIPTS:
+            data["status"] = MODEL_EXPORTS
+        return data
 
     @classmethod
     def from_json(cls, data: dict[str, Any]) -> ModelRecord:
         known = {f.name for f in fields(cls)}
-        return cls(**{k: v for k, v in data.items() if k in known})
+        record = cls(**{k: v for k, v in data.items() if k in known})
+        return (replace(record, status=MODEL_SCRIPTS) if record.status == MODEL_EXPORTS
+                else record)
 
 
 @dataclass(frozen=True)
@@ -239,7 +267,8 @@ class RunResult:
                 "unchanged": statuses["unchanged"] + statuses["skipped"],
                 "failed": statuses["failed"], "classes": len(self.classes()),
                 VERIFIED: verdicts[VERIFIED], REJECTED: verdicts[REJECTED],
-                UNVERIFIED: verdicts[UNVERIFIED]}
+                UNVERIFIED: verdicts[UNVERIFIED],
+                "withheld": sum(bool(c.withheld) for c in self.classes())}
 
     def summary_line(self) -> str:
         c = self.counts()
@@ -252,6 +281,9 @@ class RunResult:
         verdicts = (f"{c['classes']} class rewrite{'s' if c['classes'] != 1 else ''}: "
                     f"{c[VERIFIED]} verified, {c[REJECTED]} rejected, "
                     f"{c[UNVERIFIED]} unverified")
+        if c["withheld"]:
+            verdicts += (f" ({c['withheld']} of them not written: unsafe and unproven; "
+                         "--unsafe-fixes writes them)")
         models = self.models()
         if models:
             scripting = sum(m.ok for m in models)
@@ -309,7 +341,8 @@ class RunResult:
                                    (c["lines"][0], c["lines"][1]), c["summary"],
                                    dict(c.get("lifted", {})), verdict_name(c["verdict"]),
                                    c.get("reason", ""), c.get("duration_s", 0.0),
-                                   list(c.get("notes", [])), c.get("python_only", False))
+                                   list(c.get("notes", [])), c.get("python_only", False),
+                                   c.get("safe", False), c.get("withheld", ""))
                        for c in f["classes"]]
             skips = [SkipResult(s["rule"], s["class_name"], s["line"], s["reason"],
                                 s.get("code"), s.get("column", 0), s.get("message", ""))

@@ -19,6 +19,7 @@ import libcst as cst
 from libcst.codemod import CodemodContext
 from tsfix.codemods.facts.prefilter import AstFile
 from tsfix.codemods.facts.scope import file_scope
+from tsfix.codemods.pipeline.safety import safe_classes
 from tsfix.codemods.rules.base import ClassChange, Fix, Observations, Rule, Skip
 
 
@@ -115,7 +116,12 @@ def _rewrite(text: str, path: str, rules: Sequence[type[Rule]], line_length: int
         # the original text: reported lines then refer to the file as the user has it.
         rule.source_text = text
         rule.original_classes = original_classes
+        before = module
         module = rule.transform_module(module)
+        if rule.changes and output:
+            safe = safe_classes(before, module, {c.class_name for c in rule.changes})
+            for change in rule.changes:
+                change.safe = change.class_name in safe
         result.changes.extend(rule.changes)
         result.skips.extend(rule.skips)
         result.fixes.extend(rule.fixes)

@@ -23,6 +23,10 @@ import tokenize
 from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:
+    from types import FrameType
 
 # Folders no user means to rewrite (black's defaults, plus virtualenvs and caches).
 DEFAULT_EXCLUDED_DIRS = frozenset({
@@ -156,16 +160,38 @@ def _excluded(path: Path, root: Path | None, patterns: list[str]) -> bool:
 
 @contextlib.contextmanager
 def interrupts_deferred() -> Iterator[None]:
-    """Ctrl-C (SIGINT) that arrives inside the block is raised as it ends, so that a write and
-    the record that it happened are never separated (where signal masks exist)."""
-    if not hasattr(signal, "pthread_sigmask"):
+    """Ctrl-C (SIGINT), SIGTERM or the run's time limit (SIGALRM, ``--timeout-total``) that
+    arrives inside the block is raised as it ends, so that a write and the record that it
+    happened are never separated. The handlers are swapped for the block, not the thread's
+    signal mask: with other threads running (validation drivers, worker pipes) the kernel
+    hands a signal the main thread blocks to one of them, and Python still runs its handler
+    in the main thread, inside the block (measured). Handlers run only in the main thread:
+    elsewhere the block defers nothing."""
+    import threading
+
+    if threading.current_thread() is not threading.main_thread():
         yield
         return
-    previous = signal.pthread_sigmask(signal.SIG_BLOCK, {signal.SIGINT})
+    names = ("SIGINT", "SIGTERM", "SIGALRM")
+    stops = [getattr(signal, name) for name in names if hasattr(signal, name)]
+    caught: list[tuple[int, FrameType | None]] = []
+
+    def later(signum: int, frame: FrameType | None) -> None:
+        caught.append((signum, frame))
+
+    previous = {signum: signal.signal(signum, later) for signum in stops}
     try:
         yield
     finally:
-        signal.pthread_sigmask(signal.SIG_SETMASK, previous)
+        for signum, handler in previous.items():
+            signal.signal(signum, handler)
+        if caught:
+            signum, frame = caught[0]
+            handler = previous[signum]
+            if callable(handler):
+                handler(signum, frame)
+            elif handler != signal.SIG_IGN:
+                signal.raise_signal(signum)         # the default action, as if not deferred
 
 
 class WriteError(Exception):

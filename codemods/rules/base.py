@@ -72,6 +72,9 @@ class ClassChange:
     # The rewrite calls a ``@torch.jit.ignore`` method: the scripted artifact runs from Python
     # but cannot be saved, so validation expects ``torch.jit.save`` to fail.
     python_only: bool = False
+    # Cannot change what the class computes eagerly (annotations, __constants__, ...): set by
+    # the pipeline from a comparison of the code (pipeline/safety.py), never by the rule.
+    safe: bool = False
 
 
 @dataclass

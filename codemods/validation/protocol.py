@@ -54,17 +54,28 @@ def function_change_name(function: str) -> str:
     rewrites such a function when a model stops in it, and no class of its file owns it."""
     return f"{function}()"
 
-__all__ = ["MODEL_ERROR", "MODEL_FAILS", "MODEL_SCRIPTS", "NOT_CHECKED", "NOT_SCRIPTABLE_EITHER",
-           "READY", "REJECTED", "UNVERIFIED", "VERDICTS", "VERIFIED", "Blocker",
-           "ClassVerdict", "Example", "ExampleCall", "Job", "JobClass", "JobFailure",
+__all__ = ["EAGER_PARITY_PROVEN", "MODEL_ERROR", "MODEL_FAILS", "MODEL_SCRIPTS", "NOT_CHECKED",
+           "NOT_SCRIPTABLE_EITHER", "READY", "REJECTED", "UNVERIFIED", "VERDICTS", "VERIFIED",
+           "Blocker", "ClassVerdict", "Example", "ExampleCall", "Job", "JobClass", "JobFailure",
            "ModelClass", "ModelClassVerdict", "ModelJob", "ModelResult", "ModelVerdict",
            "ObservationResult", "ObserveClass", "ObserveJob", "Result", "TypeTable",
-           "ValidationJob", "ValidationResult", "VerdictName", "encode", "job_from_json",
-           "result_from_json", "verdict_name"]
+           "ValidationJob", "ValidationResult", "VerdictName", "eager_parity_proven", "encode",
+           "job_from_json", "result_from_json", "verdict_name"]
 
 # How an ``unverified`` reason starts when the rewritten class does not script and neither did
 # the original: the engine still looks for a rule to drop when several rules changed the class.
 NOT_SCRIPTABLE_EITHER = "eager parity holds, but the class does not script before or after"
+
+# How the ``unverified`` reasons start that carry proof of eager parity (every configuration's
+# eager outputs unchanged) for a class that does not compile, script or export, before or after:
+# an unsafe rewrite with that proof is progress and is written (pipeline/safety.py).
+EAGER_PARITY_PROVEN = (NOT_SCRIPTABLE_EITHER, "does not export either")
+
+
+def eager_parity_proven(reason: str) -> bool:
+    """Whether an ``unverified`` reason says eager parity was measured and held."""
+    return reason.startswith(EAGER_PARITY_PROVEN)
+
 
 # How a model job's ``unverified`` reason starts for a rewritten class it reached but could not
 # judge: the rewritten tree did not import, or the rewritten model did not build or run, for an

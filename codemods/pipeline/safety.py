@@ -1,0 +1,139 @@
+"""Fix safety: which rewrites cannot change what the code computes in eager mode.
+
+ruff and cargo class each fix by whether it may change behaviour; only the ones that cannot
+are applied without asking. tsfix decides it by *comparison*, not by a rule's say-so, in the
+spirit of black's ``--safe``: a rule's rewrite of a class is **safe** when the class's source
+before and after the rule are the same Python program once what eager execution ignores is
+taken out of both:
+
+* annotations (parameters, returns, ``x: T = v`` is ``x = v``, a bare ``x: T`` is nothing;
+  ``Final[...]`` is an annotation);
+* the class attributes TorchScript alone reads: ``__constants__``,
+  ``__jit_unused_properties__``;
+* ``if not torch.jit.is_scripting():`` with no ``else`` (eager code always runs its body);
+* ``from typing import ...`` statements of the module.
+
+Everything else (a ``torch.cond``, a lifted argument, a numpy translation, an added assert,
+a tuple for a list default, a removed parameter) is **unsafe**: the pipeline writes it only
+when validation proved it (docs/validation.md, "Fix safety"). The comparison is made per rule,
+on the module as that rule received and left it, so a class that several rules changed can
+keep the safe rules' part when an unsafe rule's part is held back.
+"""
+
+from __future__ import annotations
+
+import ast
+from collections.abc import Iterable
+
+import libcst as cst
+
+__all__ = ["eager_equivalent", "safe_classes"]
+
+# Class attributes that only the TorchScript compiler reads.
+_COMPILER_ONLY_ATTRIBUTES = frozenset({"__constants__", "__jit_unused_properties__"})
+
+
+class _EagerView(ast.NodeTransformer):
+    """What eager execution of the code depends on: the tree without annotations and
+    compiler-only statements."""
+
+    def _arguments(self, args: ast.arguments) -> None:
+        for arg in (*args.posonlyargs, *args.args, *args.kwonlyargs):
+            arg.annotation = None
+        for star in (args.vararg, args.kwarg):
+            if star is not None:
+                star.annotation = None
+
+    def visit_FunctionDef(self, node: ast.FunctionDef) -> ast.AST:
+        self._arguments(node.args)
+        node.returns = None
+        return self.generic_visit(node)
+
+    def visit_AsyncFunctionDef(self, node: ast.AsyncFunctionDef) -> ast.AST:
+        self._arguments(node.args)
+        node.returns = None
+        return self.generic_visit(node)
+
+    def visit_AnnAssign(self, node: ast.AnnAssign) -> ast.AST | None:
+        if node.value is None:
+            return None
+        return self.visit_Assign(ast.Assign(targets=[node.target], value=node.value))
+
+    def visit_Assign(self, node: ast.Assign) -> ast.AST | None:
+        if any(isinstance(t, ast.Name) and t.id in _COMPILER_ONLY_ATTRIBUTES
+               for t in node.targets):
+            return None
+        return self.generic_visit(node)
+
+    def visit_ImportFrom(self, node: ast.ImportFrom) -> ast.AST | None:
+        return None if node.module == "typing" else node
+
+    def visit_If(self, node: ast.If) -> ast.AST | list[ast.stmt]:
+        if not node.orelse and _is_not_scripting(node.test):
+            body: list[ast.stmt] = []
+            for statement in node.body:
+                visited = self.visit(statement)
+                if isinstance(visited, list):
+                    body.extend(visited)
+                elif isinstance(visited, ast.stmt):
+                    body.append(visited)
+            return body
+        return self.generic_visit(node)
+
+
+def _is_not_scripting(test: ast.expr) -> bool:
+    """``not torch.jit.is_scripting()`` (any alias of torch: the name is not resolved)."""
+    if not (isinstance(test, ast.UnaryOp) and isinstance(test.op, ast.Not)):
+        return False
+    call = test.operand
+    return (isinstance(call, ast.Call) and not call.args and not call.keywords
+            and isinstance(call.func, ast.Attribute) and call.func.attr == "is_scripting"
+            and isinstance(call.func.value, ast.Attribute) and call.func.value.attr == "jit")
+
+
+def _eager_dump(source: str) -> str | None:
+    """The eager view of ``source`` (whole statements), or None when it does not parse."""
+    try:
+        tree = ast.parse(source)
+    except (SyntaxError, ValueError, RecursionError):
+        return None
+    tree = _EagerView().visit(tree)
+    return ast.dump(tree, annotate_fields=False, include_attributes=False)
+
+
+def eager_equivalent(before: str, after: str) -> bool:
+    """Whether two pieces of source run alike in eager mode (see the module docstring)."""
+    if before == after:
+        return True
+    old, new = _eager_dump(before), _eager_dump(after)
+    return old is not None and old == new
+
+
+def _by_name(module: cst.Module) -> dict[str, cst.CSTNode]:
+    return {statement.name.value: statement for statement in module.body
+            if isinstance(statement, cst.ClassDef | cst.FunctionDef)}
+
+
+def _rest(module: cst.Module) -> str:
+    """The module's top-level statements other than classes and functions."""
+    return "".join(module.code_for_node(statement) for statement in module.body
+                   if not isinstance(statement, cst.ClassDef | cst.FunctionDef))
+
+
+def safe_classes(before: cst.Module, after: cst.Module, names: Iterable[str]) -> set[str]:
+    """Of the classes ``names`` one rule changed between ``before`` and ``after``, those whose
+    change is safe. A module-level function the rule changed counts against every class (the
+    rule changed it for one of them, and which one is not recorded); so does a change to the
+    module's other top-level statements (imports other than typing's, constants)."""
+    old, new = _by_name(before), _by_name(after)
+    if set(old) != set(new):
+        return set()
+
+    def unchanged(name: str) -> bool:
+        return eager_equivalent(before.code_for_node(old[name]), after.code_for_node(new[name]))
+
+    if not all(unchanged(name) for name, node in new.items() if isinstance(node, cst.FunctionDef)):
+        return set()
+    if not eager_equivalent(_rest(before), _rest(after)):
+        return set()
+    return {name for name in names if (bare := name.removesuffix("()")) in new and unchanged(bare)}
