@@ -1,4 +1,4 @@
-"""The layout the README promises: every package folder is installed, rules are found from
+"""The layout CONTRIBUTING.md promises: every package folder is installed, rules are found from
 their modules alone, and no per-file memo outlives its file."""
 
 from __future__ import annotations
