@@ -13,7 +13,7 @@ from typing import Any
 import libcst as cst
 import pytest
 from click.testing import CliRunner
-from conftest import TWO_CONFIGS, Project, model_source
+from conftest import TWO_CONFIGS, Project, model_source, pyproject_text
 from tsfix.cli.main import main as cli_main
 from tsfix.codemods.pipeline import phases
 from tsfix.codemods.pipeline.config import Config
@@ -202,6 +202,10 @@ def test_pre_commit_hooks_run_check_on_the_given_files(tmp_path: Path) -> None:
     hooks = _hooks()
     assert set(hooks) == {"tsfix-check", "tsfix-check-static"}
     zoo = _zoo(tmp_path, 1)
+    # With validation, the lifted branch is a change only where an example proves it.
+    (zoo / "pyproject.toml").write_text(pyproject_text(
+        {"family0/model_00.py:Net0": {"init": [{"use_0": True}, {"use_0": False}],
+                                      "inputs": ["randn(2, 4)"]}}))
     blocked = zoo / "family0" / "model_00.py"
     before = blocked.read_text()
     for entry in hooks.values():

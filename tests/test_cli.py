@@ -109,7 +109,7 @@ def test_help_and_rules_import_neither_libcst_nor_torch() -> None:
 @pytest.mark.slow
 @pytest.mark.parametrize("flag", ["--dry-run", "--diff"])
 def test_dry_run_prints_diff_and_writes_nothing(project: Project, flag: str) -> None:
-    project.pyproject()
+    project.pyproject({"model.py:Net": TWO_CONFIGS})
     project.write("model.py", MODEL)
     before = project.snapshot()
 
@@ -147,7 +147,7 @@ def test_dry_run_on_clean_tree_exits_zero(project: Project, flag: str) -> None:
 
 @pytest.mark.slow
 def test_check_pending_exits_one_without_diff(project: Project) -> None:
-    project.pyproject()
+    project.pyproject({"model.py:Net": TWO_CONFIGS})
     project.write("model.py", MODEL)
     project.write("plain.py", CLEAN_SOURCE)
     before = project.snapshot()
@@ -176,7 +176,7 @@ def test_check_clean_exits_zero(project: Project) -> None:
 
 @pytest.mark.slow
 def test_apply_writes_and_is_idempotent(project: Project) -> None:
-    project.pyproject()
+    project.pyproject({"model.py:Net": TWO_CONFIGS})
     project.write("model.py", MODEL)
     project.write("plain.py", CLEAN_SOURCE)
 
@@ -203,7 +203,7 @@ def test_apply_writes_and_is_idempotent(project: Project) -> None:
 
 @pytest.mark.slow
 def test_quiet_prints_only_errors(project: Project) -> None:
-    project.pyproject()
+    project.pyproject({"model.py:Net": TWO_CONFIGS})
     project.write("model.py", MODEL)
     project.write("broken.py", BROKEN)
     result = project.cli("apply", "-q", ".")
@@ -373,7 +373,7 @@ BAD_FILES = {
 @pytest.mark.parametrize("case", list(BAD_FILES))
 def test_bad_file_is_reported_and_others_still_rewritten(project: Project, case: str) -> None:
     content, line, wording = BAD_FILES[case]
-    project.pyproject()
+    project.pyproject({"good.py:Net": TWO_CONFIGS, "zzz.py:Net": TWO_CONFIGS})
     project.write("bad.py", content)
     project.write("good.py", MODEL)
     project.write("zzz.py", MODEL)  # after bad.py in discovery order
@@ -454,7 +454,7 @@ def test_comma_separated_rules_accepted(project: Project) -> None:
 def test_bad_example_spec_fails_only_that_file(project: Project) -> None:
     project.pyproject({"bad.py:Net": {"inputs": ["randm(1, 3)"]}})
     project.write("bad.py", MODEL)
-    project.write("good.py", MODEL)  # no examples: written, unverified, no worker started
+    project.write("good.py", MODEL)  # no examples: unverified, not written (unsafe, unproven)
 
     result = project.cli("apply", "--report", "report.json", ".")
 
@@ -465,12 +465,12 @@ def test_bad_example_spec_fails_only_that_file(project: Project) -> None:
     assert "pyproject.toml" in error
     assert "randm" in error
     assert project.bytes("bad.py") == MODEL.encode()
-    assert lifted(project.bytes("good.py").decode())
+    assert project.bytes("good.py") == MODEL.encode()
     report = json.loads(project.bytes("report.json"))
     bad = file_record(report, "bad.py")
     assert bad["status"] == "failed" and bad["written"] is False
     good = file_record(report, "good.py")
-    assert good["written"] is True
+    assert good["written"] is False and good["classes"][0]["withheld"]
     # No table and no layer to guess an input from: unverified, with the table to add.
     assert good["classes"][0]["reason"].startswith("could not infer inputs: no first layer")
     assert 'add [tool.tsfix.examples."good.py:Net"]' in good["classes"][0]["reason"]
@@ -555,8 +555,10 @@ def test_constructor_raising_is_unverified_with_reason(project: Project) -> None
     assert c["verdict"] == "unverified"
     assert "constructor" in c["reason"] and "constructor exploded" in c["reason"]
     assert "unverified" in result.stderr and "constructor exploded" in result.stderr
-    assert result.exit_code == 0  # unverified rewrites are written unless --require-verified
-    assert lifted(project.bytes("model.py").decode())
+    # Nothing ran, so nothing proved the lifted branch keeps eager results: not written, and
+    # the run does not fail for it.
+    assert result.exit_code == 0
+    assert c["withheld"] and project.bytes("model.py") == source.encode()
 
 
 # ---- --require-verified ------------------------------------------------------------------------
