@@ -280,3 +280,47 @@ def _same_except(a: Any, b: Any, lifted: set[str]) -> bool:
         return {k: v for k, v in vars(model).items() if not k.startswith("_") and k != "training"
                 and k not in lifted and isinstance(v, bool | int | float | str)}
     return plain(a) == plain(b)
+
+
+# Issue 25 item 1: with do_res false, x and x1 have other shapes; torch.cond traces both sides
+# even in eager mode, so the lifted `x1 = x + x1` side raises for that configuration.
+RESIDUAL = textwrap.dedent("""\
+    import torch
+    import torch.nn as nn
+
+
+    class Block(nn.Module):
+        def __init__(self, cin=4, cout=4, do_res=True):
+            super().__init__()
+            self.do_res = do_res
+            self.conv = nn.Conv1d(cin, cout, 3, padding=1)
+
+        def forward(self, x):
+            x1 = self.conv(x)
+            if self.do_res:
+                x1 = x + x1
+            return x1
+""")
+
+
+@pytest.mark.slow
+def test_a_cond_side_the_configuration_does_not_take_must_trace(tmp_path: Path) -> None:
+    (tmp_path / ".git").mkdir()
+    (tmp_path / "model.py").write_text(RESIDUAL)
+    (tmp_path / "pyproject.toml").write_text(textwrap.dedent("""\
+        [tool.tsfix.examples."model.py:Block"]
+        init = [{do_res = true}, {cin = 4, cout = 8, do_res = false}]
+        inputs = ["randn(2, 4, 16)"]
+    """))
+
+    result = run([str(tmp_path / "model.py")], Options(rules=["lift-branch"], target="export",
+                                                       mode="diff"))
+
+    [block] = result.files[0].classes
+    assert block.verdict == "rejected", block.reason
+    assert block.reason.startswith(
+        "eager parity: the rewritten forward raised for init[1] {'cin': 4, 'cout': 8, "
+        "'do_res': False}: CondSideError: torch.cond at line "), block.reason
+    assert ("its true side raises when traced (a side this call does not take: torch.cond "
+            "traces both, also in eager mode): RuntimeError: The size of tensor a (4) must "
+            "match the size of tensor b") in block.reason

@@ -44,6 +44,8 @@ T = torch.zeros(2)
     ([(1, T)], "Tuple[int, Tensor]"),
     ([(1, T), (2.5, T)], "Tuple[float, Tensor]"),
     ([()], "Tuple[()]"),
+    ([(1,), (1, 2)], "List[int]"),          # a length that varies: TorchScript takes tuples
+    ([(T, T), (), (T,)], "List[Tensor]"),
     ([{"a": T}], "Dict[str, Tensor]"),
     ([{"a": 1}, {}], "Dict[str, int]"),
     ([{1: [2]}], "Dict[int, List[int]]"),
@@ -63,7 +65,8 @@ def test_observed_type_strings(values: list[Any], expected: str) -> None:
     [True, 1],                              # bool is not an int to TorchScript
     [1, "a"],
     [[1, "a"]],                             # a list of mixed types
-    [(1,), (1, 2)],                         # tuples of other lengths
+    [(1,), (1, "a")],                       # tuples of other lengths, elements disagree
+    [(1,), [1, 2]],                         # a tuple and a list
     [{(1, 2): 1}],                          # a key TorchScript cannot hold
     [torch.nn.Linear(2, 2)],                # modules, custom objects
     [object()],
@@ -298,4 +301,5 @@ def test_observe_timeout_is_not_waited_for_twice(project: Project,
     assert c.verdict == "unverified"
     # The observe round's timeout, not a second one from validation.
     assert c.reason.startswith("timed out after 2s") and "not validated" in c.reason
-    assert record.status == "changed"   # unverified rewrites are written
+    # Nothing ran to the end, so nothing proved the (unsafe) rewrite: it is not written.
+    assert c.withheld and not c.safe and record.status == "unchanged"

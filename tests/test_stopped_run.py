@@ -10,7 +10,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from conftest import CLEAN_SOURCE, Project, model_source
+from conftest import CLEAN_SOURCE, TWO_CONFIGS, Project, model_source
 from tsfix.cli.progress import describe
 from tsfix.codemods.pipeline import phases
 from tsfix.codemods.pipeline.config import ConfigError, load_config
@@ -21,6 +21,7 @@ from tsfix.codemods.pipeline.report import (
     Progress,
     RunResult,
 )
+from tsfix.codemods.validation.pool import WorkerPool
 
 MODEL = model_source()                      # lift-branch lifts use_act
 
@@ -120,6 +121,108 @@ def test_a_file_decided_before_the_stop_is_written(project: Project,
     assert "use_act: Optional[bool] = None" in project.bytes("b.py").decode()
 
 
+def _stop_after_first_decision(monkeypatch: pytest.MonkeyPatch) -> list[set[int]]:
+    """Ctrl-C right after the first files were decided (and written); returns the indexes
+    told, one set per decision."""
+    real = phases._Decisions.tell
+    told: list[set[int]] = []
+
+    def stop(self: phases._Decisions, files: Any, **how: Any) -> None:
+        before = set(self.told)
+        real(self, files, **how)
+        if self.told - before:
+            told.append(self.told - before)
+            raise KeyboardInterrupt
+
+    monkeypatch.setattr(phases._Decisions, "tell", stop)
+    return told
+
+
+@pytest.mark.slow
+def test_a_file_is_decided_while_models_that_do_not_reach_it_still_run(
+        project: Project, monkeypatch: pytest.MonkeyPatch) -> None:
+    """The observe round says which files each model imports: a.py's classes are judged only
+    by a.py's model, so a.py is decided and written as soon as that model answered, while
+    b.py's model runs (one worker: in that order). Before, nothing was decided until every
+    model had answered, and a stop there kept nothing."""
+    project.pyproject({"a.py:Net": TWO_CONFIGS, "b.py:Other": TWO_CONFIGS})
+    project.write("a.py", MODEL)
+    project.write("b.py", model_source("Other"))
+    b_before = project.bytes("b.py")
+    told = _stop_after_first_decision(monkeypatch)
+    jobs: list[str] = []
+    real_models = WorkerPool.models
+
+    def counting(self: WorkerPool, batch: list[Any], *args: Any, **kwargs: Any) -> Any:
+        jobs.extend(job.mode for job in batch)
+        return real_models(self, batch, *args, **kwargs)
+
+    monkeypatch.setattr(WorkerPool, "models", counting)
+
+    with pytest.raises(Interrupted) as stopped:
+        # sum-tensors needs the observe round, which names each model's files.
+        project.run(rules=["lift-branch", "sum-tensors"], jobs=1)
+
+    assert jobs == ["observe", "observe", "validate", "validate"]   # one round of each
+    assert told == [{0}]                # a.py alone (files are indexed in discovery order)
+    assert stopped.value.written == ("a.py",)
+    assert stopped.value.undecided == ("b.py",)
+    assert "use_act: Optional[bool] = None" in project.bytes("a.py").decode()
+    assert project.bytes("b.py") == b_before
+
+
+@pytest.mark.slow
+def test_an_early_decision_is_the_one_the_run_ends_with(project: Project) -> None:
+    """A file decided while models run gets the outcome the end of the run reports (same
+    verdicts, same text), whether or not it was decided early."""
+    project.pyproject({"a.py:Net": TWO_CONFIGS, "b.py:Other": TWO_CONFIGS})
+    project.write("a.py", MODEL)
+    project.write("b.py", model_source("Other"))
+    decided: dict[int, Any] = {}
+    real = phases._decide_early
+
+    def recording(item: Any, check: Any, session: Any, *args: Any) -> None:
+        decided[item.index] = check
+        real(item, check, session, *args)
+
+    import unittest.mock
+
+    with unittest.mock.patch.object(phases, "_decide_early", recording):
+        result = project.run(rules=["lift-branch", "sum-tensors"], jobs=1, mode="diff")
+
+    assert set(decided) == {0, 1}
+    for index, check in decided.items():
+        [c] = result.files[index].classes
+        assert check.verdicts[c.class_name].verdict == c.verdict == "verified"
+        assert result.files[index].status == "changed"
+
+
+def test_a_stop_inside_a_write_waits_for_the_write_with_other_threads_running() -> None:
+    """With another thread alive (the validation pool's drivers while models run), a signal
+    the main thread blocked went to that thread and Python raised it in the main thread
+    inside the block anyway: a file written but not listed as written. Now it is raised as
+    the block ends."""
+    import os
+    import signal
+    import threading
+
+    from tsfix.codemods.pipeline.sources import interrupts_deferred
+
+    release = threading.Event()
+    threading.Thread(target=release.wait, daemon=True).start()
+    finished = False
+    try:
+        with pytest.raises(KeyboardInterrupt), interrupts_deferred():
+            os.kill(os.getpid(), signal.SIGINT)
+            deadline = time.monotonic() + 0.5
+            while time.monotonic() < deadline:      # bytecode: where handlers run
+                pass
+            finished = True
+    finally:
+        release.set()
+    assert finished
+
+
 def test_timeout_total_must_be_positive(project: Project) -> None:
     path = project.pyproject(settings="timeout-total = 0")
     with pytest.raises(ConfigError, match="timeout-total: expected a positive number"):
@@ -162,3 +265,115 @@ def test_report_and_closing_hint_say_export_under_the_export_target(
     assert "does not script" not in export_fails.stderr
     script_fails = project.cli("report", str(_report(tmp_path, "torchscript", "fails")))
     assert "a configured model that does not script fails the run" in script_fails.stderr
+
+
+# ---- export: the original judged as the rewrite is --------------------------------------------
+
+NAMED_OUTPUT = '''\
+import collections
+
+import torch
+import torch.nn as nn
+
+Out = collections.namedtuple("Out", ["y", "z"])
+
+
+class Net(nn.Module):
+    def __init__(self, named=False):
+        super().__init__()
+        self.named = named
+
+    def forward(self, x):
+        y = torch.relu(x)
+        if self.named:
+            return Out(y, x)
+        return y
+'''
+# torch 2.13 exports a program returning a namedtuple, and torch.export.save refuses it
+# (NotImplementedError: Can't serialize TreeSpec of namedtuple class ...): measured.
+SAVES_NOT = "Can't serialize TreeSpec of namedtuple"
+
+
+@pytest.mark.slow
+def test_an_original_whose_program_cannot_be_saved_did_not_export_before(
+        project: Project) -> None:
+    """The rewrite is judged on export and save/load: so is the original. Its program
+    exports and cannot be saved: 'did not export before tsfix', not a new failure."""
+    project.pyproject({"net.py:Net": {"init": [{"named": True}], "inputs": ["randn(2, 4)"]}},
+                      settings='target = "export"')
+    project.write("net.py", NAMED_OUTPUT)
+
+    result = project.run(rules=["lift-branch"], mode="diff")
+
+    [model] = result.models()
+    assert model.status == "fails" and SAVES_NOT in model.reason
+    assert model.scripted_before is False
+    assert "(did not export before tsfix)" in model.line()
+
+
+@pytest.mark.slow
+def test_a_model_whose_files_the_run_did_not_change_is_not_newly_failing(
+        project: Project) -> None:
+    """No file the model imports was changed: whatever the model check finds, the original
+    has it too. Its first configuration exports and saves (what the original's own check
+    tries); the second's program cannot be saved."""
+    project.pyproject({"net.py:Net": {"init": [{"named": False}, {"named": True}],
+                                      "inputs": ["randn(2, 4)"]}},
+                      settings='target = "export"')
+    project.write("net.py", NAMED_OUTPUT)
+
+    # typeerror-fallback finds nothing to change here.
+    result = project.run(rules=["typeerror-fallback"], mode="diff")
+
+    assert [f.status for f in result.files] == ["unchanged"]
+    [model] = result.models()
+    assert model.status == "fails" and SAVES_NOT in model.reason
+    assert model.scripted_before is False
+    assert "exported before tsfix" not in model.line()
+
+
+@pytest.mark.slow
+def test_sigterm_to_a_real_run_keeps_the_decided_file_and_says_so(project: Project) -> None:
+    """``tsfix apply`` with real validation, stopped by SIGTERM (a batch system's limit) once
+    a.py is written, while b.py's model is still being checked (its constructor is slow):
+    exit 130, a.py whole, b.py and everything else byte for byte as it was, and the message
+    names both."""
+    import os
+    import signal
+    import subprocess
+    import sys
+
+    project.pyproject({"a.py:Net": TWO_CONFIGS, "b.py:Other": TWO_CONFIGS})
+    project.write("a.py", MODEL)
+    project.write("b.py", model_source("Other", header=["import time"],
+                                       init_lines=["time.sleep(3)"]))
+    before = project.snapshot()
+    process = subprocess.Popen(
+        [sys.executable, "-m", "tsfix.cli.main", "apply", "--rule", "lift-branch",
+         "--rule", "sum-tensors", "-j", "1", "--no-cache", "."],
+        cwd=project.root, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+        stdin=subprocess.DEVNULL, text=True, start_new_session=True)
+    try:
+        deadline = time.monotonic() + 240
+        while (project.bytes("a.py") == before["a.py"][0] and process.poll() is None
+               and time.monotonic() < deadline):
+            time.sleep(0.05)
+        assert process.poll() is None, process.communicate()
+        os.kill(process.pid, signal.SIGTERM)
+        _, stderr = process.communicate(timeout=120)
+    finally:
+        if process.poll() is None:
+            os.killpg(process.pid, signal.SIGKILL)
+            process.wait()
+
+    assert process.returncode == 130, stderr
+    assert stderr.endswith(
+        "interrupted: stopped after rewriting 1 file; every other file is as it was:\n"
+        "  rewrote a.py\n"
+        "1 file not decided (a next run does them):\n  b.py\n"), stderr
+    assert "Traceback" not in stderr
+    written = project.bytes("a.py").decode()
+    assert "use_act: Optional[bool] = None" in written and written.endswith("return x\n")
+    after = project.snapshot()
+    assert {name: data for name, data in after.items() if name != "a.py"} == {
+        name: data for name, data in before.items() if name != "a.py"}

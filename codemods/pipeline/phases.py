@@ -326,7 +326,8 @@ def run_phases(todo: list[File], session: Session) -> tuple[dict[int, Outcome], 
                 c.class_name, UNVERIFIED, "not validated (--no-verify)")
                 for c in item.classes}) for item in pending}
             drops = {}
-        finals = _final_texts(pending, checked, drops, session, rewriters)
+        finals = _final_texts(pending, checked, drops, session, rewriters,
+                              recheck=bool(models) and session.verify)
         rechecked: dict[str, tuple[dict[str, str], ModelResult]] = {}
         if models and session.verify:
             finals = _recheck_not_checked(pending, checked, drops, finals, models, validated,
@@ -1054,9 +1055,11 @@ def _with_drop(classes: list[ClassResult], drop: _Drop, session: Session) -> lis
 
 def _final_texts(pending: list[_Pending], checked: dict[int, _Checked],
                  drops: dict[int, dict[str, _Drop]], session: Session,
-                 rewriters: _Rewriters) -> dict[int, _Final]:
+                 rewriters: _Rewriters, *, recheck: bool = False) -> dict[int, _Final]:
     """Each changed file's final classes and text: the rewrite with every rule skipping the
-    classes held back whole, and each dropped rule skipping its class."""
+    classes held back whole, and each dropped rule skipping its class. ``recheck``: a class a
+    model could not check (NOT_CHECKED) stays in the text, for the models to check it there
+    (_recheck_not_checked); else it is withheld like any unproven unsafe rewrite."""
     finals: dict[int, _Final] = {}
     again: list[tuple[_Pending, list[ClassResult], SkipSet]] = []
     for item in pending:
@@ -1076,7 +1079,8 @@ def _final_texts(pending: list[_Pending], checked: dict[int, _Checked],
                                reason=f"unverified and --require-verified: {c.reason}")
                        if c.verdict == UNVERIFIED else c for c in classes]
         elif session.verify and not session.unsafe_fixes:
-            classes = [_withheld_unless_proven(c) for c in classes]
+            classes = [c if recheck and c.reason.startswith(NOT_CHECKED)
+                       else _withheld_unless_proven(c) for c in classes]
         # A class is held back whole unless its only rejected change is the dropped rule's.
         held_back = frozenset(c.class_name for c in classes
                               if c.verdict == REJECTED and dropped.get(c.class_name) != c.rule)
@@ -1193,9 +1197,13 @@ def _recheck_not_checked(pending: list[_Pending], checked: dict[int, _Checked],
             if verdict.verdict == REJECTED or now.reason.startswith(NOT_CHECKED):
                 checked[item.index] = _Checked({**checked[item.index].verdicts, name: verdict})
                 newly_rejected = newly_rejected or verdict.verdict == REJECTED
-        finals = _final_texts(pending, checked, drops, session, rewriters)
+        finals = _final_texts(pending, checked, drops, session, rewriters, recheck=True)
         if not newly_rejected:
             break
+    if any(v.reason.startswith(NOT_CHECKED) for check in checked.values()
+           for v in check.verdicts.values()):
+        # What no model could check is now as proven as it will be (fix safety).
+        finals = _final_texts(pending, checked, drops, session, rewriters)
     return finals
 
 

@@ -8,11 +8,19 @@ pre-hooks and hooks on every submodule instance whose class is defined in the tr
 module path, the first :data:`RECORDED_CALLS` calls: cloned arguments before the call and the
 cloned output after it. A call whose tensors exceed :data:`MAX_CALL_BYTES`, or that would take
 the recordings past :data:`MAX_TOTAL_BYTES`, is not recorded (the instance then says why it has
-no inputs). The hooks are removed before anything is scripted (TorchScript would compile them).
+no inputs). Each configuration's first call then runs once more at a second batch size
+(:class:`~tsfix.codemods.validation.worker.OtherBatch`), recording each tree instance's first
+call of that run (past the cap, marked with the size): the classes the model reaches are
+checked at that size from this one extra model run, and the model verdict compares the
+rewritten model's (and its scripted module's) output there too. When the original raises at
+that size, its batch axis is not free and nothing of that run is kept. The hooks are removed
+before anything is scripted (TorchScript would compile them).
 
 ``observe`` mode also records, with :class:`~tsfix.codemods.validation.worker.TypeRecorder`,
 the types of every method of every class of the tree the model holds an instance of, and of its
-bases defined in tree files (each under the class that defines it), keyed by file.
+bases defined in tree files (each under the class that defines it), keyed by file, in the
+example calls and at the second batch size (a tuple whose length follows the batch is then
+typed ``List[T]``).
 
 ``validate`` mode then forgets the tree's modules, serves each file of ``overlay`` from a
 temporary copy of its new text (a meta-path finder: TorchScript reads the source of what it
@@ -55,7 +63,6 @@ from typing import Any
 import torch
 from tsfix.codemods.validation.protocol import (
     NOT_CHECKED,
-    NOT_SCRIPTABLE_EITHER,
     OBSERVED_FUNCTIONS,
     REJECTED,
     UNVERIFIED,
@@ -74,25 +81,30 @@ from tsfix.codemods.validation.worker import (
     _GENERATOR_FLAGS,
     _INSTALLATION,
     _SITE,
+    EXPORT_OTHER_BATCH,
     PYTHON_ONLY_SAVE,
     Imports,
     Instance,
+    OtherBatch,
     TypeRecorder,
     Verdict,
+    at_other_batch,
     build,
     call,
     changed_at,
     clone,
     difference,
-    hidden_new_error,
     import_context,
-    in_changed_code,
     instances,
     load_module,
     module_functions,
+    not_scripting,
+    observe_other_batch,
+    other_batch,
+    other_batch_note,
+    overloads_apart,
     plain_settings,
     rejected,
-    same_error,
     saved_and_loaded,
     script,
     short_error,
@@ -194,6 +206,7 @@ class RecordedCall:
     args: tuple[Any, ...]
     kwargs: dict[str, Any]
     output: Any
+    batch: int | None = None            # recorded in the model's run at this batch size
 
 
 @dataclass(eq=False)
@@ -218,6 +231,8 @@ class Seen:
             text += f" (init[{self.config}])"
         if j is not None and len(self.calls) > 1:
             text += f" call[{j}]"
+        if j is not None and j < len(self.calls) and self.calls[j].batch is not None:
+            text += f" at batch size {self.calls[j].batch}"
         return text
 
 
@@ -239,6 +254,10 @@ class Recorder:
     def __init__(self) -> None:
         self.total = 0
         self._pending: dict[int, list[tuple[tuple[Any, ...], dict[str, Any]] | None]] = {}
+        # While the model runs at its second batch size: that size, and the instances whose
+        # first call of that run is recorded already (one each, past RECORDED_CALLS).
+        self.batch: int | None = None
+        self._batch_recorded: set[int] = set()
 
     def _fits(self, size: int, seen: Seen) -> bool:
         if size > MAX_CALL_BYTES:
@@ -269,10 +288,17 @@ class Recorder:
     def _before(self, seen: Seen) -> Callable[..., None]:
         def hook(module: Any, args: tuple[Any, ...], kwargs: dict[str, Any]) -> None:
             stack = self._pending.setdefault(id(seen), [])
-            seen.called += 1
-            if seen.called > RECORDED_CALLS:
-                stack.append(None)
-                return
+            if self.batch is not None:
+                first = id(seen) not in self._batch_recorded
+                self._batch_recorded.add(id(seen))
+                if not first:
+                    stack.append(None)
+                    return
+            else:
+                seen.called += 1
+                if seen.called > RECORDED_CALLS:
+                    stack.append(None)
+                    return
             size = tensor_bytes(args) + tensor_bytes(kwargs)
             if not self._fits(size, seen):
                 stack.append(None)
@@ -292,8 +318,36 @@ class Recorder:
             if not self._fits(size, seen):
                 return
             self.total += size
-            seen.calls.append(RecordedCall(inputs[0], inputs[1], clone(output)))
+            seen.calls.append(RecordedCall(inputs[0], inputs[1], clone(output), self.batch))
         return hook
+
+    @contextlib.contextmanager
+    def at_batch(self, size: int) -> Iterator[None]:
+        """Record each instance's first call of a run at the second batch size."""
+        self.batch = size
+        self._batch_recorded.clear()
+        try:
+            yield
+        finally:
+            self.batch = None
+
+
+def record_other_batch(model: torch.nn.Module, inst: Instance, mine: Sequence[Seen],
+                       calls: Recorder) -> OtherBatch | None:
+    """The original model's first call of configuration ``inst`` at the second batch size
+    (:class:`~tsfix.codemods.validation.worker.OtherBatch`): its output, and each tree
+    instance's first call in that run recorded (marked with the size), so the classes the
+    model reaches are checked at that size too, from the one extra model run. When the
+    original raises there, nothing of the run is kept and ``skipped`` says why."""
+    batch = other_batch(*inst.calls[0]) if inst.calls else None
+    if batch is None:
+        return None
+    with calls.attached(mine), calls.at_batch(batch.size):
+        ran = batch.run_original(model)
+    if not ran:
+        for item in mine:
+            item.calls = [c for c in item.calls if c.batch is None]
+    return batch
 
 
 # ---- observed types of every tree class --------------------------------------------------------
@@ -549,6 +603,8 @@ class Original:
     seen: list[Seen]
     module: types.ModuleType
     types: dict[str, TypeTable] = field(default_factory=dict)
+    # Per configuration, its first call at the second batch size (None: no batch axis).
+    batches: list[OtherBatch | None] = field(default_factory=list)
 
 
 class ModelFailure(Exception):
@@ -586,6 +642,11 @@ def run_model_job(job: ModelJob) -> ModelResult:
             return ModelResult(job.id, before, types=original.types, reached=held, files=files)
         classes, verdict = validate(job, name, path, tree, original, originals, files,
                                    load)
+        if not {str(Path(file).resolve()) for file in job.overlay} & set(files):
+            # Nothing the model imports was rewritten: the model judged is the original, so
+            # whatever it fails, it failed before tsfix (the check of the original above is
+            # one call of one configuration; this one is every configuration).
+            scripted_before = scripted_before and verdict.status == "scripts"
         verdict = ModelVerdict(verdict.status, verdict.reason, scripted_before,
                                verdict.blocker, verdict.python_only,
                                round(time.perf_counter() - started, 3))
@@ -620,6 +681,7 @@ def run_original(job: ModelJob, name: str, path: Path, tree: Tree, *,
     models: list[torch.nn.Module] = []
     outputs: list[list[Any]] = []
     seen: list[Seen] = []
+    batches: list[OtherBatch | None] = []
     for k, inst in enumerate(configs):
         try:
             with typing():
@@ -645,15 +707,18 @@ def run_original(job: ModelJob, name: str, path: Path, tree: Tree, *,
                 except BaseException as exc:
                     raise ModelFailure(f"the original forward raised for {inst.label(j)}: "
                                        f"{short_error(exc)}") from exc
-        if not observe:
+        if observe:
+            observe_other_batch(recorder, model, inst)
+        else:
             for j, (args, kwargs) in enumerate(inst.calls):
                 if difference(wanted[j], call(model, args, kwargs)) is not None:
                     raise ModelFailure(f"nondeterministic model: two identical calls differ "
                                        f"for {inst.label(j)}")
+            batches.append(record_other_batch(model, inst, mine, calls))
         models.append(model)
         outputs.append(wanted)
         seen.extend(mine)
-    found = Original(configs, models, outputs, seen, module)
+    found = Original(configs, models, outputs, seen, module, batches=batches)
     if observe:
         reached = {key for s in seen for key in s.lineage}
         # The functions of the files those classes live in are what their methods can call.
@@ -665,16 +730,25 @@ def run_original(job: ModelJob, name: str, path: Path, tree: Tree, *,
 def export_original(original: Original, tree: Tree, texts: Texts
                     ) -> tuple[ModelVerdict, bool]:
     """Whether the original model (its first configuration, first call) exports with
-    torch.export, as a verdict (the export target's "scripts" status)."""
+    torch.export and its program survives ``torch.export.save``/``load``, as a verdict (the
+    export target's "scripts" status). The rewritten model is judged on both
+    (export.check_model): an original whose own program cannot be saved did not export
+    before tsfix, and the rewrite failing there too is not a new failure."""
     from tsfix.codemods.validation import export as ex
 
     args, kwargs = original.configs[0].calls[0]
     try:
-        ex.export(original.models[0], args, kwargs)
+        program = ex.export(original.models[0], args, kwargs)
     except Exception as exc:
         return ModelVerdict("fails", f"the original does not export: {ex.describe(exc, {})}",
                             False, export_blocker(exc, {}, tree, texts)), False
-    return ModelVerdict("scripts", "the original exports", True), True
+    try:
+        ex.saved_and_loaded(program, {})
+    except Verdict as outcome:
+        return ModelVerdict("fails", f"the original does not export: {outcome.reason}",
+                            False), False
+    return ModelVerdict("scripts", "the original exports (and survives save/load)",
+                        True), True
 
 
 def export_blocker(exc: BaseException, rename: Mapping[str, str], tree: Tree,
@@ -737,7 +811,8 @@ def validate(job: ModelJob, name: str, path: Path, tree: Tree, original: Origina
 
     with installed(finder):
         try:
-            module = import_model_module(name, path, finder)
+            with overloads_apart(originals):
+                module = import_model_module(name, path, finder)
             cls = getattr(module, job.name)
         except BaseException as exc:
             error = short_error(exc, finder.rename)
@@ -1153,12 +1228,11 @@ def check_reached_class(model_class: ModelClass, pairs: list[Pair], many_configs
     if target == "export":
         from tsfix.codemods.validation.export import check_reached
 
-        old_module = module_at(originals, model_class.path, {})
-        modules = (old_module, new_file) if old_module and new_file else None
         exported = check_reached(first, served, called, lifted_values, rename,
-                                 lambda p, j: p.seen.label(many_configs, j), modules)
+                                 lambda p, j: p.seen.label(many_configs, j))
         summary = (f"from model {model_label}: {len(called)} instance(s) on their real "
-                   f"inputs: eager parity, {eager_note}, {exported}")
+                   f"inputs: eager parity, {eager_note}, {exported}"
+                   f"{reached_at_other_batch(called, EXPORT_OTHER_BATCH)}")
         if notes:
             summary += f" (not comparable: {notes})"
         return summary
@@ -1176,36 +1250,8 @@ def check_reached_class(model_class: ModelClass, pairs: list[Pair], many_configs
         try:
             artifact = script(p.new)
         except BaseException as exc:
-            error = short_error(exc, rename)
-            try:
-                script(p.seen.module)
-            except BaseException as original_exc:
-                before = short_error(original_exc)
-                old_module = module_at(originals, model_class.path, {})
-                new_module = module_at(rewritten, model_class.path, rename)
-                if old_module is None or new_module is None:
-                    # Without both modules no line can be compared: the headlines decide.
-                    same = headline(original_exc, {}) == headline(exc, rename)
-                else:
-                    hidden = hidden_new_error(p.seen.module, p.new, old_module, new_module,
-                                              rename)
-                    if hidden is not None:
-                        raise rejected(f"{hidden} (inputs from model {model_label})") from exc
-                    same = same_error(original_exc, exc, old_module, new_module)
-                if same:
-                    raise unverified(
-                        f"{NOT_SCRIPTABLE_EITHER} this rewrite, for a reason it does not fix: "
-                        f"{before} (the rewrite fails with: {error}); {eager_note} (inputs "
-                        f"from model {model_label})") from exc
-                if (old_module is not None and new_module is not None
-                        and not in_changed_code(exc, old_module, new_module)):
-                    raise unverified(
-                        f"{NOT_SCRIPTABLE_EITHER} this rewrite: it gets past the original's "
-                        f"error ({before}), then fails in code it did not change: {error}; "
-                        f"{eager_note} (inputs from model {model_label})") from exc
-                raise rejected(f"re-script: a TorchScript error the original does not have: "
-                               f"{error} (the original fails with: {before})") from exc
-            raise rejected(f"re-script: {error}") from exc
+            raise not_scripting(exc, p.seen.module, rename, eager_note,
+                                f" (inputs from model {model_label})") from exc
         for j, recorded in enumerate(p.seen.calls):
             where = p.seen.label(many_configs, j)
             try:
@@ -1223,7 +1269,8 @@ def check_reached_class(model_class: ModelClass, pairs: list[Pair], many_configs
     artifact = scripted[id(first)]
     served = check_artifact(artifact, "one artifact", served, not eager_checked)
 
-    loaded, save_step = saved_and_loaded(artifact, model_class.python_only, dict(rename))
+    loaded, save_step = saved_and_loaded(artifact, model_class.python_only, dict(rename),
+                                         first.seen.module)
     if loaded is not None:
         # Without an instance the artifact serves (every one a subclass with a forward of its
         # own), the first instance checks the loaded copy of itself.
@@ -1231,13 +1278,24 @@ def check_reached_class(model_class: ModelClass, pairs: list[Pair], many_configs
 
     summary = (f"from model {model_label}: {len(called)} instance(s) on their real inputs: "
                f"eager parity, re-script, one artifact served {len(served)} of {len(called)}, "
-               f"{save_step}")
+               f"{save_step}{reached_at_other_batch(called, 'eager parity, re-script')}")
     if never:
         summary += (f"; {len(never)} other instance(s) never called "
                     f"({', '.join(p.seen.label(many_configs) for p in never[:3])})")
     if notes:
         summary += f" (not comparable: {notes})"
     return summary
+
+
+def reached_at_other_batch(called: list[Pair], steps: str) -> str:
+    """The verified reason's words for the calls recorded in the model's run at the second
+    batch size (checked with the others)."""
+    sizes = sorted({c.batch for p in called for c in p.seen.calls if c.batch is not None})
+    if not sizes:
+        return ""
+    count = sum(c.batch is not None for p in called for c in p.seen.calls)
+    return (f"; at batch size {', '.join(map(str, sizes))} too: {steps} ({count} call(s) from "
+            "the model's run at that size)")
 
 
 class Notes:
@@ -1353,12 +1411,17 @@ def model_verdict(original: Original, models: list[torch.nn.Module],
             found = difference(original.outputs[k][j], got)
             if found:
                 return ModelVerdict("fails", f"eager parity: {found} for {inst.label(j)}")
+    failed = model_at_other_batch(original, models, "eager parity", "the rewritten model",
+                                  rename)
+    if failed is not None:
+        return failed
     if target == "export":
         from tsfix.codemods.validation.export import check_model
 
         checked = check_model(configs, models, original.outputs, rename)
         if checked.ok:
-            return ModelVerdict("scripts", checked.reason)
+            return ModelVerdict("scripts", checked.reason + other_batch_note(
+                original.batches, EXPORT_OTHER_BATCH))
         blocker = (export_blocker(checked.failure, rename, tree, texts)
                    if checked.failure is not None else None)
         return ModelVerdict("fails", checked.reason, blocker=blocker)
@@ -1391,9 +1454,32 @@ def model_verdict(original: Original, models: list[torch.nn.Module],
                 if found:
                     return ModelVerdict("fails", f"{step}: {found} for {inst.label(j)} "
                                                      "(against the original's eager output)")
+            failed = model_at_other_batch(original, {k: module}, step, "the scripted model",
+                                          rename)
+            if failed is not None:
+                return failed
     save = (f"save fails as expected ({PYTHON_ONLY_SAVE})" if python_only else "save/load")
+    steps = "eager parity, script" if python_only else "eager parity, script, save/load"
     return ModelVerdict("scripts", f"{len(configs)} configuration(s): eager parity, script, "
-                                       f"parity with the original, {save}",
+                                       f"parity with the original, {save}"
+                                       f"{other_batch_note(original.batches, steps)}",
                         python_only=python_only)
+
+
+def model_at_other_batch(original: Original,
+                         modules: Sequence[Any] | Mapping[int, Any], step: str,
+                         subject: str, rename: Mapping[str, str]) -> ModelVerdict | None:
+    """A failing verdict when a module (per configuration: a sequence, or a mapping from
+    configuration indexes) does not reproduce the original's output at the second batch
+    size; None when it does or the size does not apply."""
+    chosen = modules.items() if isinstance(modules, Mapping) else enumerate(modules)
+    for k, module in chosen:
+        batch = original.batches[k] if k < len(original.batches) else None
+        try:
+            at_other_batch(module, batch, step, subject, original.configs[k].label(0),
+                           dict(rename))
+        except Verdict as outcome:
+            return ModelVerdict("fails", outcome.reason)
+    return None
 
 

@@ -171,17 +171,27 @@ class WorkerPool:
     def __init__(self, workers: int) -> None:
         self.workers = max(1, workers)
         self._idle: list[_Worker] = []
+        self._busy: set[_Worker] = set()
+        self._closed = False
         self._lock = threading.Lock()
 
     def __enter__(self) -> WorkerPool:
         return self
 
-    def __exit__(self, *exc: object) -> None:
-        self.close()
+    def __exit__(self, exc_type: type[BaseException] | None, *exc: object) -> None:
+        self.close(stop_running=exc_type is not None)
 
-    def close(self) -> None:
+    def close(self, *, stop_running: bool = False) -> None:
+        """Stop the idle workers; ``stop_running``: the busy ones too, and start no more jobs
+        (the run was stopped: Ctrl-C reaches the workers, SIGTERM and the time limit do not,
+        and a job left running would outlive the run by up to its timeout)."""
         with self._lock:
             idle, self._idle = self._idle, []
+            busy = list(self._busy) if stop_running else []
+            self._closed = self._closed or stop_running
+        for worker in busy:
+            with contextlib.suppress(OSError):
+                worker.process.kill()
         for worker in idle:
             if worker.process.stdin is not None:
                 with contextlib.suppress(OSError):
@@ -213,7 +223,13 @@ class WorkerPool:
                     if worker is not None:
                         worker.stop()
                     worker = _Worker(threads_each)
+                with self._lock:
+                    if self._closed:
+                        break
+                    self._busy.add(worker)
                 outcome = worker.run(job, timeout)
+                with self._lock:
+                    self._busy.discard(worker)
                 if worker.alive and worker.grown():
                     worker.stop()           # idle between jobs: nothing is lost
                     worker = None
@@ -222,10 +238,11 @@ class WorkerPool:
                     if on_result is not None:
                         on_result(job, outcome)
             if worker is not None:
-                if worker.alive:
-                    with self._lock:
+                with self._lock:
+                    keep = worker.alive and not self._closed
+                    if keep:
                         self._idle.append(worker)
-                else:
+                if not keep:
                     worker.stop()
 
         threads = [threading.Thread(target=drive, daemon=True) for _ in range(running)]

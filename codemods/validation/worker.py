@@ -11,17 +11,18 @@ several calls). For every class, with every configuration:
 
 1. build the original and the rewritten class with the same seed, copy the original's
    ``state_dict`` into the rewritten instance, eval mode;
-2. eager parity: the rewritten output equals the original's;
+2. eager parity: the rewritten output equals the original's; also for each configuration's
+   first call at a second batch size (:class:`OtherBatch`: what the example fixes by accident,
+   a chunk count or a tuple's length, changes there) when the original runs at that size; the
+   scripted module of step 3 must match there too. A failure there is ``rejected`` naming the
+   size ("at batch size 3: ...");
 3. re-script: ``torch.jit.script`` of the rewritten instance succeeds and matches. When it
-   fails, the original is scripted too: it failing with the same error (its headline, names
-   of the two modules and line numbers aside) is ``unverified`` (a reason the rewrite does not
-   fix), and so is an error in code the rewrite did not change (another file, or a function
-   identical in the original: it was there behind the original's first error); any other
-   error is new and the rewrite is ``rejected``, as when the original scripts. Before an
-   ``unverified`` verdict, each method forward reaches that the rewrite changed is compiled on
-   its own in both (:func:`hidden_new_error`): a new error the first one hid is ``rejected``
-   too. Scripting forgets half-made types after a failure (:func:`script`), so one failure
-   cannot hide the next one's real error;
+   fails, the original is scripted too (:func:`not_scripting`): when it scripts, the rewrite
+   broke what compiled and is ``rejected``; when it does not either, the rewrite is no
+   regression and, eager parity holding, ``unverified`` with the rewrite's error. Which error
+   TorchScript reports first does not enter the verdict, so a second run on the written tree
+   decides as the first did. Scripting forgets half-made types after a failure
+   (:func:`script`), so one failure cannot hide the next one's real error;
 4. one artifact: the instance built from the first configuration, given each other
    configuration's weights and lifted-argument values, reproduces that configuration: first
    in eager mode (before step 3, so it decides also for a class that does not script), then
@@ -49,8 +50,10 @@ the same file (each under the class that defines it). The result is ``{class: {m
 or "return": type}}}`` in TorchScript spelling (:func:`observed_types`), merged over every call;
 a parameter whose values TorchScript cannot type or that disagree is left out, and so are
 ``self``, ``*args`` and ``**kwargs``. At each real return, every other local's value is recorded
-too, under ``"local <name>"``. A class whose import, constructor or call fails has no
-observations (``failures`` says why).
+too, under ``"local <name>"``. Each configuration's first call also runs at the second batch
+size, so that a tuple whose length follows the batch size is typed ``List[T]`` rather than the
+one arity the example showed (:data:`VARIADIC_TUPLE`). A class whose import, constructor or
+call fails has no observations (``failures`` says why).
 """
 
 from __future__ import annotations
@@ -76,7 +79,7 @@ import time
 import traceback
 import types
 import warnings
-from collections.abc import Iterator
+from collections.abc import Iterable, Iterator
 from pathlib import Path
 from typing import Any
 
@@ -267,6 +270,76 @@ def instances(example: Example, cls: type | None = None) -> list[Instance]:
             for k, init in enumerate(example.init)]
 
 
+class OtherBatch:
+    """A configuration's first call again at a second batch size: what the example fixes by
+    accident (a chunk count, a tuple's length, a reshape by the batch size) changes there.
+
+    The batch size ``b`` is the leading size of the call's first tensor input (positional
+    first, nested lists and dicts in order); every tensor input of one or more dimensions
+    whose leading size is ``b`` grows together to ``b + 1`` by repeating its first row. Why
+    ``b + 1``: it is never 1 (size 1 broadcasts and ``squeeze()`` drops it, so a model fine at
+    every other size would fail there), it changes the parity and most divisors of ``b`` (2 to
+    3 breaks ``x.shape[0] // 2``-sized chunks), and it costs one row. Why rows of the example:
+    integer inputs (token ids, lengths, indices) keep values the model accepts, which new
+    random values would not. No length axis is varied: which axis is a free length cannot be
+    told from a shape. The original runs at this size first; when it raises, the batch axis is
+    not free for this input and the check does not apply (``skipped`` says why)."""
+
+    def __init__(self, size: int, args: tuple[Any, ...], kwargs: dict[str, Any]) -> None:
+        self.size = size
+        self.args = args
+        self.kwargs = kwargs
+        self.expected: Any = None       # the original's output at this size, once it ran
+        self.skipped = ""               # why the original does not run at this size
+
+    @property
+    def label(self) -> str:
+        return f"at batch size {self.size}"
+
+    def run_original(self, module: Any) -> bool:
+        """The original's output at this size (``expected``); False, with ``skipped`` set,
+        when the original raises here."""
+        try:
+            self.expected = call(module, self.args, self.kwargs)
+        except BaseException as exc:
+            self.skipped = f"the original raises {self.label}: {short_error(exc)}"
+            return False
+        return True
+
+
+def other_batch(args: tuple[Any, ...], kwargs: dict[str, Any]) -> OtherBatch | None:
+    """The call at the second batch size (:class:`OtherBatch`); None when it has no tensor
+    input with a leading axis of size one or more."""
+    leading = next((t.shape[0] for t in _tensors((args, kwargs)) if t.dim() > 0), 0)
+    if leading < 1:
+        return None
+
+    def grow(value: Any) -> Any:
+        if isinstance(value, torch.Tensor):
+            if value.dim() > 0 and value.shape[0] == leading:
+                return torch.cat([value, value[:1]])
+            return value
+        if isinstance(value, list | tuple) and not hasattr(value, "_fields"):
+            return type(value)(grow(v) for v in value)
+        if isinstance(value, dict) and type(value) is dict:
+            return {k: grow(v) for k, v in value.items()}
+        return value
+
+    grown_args, grown_kwargs = grow(args), grow(kwargs)
+    return OtherBatch(leading + 1, tuple(grown_args), dict(grown_kwargs))
+
+
+def _tensors(value: Any) -> Iterator[torch.Tensor]:
+    if isinstance(value, torch.Tensor):
+        yield value
+    elif isinstance(value, list | tuple):
+        for item in value:
+            yield from _tensors(item)
+    elif isinstance(value, dict):
+        for item in value.values():
+            yield from _tensors(item)
+
+
 # ---- comparison --------------------------------------------------------------------------------
 
 def difference(expected: Any, got: Any, where: str = "output") -> str | None:
@@ -445,6 +518,83 @@ def load_module(name: str, path: Path) -> types.ModuleType:
     return module
 
 
+def _of_modules(key: str, names: Iterable[str]) -> bool:
+    """``key`` (``__torch__.<module>.<method>``, TorchScript's name of an overloaded method)
+    belongs to one of the modules ``names`` (also once given a name of its own below it)."""
+    return any(key.startswith(f"__torch__.{name}.") for name in names)
+
+
+def forget_overloads(names: Iterable[str]) -> None:
+    """Drop what ``@torch.jit._overload_method`` registered for the modules ``names``:
+    torch keeps it per process, by module and method name, and raises "Cannot currently
+    overload the same method name in two different classes with the same name in the same
+    module" when a later import of that module defines the class at another line."""
+    from torch import _jit_internal as jit
+
+    names = list(names)
+    for key in [k for k in jit._overloaded_methods if _of_modules(k, names)]:
+        del jit._overloaded_methods[key]
+    for pair in [p for p in jit._overloaded_method_class_fileno if _of_modules(p[0], names)]:
+        del jit._overloaded_method_class_fileno[pair]
+
+
+_overloads_apart = 0
+
+
+@contextlib.contextmanager
+def overloads_apart(names: Iterable[str]) -> Iterator[None]:
+    """Import a second copy of the modules ``names`` (the rewritten tree, under the names the
+    original already holds) with each copy's ``@torch.jit._overload_method`` declarations
+    kept apart.
+
+    torch registers them by module and method name: the rewrite of a file whose class moved
+    (a rule changed a class above it) fails to import, and one that imports would script with
+    both copies' declarations. The original's are set aside during the import; the copy's are
+    then registered under a name of their own, which its implementations carry
+    (``_jit_override_qualname``, which is how torch finds a method's overloads and changes
+    nothing in eager mode), and the original's come back."""
+    global _overloads_apart
+    from torch import _jit_internal as jit
+
+    names = list(names)
+    methods = jit._overloaded_methods
+    lines = jit._overloaded_method_class_fileno
+    set_aside = {key: methods.pop(key) for key in list(methods) if _of_modules(key, names)}
+    set_aside_lines = {pair: lines.pop(pair) for pair in list(lines)
+                       if _of_modules(pair[0], names)}
+    try:
+        yield
+    finally:
+        _overloads_apart += 1
+        for key in [k for k in methods if _of_modules(k, names)]:
+            module, _, method = key.rpartition(".")
+            own = f"{module}.___tsfix_copy_{_overloads_apart}.{method}"
+            by_class = methods.pop(key)
+            for declarations in by_class.values():
+                for implementation in _implementations(declarations):
+                    with contextlib.suppress(AttributeError, TypeError):
+                        implementation._jit_override_qualname = own
+            methods[own] = by_class
+            for pair in [p for p in lines if p[0] == key]:
+                lines[(own, pair[1])] = lines.pop(pair)
+        methods.update(set_aside)
+        lines.update(set_aside_lines)
+
+
+def _implementations(declarations: list[Any]) -> Iterator[Any]:
+    """The method each overload declaration declares: the function its class holds under
+    the declaration's name (the last definition), found through the declaration's module and
+    qualified name."""
+    for declaration in declarations:
+        owner: Any = sys.modules.get(getattr(declaration, "__module__", "") or "")
+        path = getattr(declaration, "__qualname__", "").split(".")
+        for part in path[:-1]:
+            owner = vars(owner).get(part) if owner is not None else None
+        found = vars(owner).get(path[-1]) if isinstance(owner, type) else None
+        if inspect.isfunction(found) and found is not declaration:
+            yield found
+
+
 def call(module: Any, args: tuple[Any, ...], kwargs: dict[str, Any],
          extra: dict[str, Any] | None = None) -> Any:
     args, kwargs = fresh((args, kwargs))
@@ -541,40 +691,31 @@ def comparable_text(text: str, *modules: types.ModuleType) -> str:
     return re.sub(r"0x[0-9a-fA-F]+", "0x?", text)
 
 
-def _headline(exc: BaseException, *modules: types.ModuleType) -> str:
-    """A TorchScript error without where it happened: its text before the first source
-    location, with module names, files, mangled type names and addresses made alike."""
-    text = str(exc)
-    site = _SITE.search(text)
-    text = comparable_text(text[:site.start()] if site else text, *modules)
-    text = re.sub(r"___torch_mangle_\d+\.", "", text)
-    return f"{type(exc).__name__}: {' '.join(text.split())}"
-
-
-def same_error(before: BaseException, after: BaseException, original: types.ModuleType,
-               rewritten: types.ModuleType) -> bool:
-    """The rewrite fails to script with the original's error (line numbers and names of the
-    two modules aside)."""
-    return _headline(before, original, rewritten) == _headline(after, original, rewritten)
-
-
-def in_changed_code(exc: BaseException, original: types.ModuleType,
-                    rewritten: types.ModuleType) -> bool:
-    """The scripting error points into code the rewrite changed or added: a function of the
-    rewritten file that differs from the original's function of that name, or anything of
-    that file outside a function. An error in another file (a submodule's, a library's) or in
-    an unchanged function was in the original too, behind its first error (TorchScript
-    compiles a function from its own code and annotations, whoever calls it). An error
-    without a location counts as changed code."""
-    site = _SITE.search(str(exc))
-    return changed_at(None if site is None else (site.group(1), int(site.group(2))),
-                      original, rewritten)
+def not_scripting(exc: BaseException, original_instance: torch.nn.Module,
+                  rename: dict[str, str], eager_served: str, where: str = "") -> Verdict:
+    """The verdict for a rewrite that does not script, decided by what can be measured: the
+    original instance scripts, so the rewrite breaks what compiled (rejected); or it does not
+    script either, and the rewrite, whose eager parity already holds, is no regression
+    (unverified, with the rewrite's error). Which of the original's errors TorchScript reports
+    first decides nothing: a rewrite that gets past one error stops at the next one, which may
+    be new or may have been there all along, and guessing which made a second run on the
+    written tree decide otherwise than the first. ``where`` ends both reasons."""
+    error = short_error(exc, rename)
+    try:
+        script(original_instance)
+    except BaseException as original_exc:
+        return unverified(f"{NOT_SCRIPTABLE_EITHER} this rewrite: the class still does not "
+                          f"script: {error} (the original fails with: "
+                          f"{short_error(original_exc)}); {eager_served}{where}")
+    return rejected(f"re-script: {error}{where}")
 
 
 def changed_at(site: tuple[str, int] | None, original: types.ModuleType,
                rewritten: types.ModuleType) -> bool:
-    """``site`` (file, line) is in code the rewrite changed or added (see
-    :func:`in_changed_code`); no site counts as changed code."""
+    """``site`` (file, line) is in code the rewrite changed or added: a function of the
+    rewritten file that differs from the original's function of that name, or anything of
+    that file outside a function. Another file (a submodule's, a library's) or an unchanged
+    function is not; no site counts as changed code."""
     rewritten_file = vars(rewritten).get("__file__")
     original_file = vars(original).get("__file__")
     if site is None or not isinstance(rewritten_file, str) or not isinstance(original_file, str):
@@ -621,132 +762,6 @@ def _function_at(tree: ast.Module, line: int) -> tuple[str, _Function] | None:
         if first <= line <= end and (best is None or first >= best[2]):
             best = (name, function, first)
     return None if best is None else (best[0], best[1])
-
-
-# Decorators whose methods TorchScript does not compile from their body (or not as methods).
-_NOT_COMPILED = {"ignore", "unused", "property", "staticmethod", "classmethod", "setter",
-                 "getter", "deleter"}
-
-
-def _decorator_names(function: _Function) -> set[str]:
-    names = set()
-    for decorator in function.decorator_list:
-        target = decorator.func if isinstance(decorator, ast.Call) else decorator
-        if isinstance(target, ast.Attribute):
-            names.add(target.attr)
-        elif isinstance(target, ast.Name):
-            names.add(target.id)
-    return names
-
-
-def _class_methods(cls: type, module: types.ModuleType, tree: ast.Module
-                   ) -> dict[str, tuple[str, _Function]]:
-    """Method name -> (qualified name, definition) for the methods of ``cls`` and of its bases
-    written at the top level of ``module``'s file, as the class resolves them (MRO order)."""
-    classes = {node.name: node for node in tree.body if isinstance(node, ast.ClassDef)}
-    found: dict[str, tuple[str, _Function]] = {}
-    for base in cls.__mro__:
-        node = classes.get(base.__name__)
-        if base.__module__ != module.__name__ or node is None:
-            continue
-        for item in node.body:
-            if isinstance(item, ast.FunctionDef | ast.AsyncFunctionDef):
-                found.setdefault(item.name, (f"{node.name}.{item.name}", item))
-    return found
-
-
-def _reached_methods(methods: dict[str, tuple[str, _Function]]) -> list[str]:
-    """The methods TorchScript compiles for an instance: forward, the exported ones, and every
-    method they call through ``self`` (not the ignored, unused or property ones)."""
-    def compiled(name: str) -> bool:
-        return name in methods and not _decorator_names(methods[name][1]) & _NOT_COMPILED
-
-    todo = [name for name, (_, function) in methods.items()
-            if compiled(name) and (name == "forward" or "export" in _decorator_names(function))]
-    reached: list[str] = []
-    while todo:
-        name = todo.pop()
-        if name in reached:
-            continue
-        reached.append(name)
-        for node in ast.walk(methods[name][1]):
-            if (isinstance(node, ast.Attribute) and isinstance(node.value, ast.Name)
-                    and node.value.id == "self" and compiled(node.attr)):
-                todo.append(node.attr)
-    return reached
-
-
-def script_method(module: torch.nn.Module, method: str) -> None:
-    """Compile one method of ``module`` (and what it calls) as TorchScript would while
-    scripting the module, without compiling forward first. Fresh types (``share_types``
-    off): a module type with only this method must not be reused by a later scripting."""
-    from torch.jit import _recursive
-
-    recursive: Any = _recursive    # torch's own helpers here carry no annotations
-
-    def stubs(sub: torch.nn.Module) -> list[Any]:
-        if sub is module:
-            return [recursive.make_stub_from_method(sub, method)]
-        return list(recursive.infer_methods_to_compile(sub))
-
-    recursive.create_script_module(module, stubs, share_types=False)
-
-
-def hidden_new_error(original_instance: torch.nn.Module, rewritten_instance: torch.nn.Module,
-                     original: types.ModuleType, rewritten: types.ModuleType,
-                     rename: dict[str, str]) -> str | None:
-    """A TorchScript error the rewrite brings that the original's first error hides.
-
-    When the original and the rewrite both fail to script with one error, TorchScript stopped
-    there: a method forward calls after that point was never compiled. A rule may have
-    changed it (annotate wrote ``-> torch.Tensor`` on a helper that returns a tuple when a
-    flag the examples never set is on). Each method the rewrite changed that forward reaches,
-    of every module the instance holds whose class is written in the rewritten file, is
-    compiled on its own in both. An error in the rewrite that the original's method does not
-    have, in code the rewrite changed, is the rejection's reason; None when there is none."""
-    try:
-        new_tree = ast.parse(Path(vars(rewritten)["__file__"]).read_text(encoding="utf-8"))
-        old_tree = ast.parse(Path(vars(original)["__file__"]).read_text(encoding="utf-8"))
-    except (KeyError, OSError, SyntaxError, ValueError):
-        return None
-    old_functions = _functions(old_tree)
-    probed: set[tuple[type, str]] = set()
-    for path, sub in rewritten_instance.named_modules():
-        cls = type(sub)
-        if cls.__module__ != rewritten.__name__:
-            continue
-        try:
-            old_sub = original_instance.get_submodule(path)
-        except AttributeError:
-            continue
-        methods = _class_methods(cls, rewritten, new_tree)
-        for name in _reached_methods(methods):
-            qualified, function = methods[name]
-            before = old_functions.get(qualified)
-            if (name == "forward" or (cls, name) in probed
-                    or (before is not None and ast.dump(before) == ast.dump(function))):
-                continue    # forward: the whole scripting already compiled it
-            probed.add((cls, name))
-            try:
-                script_method(sub, name)
-                continue
-            except Exception as exc:
-                after_exc: Exception = exc
-            if not in_changed_code(after_exc, original, rewritten):
-                continue
-            said = "scripts"
-            if hasattr(type(old_sub), name):
-                try:
-                    script_method(old_sub, name)
-                except Exception as exc:
-                    if same_error(exc, after_exc, original, rewritten):
-                        continue
-                    said = f"fails with: {short_error(exc)}"
-            return (f"re-script: a TorchScript error the original does not have, in "
-                    f"{qualified} (scripting stops at the original's first error before "
-                    f"it; compiled on its own): {short_error(after_exc, rename)} (the "
-                    f"original {qualified} {said})")
-    return None
 
 
 def plain_settings(module: torch.nn.Module, skip: set[str]) -> dict[str, Any]:
@@ -838,8 +853,10 @@ def check_class(original: types.ModuleType, rewritten: types.ModuleType,
     def recording() -> contextlib.AbstractContextManager[None]:
         return conds.recording() if conds is not None else contextlib.nullcontext()
 
-    # 1-2: build both, eager parity, for every instance and every call.
+    # 1-2: build both, eager parity, for every instance and every call, and for its first
+    # call at a second batch size.
     originals, rewrites, expected = [], [], []
+    varied: list[OtherBatch | None] = []
     for inst in configs:
         if conds is not None:
             conds.config = inst.index
@@ -880,6 +897,7 @@ def check_class(original: types.ModuleType, rewritten: types.ModuleType,
             if found:
                 raise rejected(f"eager parity: {found} for {label}")
             wanted.append(want)
+        varied.append(eager_at_other_batch(orig, new, inst, rename))
         originals.append(orig)
         rewrites.append(new)
         expected.append(wanted)
@@ -962,7 +980,8 @@ def check_class(original: types.ModuleType, rewritten: types.ModuleType,
         first.load_state_dict(originals[0].state_dict())
         return check_export(Case(
             original, rewritten, rename, configs, originals, rewrites, expected, served,
-            lifted, lifted_values, first, conds, notes, n_calls, eager_served))
+            lifted, lifted_values, first, conds, notes, n_calls, eager_served)
+        ) + other_batch_note(varied, EXPORT_OTHER_BATCH)
 
     # 3: re-script every configuration.
     scripted = []
@@ -970,27 +989,7 @@ def check_class(original: types.ModuleType, rewritten: types.ModuleType,
         try:
             artifact = script(new)
         except BaseException as exc:
-            error = short_error(exc, rename)
-            try:
-                script(originals[k])
-            except BaseException as original_exc:
-                before = short_error(original_exc)
-                hidden = hidden_new_error(originals[k], new, original, rewritten, rename)
-                if hidden is not None:
-                    raise rejected(hidden) from exc
-                if same_error(original_exc, exc, original, rewritten):
-                    raise unverified(
-                        f"{NOT_SCRIPTABLE_EITHER} this rewrite, for a reason it does not fix: "
-                        f"{before} (the rewrite fails with: {error}); {eager_served}") from exc
-                if not in_changed_code(exc, original, rewritten):
-                    # Past the original's first error, the next one was there all along.
-                    raise unverified(
-                        f"{NOT_SCRIPTABLE_EITHER} this rewrite: it gets past the original's "
-                        f"error ({before}), then fails in code it did not change: {error}; "
-                        f"{eager_served}") from exc
-                raise rejected(f"re-script: a TorchScript error the original does not have: "
-                               f"{error} (the original fails with: {before})") from exc
-            raise rejected(f"re-script: {error}") from exc
+            raise not_scripting(exc, originals[k], rename, eager_served) from exc
         for j, (args, kwargs) in enumerate(inst.calls):
             try:
                 got = call(artifact, args, kwargs)
@@ -1000,6 +999,8 @@ def check_class(original: types.ModuleType, rewritten: types.ModuleType,
             found = difference(expected[k][j], got)
             if found:
                 raise rejected(f"re-script: {found} for {inst.label(j)}")
+        at_other_batch(artifact, varied[k], "re-script", "the scripted module",
+                       inst.label(0), rename)
         scripted.append(artifact)
 
     # 4: one artifact serves every configuration through the lifted arguments.
@@ -1007,7 +1008,8 @@ def check_class(original: types.ModuleType, rewritten: types.ModuleType,
     check_artifact(artifact, "one artifact")
 
     # 5: save / load; a Python-only artifact (an ignored method) is expected to fail to save.
-    loaded, save_step = saved_and_loaded(artifact, job_class.python_only, rename)
+    loaded, save_step = saved_and_loaded(artifact, job_class.python_only, rename,
+                                         originals[0])
     if loaded is not None:
         check_artifact(loaded, "save/load")
 
@@ -1023,6 +1025,7 @@ def check_class(original: types.ModuleType, rewritten: types.ModuleType,
              if any(inst.many_calls for inst in configs) else "")
     summary = (f"{n_calls} configuration(s){shape}: eager parity, re-script, {save_step}; one "
                f"artifact served {served_calls} of {n_calls}{onnx_step}")
+    summary += other_batch_note(varied, "eager parity, re-script")
     if configs[0].guessed:
         summary = f"guessed input {configs[0].guessed}; {summary}"
     if notes:
@@ -1030,11 +1033,67 @@ def check_class(original: types.ModuleType, rewritten: types.ModuleType,
     return summary
 
 
-def saved_and_loaded(artifact: Any, python_only: bool, rename: dict[str, str]
-                     ) -> tuple[Any | None, str]:
+# Under the export target the second batch size is checked in eager mode only: an exported
+# program is specialised to the input shapes it was exported with (dynamic shapes are out of
+# scope), so one for the second size would be a new trace of the Python the eager run just
+# ran, at the cost of an export per class.
+EXPORT_OTHER_BATCH = "eager parity (not exported again)"
+
+
+def eager_at_other_batch(original: Any, rewritten: Any, inst: Instance,
+                         rename: dict[str, str]) -> OtherBatch | None:
+    """Configuration ``inst``'s first call at the second batch size (:class:`OtherBatch`):
+    the original's output there, which the eager rewrite must reproduce. None when the call
+    has no batch axis; returned with ``skipped`` set when the original raises there."""
+    batch = other_batch(*inst.calls[0]) if inst.calls else None
+    if batch is None or not batch.run_original(original):
+        return batch
+    at_other_batch(rewritten, batch, "eager parity", "the rewritten forward", inst.label(0),
+                   rename)
+    return batch
+
+
+def at_other_batch(module: Any, batch: OtherBatch | None, step: str, subject: str,
+                   label: str, rename: dict[str, str], extra: dict[str, Any] | None = None
+                   ) -> None:
+    """``module`` (``subject`` in the reason: "the scripted module") reproduces the
+    original's output at the second batch size, else the rewrite is rejected naming the
+    size and the ``step``."""
+    if batch is None or batch.skipped:
+        return
+    try:
+        got = call(module, batch.args, batch.kwargs, extra)
+    except BaseException as exc:
+        raise rejected(f"{batch.label}: {step}: {subject} raised for {label}: "
+                       f"{short_error(exc, rename)}") from exc
+    found = difference(batch.expected, got)
+    if found:
+        raise rejected(f"{batch.label}: {step}: {found} for {label}")
+
+
+def other_batch_note(varied: list[OtherBatch | None], steps: str) -> str:
+    """The verified reason's words for the second batch size: which steps held there, or why
+    the batch axis was not varied."""
+    checked = [b for b in varied if b is not None and not b.skipped]
+    skipped = [b for b in varied if b is not None and b.skipped]
+    parts = []
+    if checked:
+        sizes = ", ".join(sorted({str(b.size) for b in checked}))
+        parts.append(f"at batch size {sizes} too: {steps} ({len(checked)} of {len(varied)} "
+                     "configuration(s))")
+    if skipped:
+        parts.append(f"batch size not varied for {len(skipped)} configuration(s): "
+                     f"{skipped[0].skipped}")
+    return "".join(f"; {part}" for part in parts)
+
+
+def saved_and_loaded(artifact: Any, python_only: bool, rename: dict[str, str],
+                     original: torch.nn.Module | None = None) -> tuple[Any | None, str]:
     """``torch.jit.save`` then ``load`` of a scripted artifact, and how to say it: the loaded
     copy (None when saving failed as a Python-only artifact's must: an ignored method) and the
-    step's words. A save that fails otherwise rejects the rewrite."""
+    step's words. A save that fails otherwise rejects the rewrite, unless ``original`` (the
+    original instance the artifact was made to replace) scripts and cannot be saved and loaded
+    either: then it is not the rewrite's failure, and the rewrite is unverified."""
     buffer = io.BytesIO()
     try:
         torch.jit.save(artifact, buffer)
@@ -1042,11 +1101,36 @@ def saved_and_loaded(artifact: Any, python_only: bool, rename: dict[str, str]
         loaded = torch.jit.load(buffer)  # type: ignore[no-untyped-call]
     except BaseException as exc:
         if not python_only:
-            raise rejected(f"save/load: {short_error(exc, rename)}") from exc
+            error = short_error(exc, rename)
+            before = None if original is None else save_load_failure(original)
+            if before is not None:
+                raise unverified(f"save/load fails, and so does the original's: {error} (the "
+                                 f"original: {before}); eager parity, re-script and one "
+                                 "artifact hold") from exc
+            raise rejected(f"save/load: {error}") from exc
         return None, f"save fails as expected ({PYTHON_ONLY_SAVE})"
     # A Python-only rewrite whose ignored method forward never reaches saves: nothing
     # Python-only remains.
     return loaded, ("save/load (no ignored method is called)" if python_only else "save/load")
+
+
+def save_load_failure(module: torch.nn.Module) -> str | None:
+    """Why ``module``, scripted, cannot be saved with ``torch.jit.save`` and loaded again;
+    None when it can, and when it does not script (it never reaches save: a rewrite that
+    scripts and then fails to save, a Python-only rule the job did not declare, is rejected
+    as before)."""
+    try:
+        artifact = script(module)
+    except BaseException:
+        return None
+    buffer = io.BytesIO()
+    try:
+        torch.jit.save(artifact, buffer)
+        buffer.seek(0)
+        torch.jit.load(buffer)  # type: ignore[no-untyped-call]
+    except BaseException as exc:
+        return short_error(exc)
+    return None
 
 
 # ---- ONNX (--target onnx) ----------------------------------------------------------------------
@@ -1207,9 +1291,11 @@ def import_context(job: Job) -> Iterator[Imports]:
         # Forget the user's modules so the next job sees its own files fresh. Modules of the
         # Python installation imported meanwhile stay: torch and onnx import submodules lazily,
         # and onnx's C extension aborts the process when it is imported twice.
-        for name in set(sys.modules) - before:
-            if not _installed(name, sys.modules.get(name)):
-                sys.modules.pop(name, None)
+        forgotten = [name for name in set(sys.modules) - before
+                     if not _installed(name, sys.modules.get(name))]
+        for name in forgotten:
+            sys.modules.pop(name, None)
+        forget_overloads(forgotten)
         for entry in added:
             with contextlib.suppress(ValueError):
                 sys.path.remove(entry)
@@ -1273,8 +1359,15 @@ def run_job(job: Job) -> Result:
 # ("List", T), ("Dict", K, V), ("Tuple", (T1, ...)), ("Optional", T). UNKNOWN stands for the
 # element type of an empty container (filled in by a later non-empty one); CONFLICT for values
 # TorchScript cannot type or that disagree (the parameter is then left out).
+# (VARIADIC_TUPLE, T): tuples seen with different lengths (a chunk count that follows the batch
+# size), all of element type T. It is spelled List[T]: TorchScript takes a Python tuple where
+# List[T] is declared, as an argument from Python and as a @torch.jit.ignore method's return
+# (measured, torch 2.13), while Tuple[T, T] raises for every other length. It merges with
+# tuples only, never with a real list: a value that is a list in one call and a tuple in
+# another stays a conflict.
 
 UNKNOWN = "?"
+VARIADIC_TUPLE = "Tuple..."
 LOCAL_PREFIX = "local "    # key of a local's type at return: "local lengths"
 CONFLICT = "!"
 MAX_ELEMENTS = 1000        # elements of a container looked at
@@ -1357,6 +1450,14 @@ def merge_types(a: Term, b: Term) -> Term:
         if a[0] == "Tuple" and len(a[1]) == len(b[1]):
             elements = tuple(merge_types(x, y) for x, y in zip(a[1], b[1], strict=True))
             return CONFLICT if CONFLICT in elements else ("Tuple", elements)
+    if isinstance(a, tuple) and isinstance(b, tuple) and {a[0], b[0]} <= {"Tuple",
+                                                                         VARIADIC_TUPLE}:
+        # Lengths differ (or one side already varies): one element type for all.
+        shared: Term = UNKNOWN
+        for side in (a, b):
+            for part in (side[1],) if side[0] == VARIADIC_TUPLE else side[1]:
+                shared = merge_types(shared, part)
+        return CONFLICT if shared == CONFLICT else (VARIADIC_TUPLE, shared)
     return CONFLICT
 
 
@@ -1375,6 +1476,9 @@ def type_string(term: Term) -> str | None:
     if isinstance(term, str):
         return term
     parts: list[str | None]
+    if term[0] == VARIADIC_TUPLE:
+        element = type_string(term[1])
+        return None if element is None else f"List[{element}]"
     if term[0] == "Tuple":
         if not term[1]:
             return "Tuple[()]"
@@ -1545,7 +1649,25 @@ def observe_class(module: types.ModuleType, job_class: ObserveClass) -> TypeReco
             except BaseException as exc:
                 raise unverified(f"the original forward raised for {inst.label(j)}: "
                                  f"{short_error(exc)}") from exc
+        observe_other_batch(recorder, instance, inst)
     return recorder
+
+
+def observe_other_batch(recorder: TypeRecorder, module: Any, inst: Instance) -> None:
+    """Types seen in configuration ``inst``'s first call at the second batch size
+    (:class:`OtherBatch`) merged into ``recorder``: a tuple whose length follows the batch
+    size then differs between the two runs and is typed ``List[T]``, not the one arity the
+    example showed. A run that raises (the batch axis is not free) adds nothing."""
+    batch = other_batch(*inst.calls[0]) if inst.calls else None
+    if batch is None:
+        return
+    seen = TypeRecorder(recorder.methods)
+    try:
+        with seen.active():
+            call(module, batch.args, batch.kwargs)
+    except BaseException:
+        return
+    seen.merge_into(recorder)
 
 
 def run_observe_job(job: ObserveJob) -> ObservationResult:
