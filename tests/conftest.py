@@ -6,7 +6,9 @@ Tests import the plain helpers with ``from conftest import ...`` (pytest puts th
 runs from that folder (so report paths are relative to it).
 
 The fixture helpers at the end serve the rule tests: ``fixtures/<rule>/`` holds pairs
-``<case>.in.py`` / ``<case>.out.py`` (the input and what the rule must make of it).
+``<case>.in.py`` / ``<case>.out.py`` (the input and what the rule must make of it). A rule test
+module runs its rule with ``rewrite = rule_rewriter(TheRule)``: every rewrite it asserts on is
+also checked to parse and to be a fixed point.
 """
 
 from __future__ import annotations
@@ -18,16 +20,19 @@ import subprocess
 import sys
 import textwrap
 import types
-from collections.abc import Iterable, Iterator, Mapping
+from collections.abc import Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import Any, Protocol
 
+import libcst as cst
 import pytest
 from click.testing import CliRunner, Result
 from tsfix.cli.main import main as cli_main
 from tsfix.codemods.pipeline.engine import Options, run
 from tsfix.codemods.pipeline.report import RunResult
+from tsfix.codemods.pipeline.rewrite import Rewrite, rewrite_source
+from tsfix.codemods.rules.base import Observations, Rule
 
 
 def model_source(class_name: str = "Net", flag: str = "use_act", *,
@@ -277,3 +282,39 @@ def load_module(path: Path, name: str) -> types.ModuleType:
     sys.modules[name] = module
     spec.loader.exec_module(module)
     return module
+
+
+# ---- rule tests ----------------------------------------------------------------------------------
+
+def rewrite_to_fixed_point(text: str, rules: Sequence[type[Rule]], *, path: str = "m.py",
+                           observed: Observations | None = None,
+                           line_length: int = 88) -> Rewrite:
+    """``rewrite_source`` of ``text``, checked the way every rule test needs: the result
+    parses, and a second run over it changes nothing (a rule reaches its fixed point in one
+    run, or ``tsfix`` run twice would rewrite twice)."""
+    result = rewrite_source(text, path, rules, line_length=line_length, observed=observed)
+    cst.parse_module(result.text)
+    if result.changed:     # an unchanged result is the input: a second run is the same run
+        again = rewrite_source(result.text, path, rules, line_length=line_length,
+                               observed=observed)
+        assert not again.changed and again.text == result.text, "not a fixed point"
+    return result
+
+
+class RuleRewriter(Protocol):
+    def __call__(self, code: str, *, path: str = ..., header: str = ...,
+                 observed: Observations | None = ...) -> Rewrite: ...
+
+
+def rule_rewriter(*rules: type[Rule], header: str = "", line_length: int = 88) -> RuleRewriter:
+    """A rule test's ``rewrite(code)``: ``rules`` over ``header`` followed by the dedented
+    ``code`` (as file ``path``, with ``observed`` argument types), through
+    :func:`rewrite_to_fixed_point`. ``line_length``: black's, for the touched statements."""
+    default_header = header
+
+    def rewrite(code: str, *, path: str = "m.py", header: str = default_header,
+                observed: Observations | None = None) -> Rewrite:
+        return rewrite_to_fixed_point(header + textwrap.dedent(code), rules, path=path,
+                                      observed=observed, line_length=line_length)
+
+    return rewrite

@@ -13,10 +13,10 @@ import textwrap
 import warnings
 from pathlib import Path
 
-import libcst as cst
 import pytest
+from conftest import rule_rewriter
 from tsfix.codemods.lint.check import check_source
-from tsfix.codemods.pipeline.rewrite import Rewrite, rewrite_source
+from tsfix.codemods.pipeline.rewrite import rewrite_source
 from tsfix.codemods.rules.constant_flag import ConstantFlag
 
 COMMENT = "    # TorchScript compiles only the branch a constant bool test takes.\n"
@@ -58,12 +58,7 @@ class Net(nn.Module):
 """
 
 
-def rewrite(code: str) -> Rewrite:
-    result = rewrite_source(textwrap.dedent(code), "m.py", [ConstantFlag])
-    cst.parse_module(result.text)
-    again = rewrite_source(result.text, "m.py", [ConstantFlag])
-    assert not again.changed and again.text == result.text, "not a fixed point"
-    return result
+rewrite = rule_rewriter(ConstantFlag)
 
 
 def test_an_int_setting_gets_a_bool_copy_that_its_truth_tests_read() -> None:

@@ -11,7 +11,7 @@ from pathlib import Path
 
 import libcst as cst
 import pytest
-from conftest import FIXTURES_ROOT, fixture_pairs, load_module
+from conftest import FIXTURES_ROOT, fixture_pairs, load_module, rule_rewriter
 from tsfix.codemods.pipeline.engine import Options, run
 from tsfix.codemods.pipeline.rewrite import Rewrite, rewrite_source
 from tsfix.codemods.rules.data_dependent_branch import DataDependentBranch
@@ -20,12 +20,7 @@ from tsfix.codemods.rules.names import UnknownRuleError
 FIXTURES = FIXTURES_ROOT / "data-dependent-branch"
 
 
-def rewrite(code: str) -> Rewrite:
-    result = rewrite_source(textwrap.dedent(code), "m.py", [DataDependentBranch])
-    cst.parse_module(result.text)
-    again = rewrite_source(result.text, "m.py", [DataDependentBranch])
-    assert not again.changed and again.text == result.text, "not a fixed point"
-    return result
+rewrite = rule_rewriter(DataDependentBranch)
 
 
 def module(forward: str, init: str = "", helpers: str = "", imports: str = "import torch\n"

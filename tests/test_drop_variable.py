@@ -6,21 +6,15 @@ from __future__ import annotations
 
 import textwrap
 
-import libcst as cst
 import pytest
-from conftest import FIXTURES_ROOT
-from tsfix.codemods.pipeline.rewrite import Rewrite, rewrite_source
+from conftest import FIXTURES_ROOT, rule_rewriter
+from tsfix.codemods.pipeline.rewrite import rewrite_source
 from tsfix.codemods.rules.drop_variable import DropVariable
 
 FIXTURES = FIXTURES_ROOT / "drop-variable"
 
 
-def rewrite(code: str) -> Rewrite:
-    result = rewrite_source(textwrap.dedent(code), "m.py", [DropVariable])
-    cst.parse_module(result.text)
-    again = rewrite_source(result.text, "m.py", [DropVariable])
-    assert not again.changed and again.text == result.text, "not a fixed point"
-    return result
+rewrite = rule_rewriter(DropVariable)
 
 
 IMPORTS = ("import torch\n"

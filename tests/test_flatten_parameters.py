@@ -6,20 +6,14 @@ from __future__ import annotations
 
 import textwrap
 
-import libcst as cst
-from conftest import FIXTURES_ROOT
-from tsfix.codemods.pipeline.rewrite import Rewrite, rewrite_source
+from conftest import FIXTURES_ROOT, rule_rewriter
+from tsfix.codemods.pipeline.rewrite import rewrite_source
 from tsfix.codemods.rules.flatten_parameters import FlattenParameters
 
 FIXTURES = FIXTURES_ROOT / "flatten-parameters"
 
 
-def rewrite(code: str) -> Rewrite:
-    result = rewrite_source(textwrap.dedent(code), "m.py", [FlattenParameters])
-    cst.parse_module(result.text)
-    again = rewrite_source(result.text, "m.py", [FlattenParameters])
-    assert not again.changed and again.text == result.text, "not a fixed point"
-    return result
+rewrite = rule_rewriter(FlattenParameters)
 
 
 def test_guard_uses_the_torch_alias_and_keeps_the_comment_above() -> None:

@@ -9,9 +9,8 @@ import textwrap
 from pathlib import Path
 from typing import Any
 
-import libcst as cst
 import pytest
-from conftest import FIXTURES_ROOT, load_module
+from conftest import FIXTURES_ROOT, load_module, rule_rewriter
 from tsfix.codemods.pipeline.engine import Options, run
 from tsfix.codemods.pipeline.rewrite import Rewrite, rewrite_source
 from tsfix.codemods.rules.float_arguments import _FUNCTIONS, _LAYERS, FloatArguments
@@ -19,12 +18,7 @@ from tsfix.codemods.rules.float_arguments import _FUNCTIONS, _LAYERS, FloatArgum
 FIXTURES = FIXTURES_ROOT / "float-arguments"
 
 
-def rewrite(code: str) -> Rewrite:
-    result = rewrite_source(textwrap.dedent(code), "m.py", [FloatArguments])
-    cst.parse_module(result.text)
-    again = rewrite_source(result.text, "m.py", [FloatArguments])
-    assert not again.changed and again.text == result.text, "not a fixed point"
-    return result
+rewrite = rule_rewriter(FloatArguments)
 
 
 def forward_line(result: Rewrite, marker: str = "return") -> str:

@@ -11,10 +11,9 @@ import textwrap
 import warnings
 from pathlib import Path
 
-import libcst as cst
 import pytest
-from conftest import FIXTURES_ROOT
-from tsfix.codemods.pipeline.rewrite import Rewrite, rewrite_source
+from conftest import FIXTURES_ROOT, rule_rewriter
+from tsfix.codemods.pipeline.rewrite import rewrite_source
 from tsfix.codemods.rules.jit_unused_properties import JitUnusedProperties
 
 FIXTURES = FIXTURES_ROOT / "jit-unused-properties"
@@ -22,12 +21,7 @@ COMMENT = ("    # TorchScript compiles every property; it cannot compile these, 
            "    # method reads them.\n")
 
 
-def rewrite(code: str) -> Rewrite:
-    result = rewrite_source(textwrap.dedent(code), "m.py", [JitUnusedProperties])
-    cst.parse_module(result.text)
-    again = rewrite_source(result.text, "m.py", [JitUnusedProperties])
-    assert not again.changed and again.text == result.text, "not a fixed point"
-    return result
+rewrite = rule_rewriter(JitUnusedProperties)
 
 
 # Property bodies TorchScript cannot compile (torch 2.13), one per construct the rule knows.

@@ -6,8 +6,8 @@ from __future__ import annotations
 import textwrap
 from pathlib import Path
 
-import libcst as cst
 import pytest
+from conftest import rewrite_to_fixed_point, rule_rewriter
 from tsfix.codemods.facts.project import lookup
 from tsfix.codemods.pipeline.rewrite import Rewrite, rewrite_source
 from tsfix.codemods.rules.lift_branch import LiftBranch
@@ -15,13 +15,7 @@ from tsfix.codemods.rules.lift_branch import LiftBranch
 BLOCKERS = Path(__file__).resolve().parent.parent / "fixtures" / "check" / "blockers.py"
 
 
-def rewrite(code: str) -> Rewrite:
-    result = rewrite_source(textwrap.dedent(code), "m.py", [LiftBranch])
-    cst.parse_module(result.text)
-    if result.changed:
-        again = rewrite_source(result.text, "m.py", [LiftBranch])
-        assert again.text == result.text, "not a fixed point"
-    return result
+rewrite = rule_rewriter(LiftBranch)
 
 
 def reasons(result: Rewrite) -> list[str]:
@@ -493,11 +487,7 @@ PASSED = ("in __init__ (line {line}): the submodule keeps the value it was built
 
 def rewrite_file(path: Path) -> Rewrite:
     """lift-branch on a file that exists, so that its imports can be followed."""
-    result = rewrite_source(path.read_text(), str(path), [LiftBranch])
-    if result.changed:
-        again = rewrite_source(result.text, str(path), [LiftBranch])
-        assert again.text == result.text, "not a fixed point"
-    return result
+    return rewrite_to_fixed_point(path.read_text(), [LiftBranch], path=str(path))
 
 
 def write_tree(root: Path, files: dict[str, str]) -> None:

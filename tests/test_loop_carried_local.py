@@ -10,8 +10,8 @@ import warnings
 from pathlib import Path
 from types import ModuleType
 
-import libcst as cst
 import pytest
+from conftest import rule_rewriter
 from tsfix.codemods.lint.check import check_source
 from tsfix.codemods.pipeline.rewrite import Rewrite, rewrite_source
 from tsfix.codemods.rules.loop_carried_local import LoopCarriedLocal
@@ -21,18 +21,13 @@ HEADER = "from typing import List\n\nimport torch\nimport torch.nn as nn\n\n\n"
 COMMENT = "# Carried across iterations: TorchScript needs it bound before the loop."
 
 
-def rewrite(code: str, header: str = HEADER) -> Rewrite:
-    result = rewrite_source(header + textwrap.dedent(code), "m.py", [LoopCarriedLocal])
-    cst.parse_module(result.text)
-    again = rewrite_source(result.text, "m.py", [LoopCarriedLocal])
-    assert not again.changed and again.text == result.text, "not a fixed point"
-    return result
+rewrite = rule_rewriter(LoopCarriedLocal, header=HEADER)
 
 
 def added(code: str, header: str = HEADER) -> tuple[list[str], Rewrite]:
     """The lines the rewrite adds to ``code`` (stripped, in order) and the result."""
     source = header + textwrap.dedent(code)
-    result = rewrite(code, header)
+    result = rewrite(code, header=header)
     old = [line.strip() for line in source.splitlines()]
     new = [line.strip() for line in result.text.splitlines()]
     extra = list(new)

@@ -6,9 +6,15 @@ from __future__ import annotations
 import textwrap
 from pathlib import Path
 
-import libcst as cst
 import pytest
-from conftest import FIXTURES_ROOT, apply_with_report, copy_fixture, fixture_pairs, load_module
+from conftest import (
+    FIXTURES_ROOT,
+    apply_with_report,
+    copy_fixture,
+    fixture_pairs,
+    load_module,
+    rule_rewriter,
+)
 from tsfix.codemods.pipeline.rewrite import Rewrite, rewrite_source
 from tsfix.codemods.rules.modulelist_iter import ModuleListIter
 
@@ -16,13 +22,7 @@ FIXTURES = FIXTURES_ROOT / "modulelist-iter"
 BLOCKERS = FIXTURES_ROOT / "check" / "blockers.py"
 
 
-def rewrite(code: str) -> Rewrite:
-    result = rewrite_source(textwrap.dedent(code), "m.py", [ModuleListIter])
-    cst.parse_module(result.text)
-    if result.changed:
-        again = rewrite_source(result.text, "m.py", [ModuleListIter])
-        assert not again.changed and again.text == result.text, "not a fixed point"
-    return result
+rewrite = rule_rewriter(ModuleListIter)
 
 
 def reasons(result: Rewrite) -> list[str]:

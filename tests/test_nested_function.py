@@ -15,6 +15,7 @@ from types import ModuleType
 
 import libcst as cst
 import pytest
+from conftest import rule_rewriter
 from tsfix.codemods.lint.check import check_source
 from tsfix.codemods.pipeline.rewrite import Rewrite, rewrite_source
 from tsfix.codemods.rules.nested_function import NestedFunction
@@ -22,12 +23,7 @@ from tsfix.codemods.rules.nested_function import NestedFunction
 HEADER = "import torch\nimport torch.nn as nn\n\n\n"
 
 
-def rewrite(code: str) -> Rewrite:
-    result = rewrite_source(HEADER + textwrap.dedent(code), "m.py", [NestedFunction])
-    cst.parse_module(result.text)
-    again = rewrite_source(result.text, "m.py", [NestedFunction])
-    assert not again.changed and again.text == result.text, "not a fixed point"
-    return result
+rewrite = rule_rewriter(NestedFunction, header=HEADER)
 
 
 def body(result: Rewrite) -> str:

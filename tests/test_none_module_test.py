@@ -11,22 +11,16 @@ import textwrap
 import warnings
 from pathlib import Path
 
-import libcst as cst
 import pytest
-from conftest import load_module
+from conftest import load_module, rule_rewriter
 from tsfix.codemods.lint.check import check_source
-from tsfix.codemods.pipeline.rewrite import Rewrite, rewrite_source
+from tsfix.codemods.pipeline.rewrite import Rewrite
 from tsfix.codemods.rules.none_module_test import NoneModuleTest
 
 HEADER = "import torch\nfrom torch import nn\n"
 
 
-def rewrite(code: str, path: str = "m.py") -> Rewrite:
-    result = rewrite_source(textwrap.dedent(code), path, [NoneModuleTest])
-    cst.parse_module(result.text)
-    again = rewrite_source(result.text, path, [NoneModuleTest])
-    assert not again.changed and again.text == result.text, "not a fixed point"
-    return result
+rewrite = rule_rewriter(NoneModuleTest)
 
 
 def block(value: str, test: str = "if self.extra:\n            x = self.extra(x)",
@@ -155,11 +149,11 @@ def test_a_class_of_another_project_file_is_followed(tmp_path: Path) -> None:
                 return self.n
         """))
     model = package / "model.py"
-    ok = rewrite(block("Gate()", prelude="from .layers import Gate\n"), str(model))
+    ok = rewrite(block("Gate()", prelude="from .layers import Gate\n"), path=str(model))
     assert "if self.extra is not None:" in ok.text
     # Stack defines __len__: Stack(0) is false.
     reason = refusal(rewrite(block("Stack(2)", prelude="from pkg.layers import Stack\n"),
-                             str(model)))
+                             path=str(model)))
     assert "Stack defines __len__" in reason and "can be false" in reason
 
 
@@ -227,7 +221,7 @@ def test_an_int_setting_is_refused_zero_is_false() -> None:
 def test_a_class_from_an_installed_package_is_refused(tmp_path: Path) -> None:
     reason = refusal(rewrite(block("Conformer(4)",
                                    prelude="from torchaudio.models import Conformer\n"),
-                             str(tmp_path / "m.py")))
+                             path=str(tmp_path / "m.py")))
     assert "outside the project tree" in reason
 
 

@@ -12,7 +12,14 @@ from pathlib import Path
 
 import libcst as cst
 import pytest
-from conftest import FIXTURES_ROOT, apply_with_report, copy_fixture, fixture_pairs, load_module
+from conftest import (
+    FIXTURES_ROOT,
+    apply_with_report,
+    copy_fixture,
+    fixture_pairs,
+    load_module,
+    rule_rewriter,
+)
 from libcst.codemod import CodemodContext
 from tsfix.codemods.facts.prefilter import AstFile
 from tsfix.codemods.pipeline.rewrite import Rewrite, rewrite_source
@@ -27,13 +34,7 @@ HEADER = "import numpy as np\nimport torch\nfrom torch import nn\n\n\n"
 MATH = "import math\n\n"
 
 
-def rewrite(code: str) -> Rewrite:
-    result = rewrite_source(textwrap.dedent(code), "m.py", [NumpyToTorch])
-    cst.parse_module(result.text)
-    if result.changed:
-        again = rewrite_source(result.text, "m.py", [NumpyToTorch])
-        assert not again.changed and again.text == result.text, "not a fixed point"
-    return result
+rewrite = rule_rewriter(NumpyToTorch)
 
 
 def model(*lines: str, params: str = "x", init: str = "") -> str:

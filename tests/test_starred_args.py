@@ -8,21 +8,15 @@ import textwrap
 
 import libcst as cst
 import pytest
-from conftest import FIXTURES_ROOT, load_module
-from tsfix.codemods.pipeline.rewrite import Rewrite, rewrite_source
+from conftest import FIXTURES_ROOT, load_module, rule_rewriter
+from tsfix.codemods.pipeline.rewrite import rewrite_source
 from tsfix.codemods.rules.starred_args import StarredArgs
 
 FIXTURES = FIXTURES_ROOT / "starred-args"
 HEADER = "from typing import Dict, List, Tuple\nimport torch\nimport torch.nn as nn\n"
 
 
-def rewrite(code: str) -> Rewrite:
-    result = rewrite_source(textwrap.dedent(code), "m.py", [StarredArgs])
-    cst.parse_module(result.text)
-    if result.changed:
-        again = rewrite_source(result.text, "m.py", [StarredArgs])
-        assert not again.changed and again.text == result.text, "not a fixed point"
-    return result
+rewrite = rule_rewriter(StarredArgs)
 
 
 def model(forward: str, init: str = "") -> str:

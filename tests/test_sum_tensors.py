@@ -7,9 +7,8 @@ from __future__ import annotations
 
 import textwrap
 
-import libcst as cst
 import pytest
-from conftest import FIXTURES_ROOT, fixture_pairs
+from conftest import FIXTURES_ROOT, fixture_pairs, rule_rewriter
 from tsfix.codemods.pipeline.rewrite import Rewrite, rewrite_source
 from tsfix.codemods.rules.sum_tensors import SumTensors
 
@@ -17,12 +16,7 @@ FIXTURES = FIXTURES_ROOT / "sum-tensors"
 HEADER = "from typing import List\nimport torch\nfrom torch import nn\nclass M(nn.Module):\n"
 
 
-def rewrite(code: str, observed: dict | None = None) -> Rewrite:  # type: ignore[type-arg]
-    result = rewrite_source(textwrap.dedent(code), "m.py", [SumTensors], observed=observed)
-    cst.parse_module(result.text)
-    again = rewrite_source(result.text, "m.py", [SumTensors], observed=observed)
-    assert not again.changed and again.text == result.text, "not a fixed point"
-    return result
+rewrite = rule_rewriter(SumTensors)
 
 
 def method(body: str, signature: str = "self, xs: List[torch.Tensor], t: torch.Tensor") -> str:
@@ -108,7 +102,7 @@ def test_observed_types_tell_what_the_code_does_not() -> None:
     # Nothing shows that it adds tensors: not an export blocker.
     assert refused.skips[0].code is None and refused.fixes == []
     observed = {"M": {"forward": {"inputs": "List[Tensor]"}}}
-    assert rewrite(code, observed).text == HEADER + (
+    assert rewrite(code, observed=observed).text == HEADER + (
         "    def forward(self, inputs):\n"
         "        inputs_sum = torch.tensor(0)\n"
         "        for input in inputs:\n"

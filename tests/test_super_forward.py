@@ -7,9 +7,8 @@ from __future__ import annotations
 import textwrap
 from pathlib import Path
 
-import libcst as cst
 import pytest
-from conftest import FIXTURES_ROOT, load_module
+from conftest import FIXTURES_ROOT, load_module, rule_rewriter
 from tsfix.codemods.pipeline.rewrite import Rewrite, rewrite_source
 from tsfix.codemods.rules.super_forward import SuperForward
 
@@ -17,14 +16,8 @@ FIXTURES = FIXTURES_ROOT / "super-forward"
 IMPORTS = "import torch\nimport torch.nn as nn\nimport torch.nn.functional as F\n"
 
 
-def rewrite(code: str) -> Rewrite:
-    # A long line length: black leaves the one-line functional forms as they are.
-    result = rewrite_source(textwrap.dedent(code), "m.py", [SuperForward], line_length=200)
-    cst.parse_module(result.text)
-    if result.changed:
-        again = rewrite_source(result.text, "m.py", [SuperForward], line_length=200)
-        assert not again.changed and again.text == result.text, "not a fixed point"
-    return result
+# A long line length: black leaves the one-line functional forms as they are.
+rewrite = rule_rewriter(SuperForward, line_length=200)
 
 
 def reasons(result: Rewrite) -> list[str]:

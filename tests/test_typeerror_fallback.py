@@ -10,11 +10,10 @@ import textwrap
 import warnings
 from pathlib import Path
 
-import libcst as cst
 import pytest
-from conftest import FIXTURES_ROOT, load_module
+from conftest import FIXTURES_ROOT, load_module, rule_rewriter
 from tsfix.codemods.lint.check import check_source
-from tsfix.codemods.pipeline.rewrite import Rewrite, rewrite_source
+from tsfix.codemods.pipeline.rewrite import Rewrite
 from tsfix.codemods.rules.typeerror_fallback import TypeErrorFallback
 
 FIXTURES = FIXTURES_ROOT / "typeerror-fallback"
@@ -32,12 +31,7 @@ BLOCKS = textwrap.dedent("""\
     """)
 
 
-def rewrite(code: str, path: str = "m.py") -> Rewrite:
-    result = rewrite_source(textwrap.dedent(code), path, [TypeErrorFallback])
-    cst.parse_module(result.text)
-    again = rewrite_source(result.text, path, [TypeErrorFallback])
-    assert not again.changed and again.text == result.text, "not a fixed point"
-    return result
+rewrite = rule_rewriter(TypeErrorFallback)
 
 
 def model(init: str, *, call: str = "layer(x, lengths=lengths)",
@@ -158,14 +152,14 @@ def test_a_class_read_from_another_file_of_the_project(tmp_path: Path) -> None:
         """)
     path = package / "xvector.py"
     path.write_text(source)
-    result = rewrite(source, str(path))
+    result = rewrite(source, path=str(path))
     assert "if isinstance(layer, StatisticsPooling):" in result.text
     [change] = result.changes
     # activation() is judged by its default and noted: another class may be passed.
     assert any("`activation` (default nn.LeakyReLU)" in note for note in change.notes)
     # Without the project file the class cannot be read: refused, nothing changed.
     (package / "pooling.py").unlink()
-    alone = rewrite(source, str(path))
+    alone = rewrite(source, path=str(path))
     assert not alone.changed and "StatisticsPooling" in refusal(alone)
 
 

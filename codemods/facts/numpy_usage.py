@@ -159,11 +159,6 @@ def dotted_name(node: cst.BaseExpression) -> str | None:
     return None
 
 
-def uses_numpy(node: cst.CSTNode, bindings: Mapping[str, str],
-               imports: Mapping[str, str]) -> bool:
-    return bool(numpy_uses(node, bindings, imports))
-
-
 def may_use_numpy(text: str) -> bool:
     """Cheap pre-parse filter: could this file use numpy at all?"""
     return "numpy" in text

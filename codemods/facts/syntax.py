@@ -9,8 +9,9 @@ compiled methods, its attributes, its module classes) is answered once per file 
 from __future__ import annotations
 
 import dataclasses
+import keyword
 import re
-from collections.abc import Iterator, Mapping
+from collections.abc import Collection, Iterator, Mapping
 from dataclasses import dataclass
 from typing import Any
 
@@ -39,6 +40,18 @@ def child_fields(kind: type) -> tuple[str, ...]:
                       if not f.name.startswith(_TRIVIA) or f.name == "operator")
         _CHILD_FIELDS[kind] = names
     return names
+
+
+def children(node: cst.CSTNode) -> list[cst.CSTNode]:
+    """Direct children of ``node`` (in source order), read from its dataclass fields."""
+    found: list[cst.CSTNode] = []
+    for name in child_fields(type(node)):
+        value = getattr(node, name)
+        if isinstance(value, cst.CSTNode):
+            found.append(value)
+        elif isinstance(value, tuple | list):
+            found.extend(v for v in value if isinstance(v, cst.CSTNode))
+    return found
 
 
 def find_all(node: cst.CSTNode, *types: type[cst.CSTNode]) -> list[Any]:
@@ -355,6 +368,54 @@ def parameters_of(func: cst.FunctionDef) -> dict[str, cst.Param]:
     return found
 
 
+# ---- names a node binds ------------------------------------------------------------------------
+
+def target_names(target: cst.BaseExpression) -> list[cst.Name]:
+    """The plain names an assignment target binds, in source order: ``a``, ``a, (b, *c)``; not
+    ``self.x`` or ``x[i]`` (those read ``self`` and ``x``)."""
+    if isinstance(target, cst.Name):
+        return [target]
+    if isinstance(target, cst.Tuple | cst.List):
+        return [name for element in target.elements for name in target_names(element.value)]
+    if isinstance(target, cst.StarredElement):
+        return target_names(target.value)
+    return []
+
+
+def bound_names(node: cst.CSTNode) -> set[str]:
+    """The plain names one assignment (``=``, ``+=``, annotated), loop header or walrus binds;
+    nothing for any other node."""
+    targets: list[cst.BaseExpression]
+    if isinstance(node, cst.Assign):
+        targets = [t.target for t in node.targets]
+    elif isinstance(node, cst.AugAssign | cst.AnnAssign | cst.For | cst.NamedExpr):
+        targets = [node.target]
+    else:
+        return set()
+    return {name.value for target in targets for name in target_names(target)}
+
+
+def names_bound_in(func: cst.FunctionDef) -> set[str]:
+    """Every name ``func``'s code binds (its parameters; assignment, loop, comprehension,
+    ``with``/``except`` targets; imports; nested ``def`` and ``class``), so a read or call of
+    one is not of a module-level name or a builtin. Bindings inside nested functions and
+    comprehensions count too: a name they bind is never taken for the global."""
+    names = set(parameters_of(func))
+    for node in find_all(func.body, cst.AssignTarget, cst.AnnAssign, cst.AugAssign, cst.For,
+                         cst.CompFor, cst.NamedExpr, cst.AsName, cst.ImportAlias,
+                         cst.FunctionDef, cst.ClassDef):
+        if isinstance(node, cst.FunctionDef | cst.ClassDef):
+            names.add(node.name.value)
+        elif isinstance(node, cst.ImportAlias):
+            if node.asname is None:     # ``import a.b`` binds ``a``; an ``as`` name is an AsName
+                names.add((get_full_name_for_node(node.name) or "").split(".")[0])
+        elif isinstance(node, cst.AsName):
+            names.update(name.value for name in target_names(node.name))
+        else:
+            names.update(name.value for name in target_names(node.target))
+    return names
+
+
 def declared_field_types(module: cst.Module) -> dict[str, dict[str, str]]:
     """For each top-level class, its class-level annotated scalar fields (dataclass style)."""
     found: dict[str, dict[str, str]] = {}
@@ -399,6 +460,25 @@ _EMPTY_MODULE = cst.Module([])
 def code_of(node: cst.CSTNode) -> str:
     """The source of one node, as LibCST writes it."""
     return _EMPTY_MODULE.code_for_node(node)
+
+
+def short_source(node: cst.CSTNode, limit: int = 60) -> str:
+    """The node's source on one line for a message, cut to ``limit`` characters."""
+    text = " ".join(code_of(node).split())
+    return text if len(text) <= limit else text[:limit - 3] + "..."
+
+
+def fresh_name(*candidates: str, taken: Collection[str], numbered: str | None = None) -> str:
+    """The first candidate that is not empty, a keyword or ``taken``; else ``numbered`` (the
+    last candidate by default) followed by 2, 3, ..."""
+    for candidate in candidates:
+        if candidate and candidate not in taken and not keyword.iskeyword(candidate):
+            return candidate
+    base = candidates[-1] if numbered is None else numbered
+    n = 2
+    while f"{base}{n}" in taken:
+        n += 1
+    return f"{base}{n}"
 
 
 def decorator_names(func: cst.FunctionDef) -> list[str]:

@@ -54,7 +54,7 @@ from __future__ import annotations
 
 import json
 from collections.abc import Callable, Iterable, Iterator, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
@@ -66,17 +66,17 @@ from tsfix.codemods.facts.module import ModuleFacts, module_facts
 from tsfix.codemods.facts.prefilter import AstFile
 from tsfix.codemods.facts.scope import file_scope
 from tsfix.codemods.facts.syntax import (
-    find_all,
+    names_bound_in,
     parameters_of,
     qualified_name,
     self_attr,
     self_name,
+    short_source,
 )
 from tsfix.codemods.facts.type_flow import type_flow, with_article
 from tsfix.codemods.lint.codes import all_codes, rule_of_code
 from tsfix.codemods.pipeline.config import (
     TARGETS,
-    Config,
     ConfigError,
     find_pyproject,
     load_config,
@@ -175,6 +175,10 @@ def check_source(text: str, display: str, *, errors: list[str] | None = None,
         # declares the linter's code; its finding says whether it fixes that site, so it
         # replaces the linter's own on that line.
         handled = {(f.line, f.code) for f in findings}
+        # Rules do not record the method of a site; the linter's finding there knows it.
+        methods = {(f.line, f.column, f.code): f.method for f in linted}
+        findings = [replace(f, method=methods.get((f.line, f.column, f.code), f.method))
+                    for f in findings]
         findings.extend(f for f in linted if (f.line, f.code) not in handled)
     return sorted(set(findings), key=lambda f: (f.line, f.column, f.code))
 
@@ -337,7 +341,7 @@ class _ClassChecker:
         for name, func in self.facts.compiled_methods():
             self.method = name
             self.self_var = self_name(func) or "self"
-            self.bound = _bound_names(func)
+            self.bound = names_bound_in(func)
             self.never = self.facts.never_compiled(name)
             self.typer = self.facts.typer(name)
             self._block(func.body)
@@ -437,14 +441,14 @@ class _ClassChecker:
         name = qualified_name(node.func, self.imports) or ""
         for arg in node.args:
             if arg.star == "**":
-                self.report(arg, "TSF110", f"**{_code(arg.value)} in a call in "
+                self.report(arg, "TSF110", f"**{short_source(arg.value)} in a call in "
                             f"{self.method}()")
         if name == "getattr" and len(node.args) >= 2 and not isinstance(
                 node.args[1].value, cst.SimpleString | cst.ConcatenatedString):
             self.report(node, "TSF111", f"getattr() with computed name "
-                        f"{_code(node.args[1].value)!r}")
+                        f"{short_source(node.args[1].value)!r}")
         elif name == "tuple" and node.args:
-            self.report(node, "TSF115", f"tuple({_code(node.args[0].value)}) has no static "
+            self.report(node, "TSF115", f"tuple({short_source(node.args[0].value)}) has no static "
                         "size")
         elif name == "zip" and any(self._container(a.value) for a in node.args) and any(
                 isinstance(a.value, cst.Call) and get_full_name_for_node(a.value.func) == "range"
@@ -471,7 +475,7 @@ class _ClassChecker:
             return
         for jump in _own_jumps(node.body):
             keyword = "break" if isinstance(jump, cst.Break) else "continue"
-            self.report(jump, "TSF112", f"{keyword} in a loop over {_code(node.iter)}")
+            self.report(jump, "TSF112", f"{keyword} in a loop over {short_source(node.iter)}")
 
     def _loops_over_container(self, iterated: cst.BaseExpression) -> bool:
         if self._container(iterated):
@@ -505,7 +509,7 @@ class _ClassChecker:
                                     "tested against None")
                 elif left in self.maybe_none and isinstance(operator, cst.Equal | cst.NotEqual):
                     self.report(node, "TSF116", f"'self.{left}' may be None and is compared "
-                                f"with {_code(target.comparator)}")
+                                f"with {short_source(target.comparator)}")
             return
         test: cst.BaseExpression | None = getattr(node, "test", None)
         if test is None:
@@ -515,19 +519,6 @@ class _ClassChecker:
             self.report(test, "TSF116", f"'self.{attr}' may be None and is tested for truth")
         elif attr is not None and attr in self.facts.function_attrs:
             self.report(test, "TSF117", f"'self.{attr}' holds a function and is tested")
-
-
-def _bound_names(func: cst.FunctionDef) -> set[str]:
-    """Names the method binds itself: parameters, assignment and loop targets, imports."""
-    bound = {p.name.value for p in find_all(func.params, cst.Param)}
-    for node in find_all(func.body, cst.AssignTarget, cst.AnnAssign, cst.AugAssign, cst.For,
-                         cst.CompFor, cst.WithItem, cst.NamedExpr, cst.ImportAlias):
-        target = getattr(node, "target", None) or getattr(node, "asname", None)
-        if isinstance(node, cst.ImportAlias):
-            target = node.asname.name if node.asname is not None else node.name
-        for name in find_all(target, cst.Name) if target is not None else ():
-            bound.add(name.value)
-    return bound
 
 
 def _own_jumps(block: cst.CSTNode) -> Iterator[cst.Break | cst.Continue]:
@@ -540,14 +531,6 @@ def _own_jumps(block: cst.CSTNode) -> Iterator[cst.Break | cst.Continue]:
                 yield child
             elif not isinstance(child, cst.For | cst.While | cst.FunctionDef):
                 stack.append(child)
-
-
-_EMPTY = cst.Module([])
-
-
-def _code(node: cst.CSTNode) -> str:
-    text = " ".join(_EMPTY.code_for_node(node).split())
-    return text if len(text) <= 60 else text[:57] + "..."
 
 
 # ---- paths -------------------------------------------------------------------------------------
@@ -604,10 +587,6 @@ def _display(path: Path) -> str:
 
 def unknown_codes(codes: Iterable[str]) -> list[str]:
     return [code for code in codes if code not in CODES]
-
-
-def config_for(paths: list[Path], config_path: Path | None) -> Config:
-    return load_config(config_path or find_pyproject(paths))
 
 
 # ---- output formats ----------------------------------------------------------------------------

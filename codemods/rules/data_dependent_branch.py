@@ -122,9 +122,11 @@ from tsfix.codemods.facts.syntax import (
     code_of,
     decorator_names,
     find_all,
+    names_bound_in,
     qualified_name,
     self_attr,
     self_name,
+    short_source,
 )
 from tsfix.codemods.facts.value_types import TENSOR, Typer, collect_locals, type_from_annotation
 from tsfix.codemods.rules.base import ClassChange, Code, Example, Fix, Rule, Skip
@@ -300,8 +302,8 @@ def tensor_predicate(test: cst.BaseExpression, proof: TensorProof,
             problem = (f"`{operator}` joins a Python value and a tensor test: torch.cond needs "
                        "one tensor predicate (make both tensors, or split the if)")
             if left is None:
-                problem += (f"; export fails only when `{_short(test.left)}` does not decide "
-                            "the test on its own")
+                problem += (f"; export fails only when `{short_source(test.left, 40)}` does not "
+                            "decide the test on its own")
             return Predicate(None, problem, certain=left is not None)
         assert left.expression is not None and right.expression is not None
         return Predicate(_call(f"{torch_name}.logical_{operator}", left.expression,
@@ -345,11 +347,6 @@ class ScalarUse:
     node: cst.CSTNode
     message: str
     fix: str
-
-
-def _short(node: cst.CSTNode, limit: int = 40) -> str:
-    text = " ".join(code_of(node).split())
-    return text if len(text) <= limit else text[:limit - 3] + "..."
 
 
 class _Scalars:
@@ -434,7 +431,7 @@ def scalar_uses(func: cst.FunctionDef, proof: TensorProof, excluded: set[int],
         if kind is None:
             continue
         reported.update(map(id, find_all(call, cst.CSTNode)))  # type: ignore[type-abstract]
-        shown = _short(call)
+        shown = short_source(call, 40)
         if kind == "int":
             yield ScalarUse(call, f"`{shown}` reads an int out of a tensor: torch.export "
                             f"fails with \"{INT_ERROR}\"",
@@ -455,8 +452,9 @@ def scalar_uses(func: cst.FunctionDef, proof: TensorProof, excluded: set[int],
         if read is None or id(read) in reported:
             continue
         reported.update(map(id, find_all(test, cst.CSTNode)))  # type: ignore[type-abstract]
-        yield ScalarUse(test, f"the test `{_short(test)}` uses `{_short(read)}`, a value read "
-                        f"out of a tensor: torch.export fails with \"{GUARD_ERROR}\"",
+        yield ScalarUse(test, f"the test `{short_source(test, 40)}` uses "
+                        f"`{short_source(read, 40)}`, a value read out of a tensor: "
+                        f"torch.export fails with \"{GUARD_ERROR}\"",
                         "test the tensor itself (drop `.item()`/`.tolist()`: an if on a "
                         "tensor test becomes torch.cond), or pick values with `torch.where`")
     for call in find_all(func.body, cst.Call):
@@ -469,8 +467,9 @@ def scalar_uses(func: cst.FunctionDef, proof: TensorProof, excluded: set[int],
         if read is None:
             continue
         reported.update(map(id, find_all(call, cst.CSTNode)))  # type: ignore[type-abstract]
-        yield ScalarUse(call, f"`{_short(call)}` loops a number of times read out of a tensor "
-                        f"(`{_short(read)}`): torch.export fails with \"{INT_ERROR}\"",
+        yield ScalarUse(call, f"`{short_source(call, 40)}` loops a number of times read out "
+                        f"of a tensor (`{short_source(read, 40)}`): torch.export fails with "
+                        f"\"{INT_ERROR}\"",
                         "loop over a size known from shapes (`x.size(0)`), vectorise the "
                         "loop with tensor ops, or compute the count outside forward")
     for call in find_all(func.body, cst.Call):
@@ -481,8 +480,9 @@ def scalar_uses(func: cst.FunctionDef, proof: TensorProof, excluded: set[int],
         if read is None:
             continue
         reported.update(map(id, find_all(call, cst.CSTNode)))  # type: ignore[type-abstract]
-        yield ScalarUse(call, f"`{_short(read)}`, read out of a tensor, is used as a dimension "
-                        f"in `{_short(call)}`: torch.export fails with \"{INT_ERROR}\"",
+        yield ScalarUse(call, f"`{short_source(read, 40)}`, read out of a tensor, is used as a "
+                        f"dimension in `{short_source(call, 40)}`: torch.export fails with "
+                        f"\"{INT_ERROR}\"",
                         "dimensions must be Python ints while tracing: keep them in a "
                         "Python list (an attribute set in __init__) or compute them from "
                         "shapes (`list(range(1, x.dim()))`, not `torch.arange(1, x.dim())"
@@ -756,7 +756,7 @@ def _arange_bounds(arange: cst.Call, imports: Mapping[str, str]
     dtype = keywords.pop("dtype", None)
     keywords.pop("device", None)
     if dtype is not None and qualified_name(dtype, dict(imports)) not in _INT_DTYPES:
-        return (f"`dtype={_short(dtype)}`: the list holds that dtype's numbers, range() "
+        return (f"`dtype={short_source(dtype, 40)}`: the list holds that dtype's numbers, range() "
                 "gives ints")
     if len(positional) == 1 and not keywords:
         return (positional[0],)
@@ -774,7 +774,7 @@ def _arange_bounds(arange: cst.Call, imports: Mapping[str, str]
 def _not_an_int(bound: cst.BaseExpression, proof: IntProof) -> str | None:
     """Why ``bound`` may not be a Python int (None: it is one)."""
     kind = proof.kind(bound)
-    shown = _short(bound)
+    shown = short_source(bound, 40)
     if kind == INT_KIND:
         return None
     if kind == FLOAT_KIND:
@@ -806,23 +806,6 @@ class _ReplaceCalls(cst.CSTTransformer):
 
 # ---- module-level functions forward reaches ------------------------------------------------------
 
-def _bound_names(func: cst.FunctionDef) -> set[str]:
-    """The names ``func`` binds itself: a call of one is no call of a module function."""
-    params = func.params
-    names = {p.name.value for p in [*params.posonly_params, *params.params,
-                                     *params.kwonly_params]}
-    for star in (params.star_arg, params.star_kwarg):
-        if isinstance(star, cst.Param):
-            names.add(star.name.value)
-    for node in find_all(func.body, cst.Assign, cst.AnnAssign, cst.AugAssign, cst.For,
-                         cst.With, cst.NamedExpr, cst.FunctionDef, cst.ClassDef):
-        if isinstance(node, cst.FunctionDef | cst.ClassDef):
-            names.add(node.name.value)
-        else:
-            names.update(name for name, _ in _bindings(node))
-    return names
-
-
 def reached_functions(callers: list[cst.FunctionDef], functions: Mapping[str, cst.FunctionDef],
                       imports: Mapping[str, str]) -> list[str]:
     """The module-level functions of the file ``callers`` call by name, transitively: what
@@ -833,7 +816,7 @@ def reached_functions(callers: list[cst.FunctionDef], functions: Mapping[str, cs
     while pending:
         func = pending.pop(0)
         skipped = _skipped_under_export(func, imports)
-        local = _bound_names(func)
+        local = names_bound_in(func)
         for call in find_all(func.body, cst.Call):
             callee = call.func.value if isinstance(call.func, cst.Name) else None
             if (callee in functions and callee not in order and callee not in local
@@ -1135,7 +1118,7 @@ class M(torch.nn.Module):
         for branch_node in result.lowered:
             self.fixed(branch_node, "TSF226", _message("if", branch_node.test))
         count = len(result.lowered)
-        lowered = "; ".join(f"{method}(): `if {_short(b.test)}`" for b in result.lowered)
+        lowered = "; ".join(f"{method}(): `if {short_source(b.test, 40)}`" for b in result.lowered)
         # One summary per class: the methods' lists are joined.
         if summaries and summaries[-1].startswith("torch.cond for "):
             previous = summaries.pop()
@@ -1149,7 +1132,7 @@ class M(torch.nn.Module):
 
     def _arange_lists(self, func: cst.FunctionDef, typer: Typer, excluded: set[int],
                       nested: set[int]) -> list[ArangeList]:
-        shadowed = (self.facts.top_level_names | _bound_names(func)) & {"list", "range"}
+        shadowed = (self.facts.top_level_names | names_bound_in(func)) & {"list", "range"}
         lists = list(arange_lists(func, IntProof(func, typer, excluded), self.facts.imports,
                                   excluded, shadowed))
         # The rewrite finds its calls again by their text: one that a nested function also
@@ -1222,7 +1205,7 @@ class M(torch.nn.Module):
 
 
 def _message(keyword: str, test: cst.BaseExpression) -> str:
-    return (f"{keyword} on a tensor value (`{_short(test)}`): torch.export fails with "
+    return (f"{keyword} on a tensor value (`{short_source(test, 40)}`): torch.export fails with "
             f"\"{GUARD_ERROR}\"")
 
 
@@ -1237,7 +1220,7 @@ class _FunctionPlan:
 
 
 def _arange_message(node: cst.CSTNode) -> str:
-    return (f"`{_short(node, 60)}` reads its numbers out of a tensor: torch.export makes each "
+    return (f"`{short_source(node)}` reads its numbers out of a tensor: torch.export makes each "
             f"one data-dependent and fails with \"{INT_ERROR}\" where one names a dimension")
 
 

@@ -175,10 +175,6 @@ def _reads(node: cst.CSTNode, wanted: set[str]) -> Iterator[tuple[str, cst.CSTNo
                 yield named, call
 
 
-def _string(name: str) -> cst.SimpleString:
-    return cst.SimpleString(f'"{name}"')
-
-
 class JitUnusedProperties(Rule):
     __doc__ = __doc__
     name = "jit-unused-properties"

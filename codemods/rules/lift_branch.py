@@ -124,20 +124,22 @@ from tsfix.codemods.facts.syntax import (
     SCALAR_TYPES,
     AttrAssignment,
     annotation_type,
+    children,
     code_of,
     docstring_count,
     find_all,
+    fresh_name,
     literal_type,
     names_used,
     parameters_of,
     qualified_name,
     self_attr,
     self_name,
+    short_source,
     unify_types,
 )
 from tsfix.codemods.facts.type_flow import constant_attributes
 from tsfix.codemods.rules.base import ClassChange, Code, Example, Rule
-from tsfix.codemods.rules.ignore_numpy._statements import children
 from tsfix.codemods.rules.imports import add_module_import
 from tsfix.codemods.rules.torch_cond import CondSite, is_python_value, lower_to_cond
 
@@ -247,7 +249,7 @@ class _Usage:
             kinds, wording = _SERVES[need]
             if kind not in kinds:
                 return (f"{described} is {'an' if kind == 'int' else 'a'} {kind} but "
-                        f"`{_short(site)}` needs {wording}: no lifted type serves every use")
+                        f"`{short_source(site)}` needs {wording}: no lifted type serves every use")
         return ""
 
 
@@ -696,8 +698,8 @@ class _ClassAnalysis:
                 return None, f"self.{attr} {detail}", False
         read = self.object_reads.get(attr)
         if read is not None and any(kind not in SCALAR_TYPES for kind, _ in kinds):
-            return None, (f"self.{attr} is an object whose fields are read (`{_short(read)}`), "
-                          "not a setting"), True
+            return None, (f"self.{attr} is an object whose fields are read "
+                          f"(`{short_source(read)}`), not a setting"), True
         types: list[str] = []
         for a, (kind, detail) in zip(assignments, kinds, strict=True):
             if kind not in SCALAR_TYPES and kind != "scalar":
@@ -768,7 +770,7 @@ class _ClassAnalysis:
                 return None, f"{described} is given values of different types"
         elif guess is None:
             site = usage.needs["number"]
-            return None, (f"{described} is used as a number (`{_short(site)}`) but __init__ "
+            return None, (f"{described} is used as a number (`{short_source(site)}`) but __init__ "
                           "gives it no default, literal or annotation, so whether it is an int "
                           "or a float is unknown (a lifted argument must have its exact type); "
                           "annotate the constructor parameter")
@@ -941,8 +943,8 @@ class _ClassAnalysis:
             for key, node in self.reads_in(func.body, self_name(func) or "self").items():
                 if key[0] == "cfg" and key not in copies and key[1] not in uncopyable:
                     leaf = _identifier(key[-1])
-                    attr = _fresh(leaf.lstrip("_") or leaf, taken_attrs,
-                                  "_".join(_identifier(k) for k in key[1:]))
+                    attr = fresh_name(leaf.lstrip("_") or leaf,
+                                      "_".join(_identifier(k) for k in key[1:]), taken=taken_attrs)
                     taken_attrs.add(attr)
                     copies[key] = _ConfigCopy(key, attr, _access(node, len(key) - 2))
         for key, lift in lifts.items():
@@ -1018,10 +1020,10 @@ class _ClassAnalysis:
                 key, inner = keys[id(node)], keys.get(id(node.value))
                 # The holder the chain starts at (a computed key has no read key of its own).
                 holder = (key or inner or ("", self_attr(node.value, self_var) or ""))[1]
-                message = f"{_short(node)} reads a field of config object 'self.{holder}'"
+                message = f"{short_source(node)} reads a field of config object 'self.{holder}'"
                 if id(node) in called:
-                    reason = (f"{_short(node)}(...) calls a method of the config object; only "
-                              "fields read as values are copied")
+                    reason = (f"{short_source(node)}(...) calls a method of the config object; "
+                              "only fields read as values are copied")
                 elif holder in uncopyable:
                     reason = uncopyable[holder]
                 elif key is None or key not in copies:
@@ -1055,11 +1057,12 @@ class _ClassAnalysis:
         chosen: set[str] = set()
         for lift in lifts:
             base = lift.attr.lstrip("_") or lift.attr
-            lift.param = _fresh(base, taken | chosen, f"{base}_value")
+            lift.param = fresh_name(base, f"{base}_value", taken=taken | chosen)
             chosen.add(lift.param)
         if self.rule.target == "onnx":
             for lift in lifts:
-                lift.local = _fresh(f"{lift.param}_value", taken | chosen, f"{lift.param}_setting")
+                lift.local = fresh_name(f"{lift.param}_value", f"{lift.param}_setting",
+                                        taken=taken | chosen)
                 chosen.add(lift.local)
 
 
@@ -1082,12 +1085,6 @@ def _access(read: cst.CSTNode, depth: int) -> str:
     return "".join(reversed(parts))
 
 
-def _short(node: cst.CSTNode) -> str:
-    """One line of source for a message (``tsfix check``'s wording), at most 60 characters."""
-    text = " ".join(code_of(node).split())
-    return text if len(text) <= 60 else text[:57] + "..."
-
-
 def _string_comparison(comparison: cst.Comparison) -> tuple[cst.BaseExpression, str] | None:
     """(the other operand, the string) of ``a == "s"`` / ``"s" != a``; else None."""
     if len(comparison.comparisons) != 1:
@@ -1106,17 +1103,6 @@ def _called(func: cst.FunctionDef) -> set[str]:
     self_var = self_name(func) or "self"
     return {callee for c in find_all(func.body, cst.Call)
             if (callee := self_attr(c.func, self_var)) is not None}
-
-
-def _fresh(preferred: str, taken: Iterable[str], fallback: str) -> str:
-    taken = set(taken)
-    for candidate in (preferred, fallback):
-        if candidate not in taken and not keyword.iskeyword(candidate):
-            return candidate
-    n = 2
-    while f"{fallback}{n}" in taken:
-        n += 1
-    return f"{fallback}{n}"
 
 
 class _ReadReplacer(cst.CSTTransformer):
@@ -1858,7 +1844,7 @@ def _predicate(test: cst.BaseExpression, params: set[str],
                 and any(_params_read(o, params) for o in operands)
                 and all(is_python_value(o) or _tensor_operand(o, params) for o in operands)):
             return bare, ""
-    return None, (f"the test `{_short(test)}` mixes the setting with values that are not "
+    return None, (f"the test `{short_source(test)}` mixes the setting with values that are not "
                   "tensors (or uses `is`, `in` or a chained comparison), so it cannot be a "
                   "torch.cond predicate")
 
@@ -1913,17 +1899,18 @@ def _python_context(name: cst.Name, parents: dict[int, cst.CSTNode], reachable: 
         if isinstance(parent, cst.While) and node is parent.test:
             return "it is read in a `while` test"
         if isinstance(parent, cst.IfExp) and node is parent.test:
-            return f"it is the test of a ternary (`{_short(parent)}`)"
+            return f"it is the test of a ternary (`{short_source(parent)}`)"
         if isinstance(parent, cst.If) and node is parent.test:
-            return f"it is read in the test `if {_short(parent.test)}:`"
+            return f"it is read in the test `if {short_source(parent.test)}:`"
         if isinstance(parent, cst.For) and node is parent.iter:
-            return f"it decides a loop (`for ... in {_short(parent.iter)}`)"
+            return f"it decides a loop (`for ... in {short_source(parent.iter)}`)"
         if isinstance(parent, cst.SubscriptElement):
-            return f"it is used as an index or size (`{_short(parents.get(id(parent), parent))}`)"
+            index = parents.get(id(parent), parent)
+            return f"it is used as an index or size (`{short_source(index)}`)"
         if isinstance(parent, cst.Call) and node is not parent.func:
             called = get_full_name_for_node(parent.func) or ""
             if called in _PYTHON_VALUE_CALLS or not arithmetic:
-                return f"it is passed to `{_short(parent)}`"
+                return f"it is passed to `{short_source(parent)}`"
         if isinstance(parent, cst.BinaryOperation) and not is_python_value(
                 parent.right if node is parent.left else parent.left):
             arithmetic = True     # with something that is not a Python number: a tensor
@@ -1931,7 +1918,7 @@ def _python_context(name: cst.Name, parents: dict[int, cst.CSTNode], reachable: 
             break
         node = parent
     if not arithmetic:
-        return f"it is read as a Python value (`{_short(node)}`)"
+        return f"it is read as a Python value (`{short_source(node)}`)"
     return None
 
 

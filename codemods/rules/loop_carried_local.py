@@ -66,7 +66,7 @@ import libcst as cst
 from tsfix.codemods.facts.classes import ClassFacts
 from tsfix.codemods.facts.locals import LocalName, function_locals
 from tsfix.codemods.facts.prefilter import AstFile
-from tsfix.codemods.facts.syntax import find_all, parameters_of, qualified_name
+from tsfix.codemods.facts.syntax import find_all, parameters_of, qualified_name, target_names
 from tsfix.codemods.facts.value_types import (
     TENSOR,
     Typer,
@@ -332,7 +332,7 @@ class _Walk:
 
     def binds(self, target: cst.BaseExpression) -> bool:
         return any(isinstance(n, cst.Name) and n.value == self.name
-                   for n in _bound_names(target))
+                   for n in target_names(target))
 
     def branch(self, statement: cst.If, bound: bool,
                counters: Mapping[str, _Counter]) -> bool | None:
@@ -414,16 +414,6 @@ class _Walk:
         return None
 
 
-def _bound_names(target: cst.BaseExpression) -> list[cst.Name]:
-    if isinstance(target, cst.Name):
-        return [target]
-    if isinstance(target, cst.Tuple | cst.List):
-        return [n for e in target.elements for n in _bound_names(e.value)]
-    if isinstance(target, cst.StarredElement):
-        return _bound_names(target.value)
-    return []
-
-
 def _rebinds(body: cst.BaseSuite, name: str) -> bool:
     """Whether ``body`` may re-bind ``name`` (any assignment, loop target, with-as or
     assignment expression naming it)."""
@@ -435,7 +425,7 @@ def _rebinds(body: cst.BaseSuite, name: str) -> bool:
             targets = [i.asname.name for i in node.items if i.asname is not None]
         else:
             targets = [node.target]
-        if any(n.value == name for t in targets for n in _bound_names(t)):
+        if any(n.value == name for t in targets for n in target_names(t)):
             return True
     return False
 

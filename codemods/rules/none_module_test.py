@@ -82,7 +82,6 @@ from tsfix.codemods.facts.classes import ClassFacts
 from tsfix.codemods.facts.prefilter import AstFile
 from tsfix.codemods.facts.project import ast_imports, dotted_name, lookup, parsed_file
 from tsfix.codemods.facts.syntax import (
-    code_of,
     contains,
     find_all,
     literal_type,
@@ -90,6 +89,7 @@ from tsfix.codemods.facts.syntax import (
     qualified_name,
     self_attr,
     self_name,
+    short_source,
 )
 from tsfix.codemods.rules.base import ClassChange, Code, Example, Rule
 
@@ -258,11 +258,6 @@ def _truth_sites(func: cst.FunctionDef, self_var: str) -> Iterator[_Site]:
 
 
 # ---- the rule ------------------------------------------------------------------------------------
-
-def _short(node: cst.CSTNode) -> str:
-    text = " ".join(code_of(node).split())
-    return text if len(text) <= 60 else text[:57] + "..."
-
 
 class NoneModuleTest(Rule):
     __doc__ = __doc__
@@ -454,8 +449,8 @@ class SERes2NetBlock(nn.Module):
                 old: cst.BaseExpression = site.negated or site.node
                 replacements[id(old)] = _is_none_test(site)
                 classes = sorted({v.shown for v in values if v.kind == _MODULE})
-                parts.append(f"line {self.line_of(site.node)}: `{_short(old)}` -> "
-                             f"`{_short(replacements[id(old)])}` (self.{site.attr} is "
+                parts.append(f"line {self.line_of(site.node)}: `{short_source(old)}` -> "
+                             f"`{short_source(replacements[id(old)])}` (self.{site.attr} is "
                              f"{'None or ' if maybe_none else ''}{', '.join(classes)}: always "
                              "true when not None)")
         if not replacements:
@@ -507,7 +502,7 @@ class SERes2NetBlock(nn.Module):
         if isinstance(value, cst.IfExp):
             return self._kinds(facts, value.body) + self._kinds(facts, value.orelse)
         line = self.line_of(value) if self._in_current_class(value) else 0
-        shown = _short(value)
+        shown = short_source(value)
         if isinstance(value, cst.Name) and value.value == "None":
             return [_Value(_NONE, shown, line)]
         if literal_type(value) is not None:

@@ -66,7 +66,14 @@ import libcst as cst
 from libcst.helpers import get_full_name_for_node
 from tsfix.codemods.facts.classes import ClassFacts
 from tsfix.codemods.facts.prefilter import AstFile
-from tsfix.codemods.facts.syntax import code_of, find_all, qualified_name, self_attr, self_name
+from tsfix.codemods.facts.syntax import (
+    code_of,
+    find_all,
+    qualified_name,
+    self_attr,
+    self_name,
+    short_source,
+)
 from tsfix.codemods.facts.value_types import (
     TENSOR,
     Typer,
@@ -85,11 +92,6 @@ _SEQUENCE_FUNCTIONS = ("zeros", "ones", "empty", "rand", "randn")
 _STARRED_ARGUMENT = re.compile(r"[(,]\s*\*(?!\*)")
 # Longest shape slice spelled out element by element; longer ones become list(...) + [...].
 _MAX_SPELLED = 6
-
-
-def _short(node: cst.CSTNode) -> str:
-    text = " ".join(code_of(node).split())
-    return text if len(text) <= 60 else text[:57] + "..."
 
 
 def _shape_of(expr: cst.BaseExpression) -> cst.BaseExpression | None:
@@ -234,7 +236,7 @@ class _MethodRewriter:
             return "tuple"
         if isinstance(value, cst.List):
             if any(isinstance(e, cst.StarredElement) for e in value.elements):
-                raise _Refused(f"`*{_short(value)}` nests another starred value")
+                raise _Refused(f"`*{short_source(value)}` nests another starred value")
             return "ints"
         kind = self.typer.type_of(value)
         if (kind is not None and parts_of(kind)[0] == "Tuple") or (
@@ -250,13 +252,13 @@ class _MethodRewriter:
             raise _Refused(f"`{value.value}` is an unannotated parameter, which TorchScript "
                            "types as Tensor; annotate it (e.g. `List[int]`)")
         if kind is None:
-            raise _Refused(f"cannot tell that `{_short(value)}` is a list or tuple of ints")
+            raise _Refused(f"cannot tell that `{short_source(value)}` is a list or tuple of ints")
         head, args = parts_of(kind)
         if head == "Tuple":
             return "tuple"
         if head == "List" and args == ["int"]:
             return "ints"
-        raise _Refused(f"`{_short(value)}` is {kind}, not a sequence of ints")
+        raise _Refused(f"`{short_source(value)}` is {kind}, not a sequence of ints")
 
     def takes_sequence(self, call: cst.Call) -> bool:
         func = call.func
@@ -304,7 +306,7 @@ class _MethodRewriter:
         if not self.takes_sequence(call):
             names = ", ".join(_SEQUENCE_METHODS) + ", torch." + ", torch.".join(
                 _SEQUENCE_FUNCTIONS)
-            raise _Refused(f"`{_short(call.func)}` does not take the sequence itself (only "
+            raise _Refused(f"`{short_source(call.func)}` does not take the sequence itself (only "
                            f"{names} do); TorchScript needs a static length")
         if len(positional) == 1:
             return self._with_arguments(call, [code_of(positional[0].value)], rest), False
@@ -493,7 +495,7 @@ class Merge(nn.Module):
                 outcome = rewriters[method].rewrite(call)
             except _Refused as refused:
                 for arg in starred:
-                    self.skip(name, arg, f"{method}(): `{_short(call)}`: {refused}",
+                    self.skip(name, arg, f"{method}(): `{short_source(call)}`: {refused}",
                               code="TSF214", message=_message(arg, method))
                 continue
             if outcome is None:
@@ -503,7 +505,8 @@ class Merge(nn.Module):
             new_call, spelled_shape = outcome
             chosen[id(call)] = rewriters[method]
             line = self.line_of(call)
-            parts.append((line, f"line {line}: `{_short(call)}` -> `{_short(new_call)}`"))
+            parts.append((line, f"line {line}: `{short_source(call)}` -> "
+                                f"`{short_source(new_call)}`"))
             if spelled_shape:
                 spelled_lines.append(line)
         if not chosen:
@@ -530,4 +533,4 @@ def _nested(func: cst.FunctionDef) -> set[int]:
 
 def _message(arg: cst.Arg, method: str) -> str:
     """What ``tsfix check`` says about a starred argument."""
-    return f"*{_short(arg.value)} in a call in {method}()"
+    return f"*{short_source(arg.value)} in a call in {method}()"

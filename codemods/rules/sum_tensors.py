@@ -65,7 +65,6 @@ Fix safety
 
 from __future__ import annotations
 
-import keyword
 import re
 from collections.abc import Mapping
 
@@ -76,8 +75,9 @@ from tsfix.codemods.facts.prefilter import AstFile
 from tsfix.codemods.facts.syntax import (
     code_of,
     find_all,
+    fresh_name,
+    names_bound_in,
     names_used,
-    parameters_of,
     qualified_name,
     self_attr,
     self_name,
@@ -99,8 +99,9 @@ _CONDITIONAL = (cst.Lambda, cst.ListComp, cst.SetComp, cst.DictComp, cst.Generat
                 cst.IfExp, cst.BooleanOperation)
 
 
-def _short(node: cst.CSTNode) -> str:
-    """One line of source for a summary, at most about 80 characters."""
+def _compact_source(node: cst.CSTNode) -> str:
+    """The node's source on one line for a summary, without the spaces and trailing commas a
+    call split over lines leaves inside its brackets, at most 80 characters."""
     text = " ".join(code_of(node).split()).replace("( ", "(").replace("[ ", "[")
     text = text.replace(" )", ")").replace(", ]", "]").replace(" ]", "]").replace(",)", ")")
     return text if len(text) <= 80 else text[:77] + "..."
@@ -113,17 +114,6 @@ def _singular(name: str) -> str:
     if base.endswith("s") and not base.endswith(("ss", "us", "is")) and len(base) > 1:
         return base[:-1]
     return ""
-
-
-def _fresh(preferred: list[str], taken: set[str]) -> str:
-    for candidate in preferred:
-        if candidate and candidate not in taken and not keyword.iskeyword(candidate):
-            return candidate
-    base = preferred[-1]
-    n = 2
-    while f"{base}{n}" in taken:
-        n += 1
-    return f"{base}{n}"
 
 
 def _path_to(root: cst.CSTNode, target: cst.CSTNode) -> list[cst.CSTNode]:
@@ -298,7 +288,7 @@ class M(nn.Module):
             calls = [c for c in find_all(func.body, cst.Call)
                      if isinstance(c.func, cst.Name) and c.func.value == "sum"
                      and id(c) not in skipped]
-            if not calls or "sum" in self._bound_names(func):
+            if not calls or "sum" in names_bound_in(func):
                 continue
             typer = self._typer(cls.name.value, facts, method)
             taken = names_used(func)
@@ -310,8 +300,8 @@ class M(nn.Module):
                 plans.setdefault(id(plan.statement), []).append(plan)
                 new = plan.replacement or call
                 loop = f"a loop adding into `{plan.accumulator}`"
-                parts.append(f"line {self.line_of(call)}: `{_short(call)}` -> "
-                             f"{loop if plan.loop else f'`{_short(new)}`'}")
+                parts.append(f"line {self.line_of(call)}: `{_compact_source(call)}` -> "
+                             f"{loop if plan.loop else f'`{_compact_source(new)}`'}")
                 if plan.note:
                     notes.append(f"line {self.line_of(call)}: {plan.note}")
         if not plans:
@@ -321,14 +311,6 @@ class M(nn.Module):
         self.changes.append(ClassChange(self.name, cls.name.value, self.span_of(cls),
                                         "; ".join(parts), notes=list(dict.fromkeys(notes))))
         return rewritten
-
-    @staticmethod
-    def _bound_names(func: cst.FunctionDef) -> set[str]:
-        bound = set(parameters_of(func))
-        for node in find_all(func.body, cst.AssignTarget, cst.For, cst.AsName, cst.FunctionDef):
-            target = node.name if isinstance(node, cst.AsName | cst.FunctionDef) else node.target
-            bound.update(n.value for n in find_all(target, cst.Name))
-        return bound
 
     def _typer(self, class_name: str, facts: ClassFacts, method: str) -> Typer:
         """The method's types: its parameters by the one policy (observed types included), the
@@ -479,7 +461,7 @@ class M(nn.Module):
                            "or run with examples)")
                 return None
             base = _base_name(iterable)
-            loop_name = _fresh([_singular(base), f"{base}_item", "item"], taken)
+            loop_name = fresh_name(_singular(base), f"{base}_item", "item", taken=taken)
             taken.add(loop_name)
             clauses = [f"for {loop_name} in {code_of(iterable)}:"]
             element = cst.Name(loop_name)
@@ -497,7 +479,7 @@ class M(nn.Module):
             accumulator = target
             plan.drop_statement = True
         else:
-            accumulator = _fresh([f"{base}_sum", "total"], taken)
+            accumulator = fresh_name(f"{base}_sum", "total", taken=taken)
             taken.add(accumulator)
             plan.replacement = cst.Name(accumulator)
         if start_kind == TENSOR:
@@ -572,9 +554,9 @@ def _message(call: cst.Call, typer: Typer) -> str:
     """What ``tsfix check`` says about a ``sum(...)`` of tensors."""
     argument = call.args[0].value
     if typer.type_of(argument) == TENSOR and not isinstance(argument, cst.List | cst.Tuple):
-        return (f"sum({_short(argument)}) of one tensor adds its rows in Python, every element "
-                "in TorchScript")
-    return f"sum({_short(argument)}) adds tensors"
+        return (f"sum({_compact_source(argument)}) of one tensor adds its rows in Python, every "
+                "element in TorchScript")
+    return f"sum({_compact_source(argument)}) adds tensors"
 
 
 def _tensor_evidence(iterable: cst.BaseExpression, typer: Typer, facts: ClassFacts,

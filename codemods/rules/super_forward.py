@@ -72,7 +72,14 @@ import libcst as cst
 from libcst.helpers import get_full_name_for_node
 from tsfix.codemods.facts.classes import ClassFacts
 from tsfix.codemods.facts.prefilter import AstFile
-from tsfix.codemods.facts.syntax import code_of, find_all, names_used, qualified_name, self_name
+from tsfix.codemods.facts.syntax import (
+    code_of,
+    find_all,
+    names_used,
+    qualified_name,
+    self_name,
+    short_source,
+)
 from tsfix.codemods.rules.base import ClassChange, Code, Example, Rule
 from tsfix.codemods.rules.imports import add_module_import
 
@@ -283,13 +290,13 @@ class ChannelNorm(torch.nn.LayerNorm):
                 outcome = (self._replacement(cls, facts, self_var, call, inner)
                            if self_var is not None else f"{method}() has no self parameter")
                 if isinstance(outcome, str):
-                    self.skip(name, call, f"{method}(): `{_short(call)}`: {outcome}",
+                    self.skip(name, call, f"{method}(): `{short_source(call)}`: {outcome}",
                               code="TSF211", message=message)
                     continue
                 self.fixed(call, "TSF211", message)
                 layer, expression, note = outcome
                 replacements[id(call)] = expression
-                parts.append(f"line {self.line_of(call)}: `{_short(call)}` -> "
+                parts.append(f"line {self.line_of(call)}: `{short_source(call)}` -> "
                              f"{layer}'s functional form")
                 if note:
                     notes.append(note)
@@ -407,11 +414,6 @@ def _init_passes(init: cst.FunctionDef | None, keyword: str, position: int) -> s
             return "unset"
         return "set"
     return "unknown"
-
-
-def _short(call: cst.Call) -> str:
-    text = " ".join(code_of(call).split())
-    return text if len(text) <= 60 else text[:57] + "..."
 
 
 def _add_functional_import(module: cst.Module) -> cst.Module:

@@ -29,7 +29,7 @@ are returned as ``name.clone()``; one output is returned bare (``x = torch.cond(
 operand tuple is accepted.
 
 The scope questions (definite assignment, nodes outside nested functions, control that leaves
-a statement) are ignore-numpy's (``ignore_numpy/_statements.py``).
+a statement) are :mod:`tsfix.codemods.facts.statements`'s.
 """
 
 from __future__ import annotations
@@ -40,14 +40,8 @@ from dataclasses import dataclass
 import libcst as cst
 from libcst.helpers import get_full_name_for_node
 from tsfix.codemods.facts.locals import function_locals
-from tsfix.codemods.facts.syntax import code_of, find_all, names_used, self_name
-from tsfix.codemods.rules.ignore_numpy._statements import (
-    MUTATORS,
-    children,
-    definitely_assigned,
-    escape,
-    own,
-)
+from tsfix.codemods.facts.statements import MUTATORS, definitely_assigned, escape, own
+from tsfix.codemods.facts.syntax import children, code_of, find_all, names_used, self_name
 
 # Methods whose result may share storage with the tensor they are called on (or return it).
 _MAY_ALIAS = {
@@ -187,12 +181,13 @@ def _may_alias(expr: cst.BaseExpression | None) -> bool:
     return False
 
 
-def _target_names(target: cst.BaseExpression) -> Iterable[cst.BaseExpression]:
+def _target_leaves(target: cst.BaseExpression) -> Iterable[cst.BaseExpression]:
+    """The parts of an assignment target (names, attributes, items), tuples unpacked."""
     if isinstance(target, cst.Tuple | cst.List):
         for element in target.elements:
-            yield from _target_names(element.value)
+            yield from _target_leaves(element.value)
     elif isinstance(target, cst.StarredElement):
-        yield from _target_names(target.value)
+        yield from _target_leaves(target.value)
     else:
         yield target
 
@@ -296,14 +291,6 @@ class _Planner:
             assigned |= definitely_assigned(stmt)
         return None
 
-    def _python_input(self, name: str, chain_lo: int) -> bool:
-        """Whether ``name`` plainly holds no tensor before the ``if`` (or may hold None)."""
-        if self._python_before(name, chain_lo) is not None:
-            return True
-        param = self.params.get(name)
-        return (param is not None and param.default is not None
-                and isinstance(param.default, cst.Name) and param.default.value == "None")
-
     def _python_before(self, name: str, chain_lo: int) -> str | None:
         """Why ``name`` holds a Python value before the ``if``, if it plainly does."""
         body = self.func.body
@@ -373,7 +360,7 @@ class _Planner:
                 return None
             return f"`{code_of(node).strip()}` assigns to an attribute or item"
         assert isinstance(node, cst.AssignTarget | cst.AnnAssign)
-        for part in _target_names(node.target):
+        for part in _target_leaves(node.target):
             if isinstance(part, cst.Attribute | cst.Subscript):
                 return f"`{code_of(part)} = ...` assigns to an attribute or item"
         return None
@@ -392,7 +379,7 @@ class _Planner:
                 targets = ([t.target for t in node.targets] if isinstance(node, cst.Assign)
                            else [node.target])
                 for target in targets:
-                    for part in _target_names(target):
+                    for part in _target_leaves(target):
                         if isinstance(part, cst.Name) and part.value == name:
                             single = isinstance(target, cst.Name)
                             value = node.value if single else None

@@ -100,10 +100,12 @@ from tsfix.codemods.facts.syntax import (
     code_of,
     contains,
     find_all,
+    names_bound_in,
     parameters_of,
     qualified_name,
     self_attr,
     self_name,
+    short_source,
 )
 from tsfix.codemods.rules.base import ClassChange, Code, Example, Rule
 
@@ -517,22 +519,6 @@ def _rebinds(block: cst.CSTNode, name: str) -> bool:
     return False
 
 
-def _bound_in(func: cst.FunctionDef) -> set[str]:
-    """Names ``func`` binds (parameters, assignments, loops, imports): a class name written in
-    ``isinstance`` there would mean something else."""
-    bound = set(parameters_of(func))
-    for node in find_all(func.body, cst.AssignTarget, cst.AnnAssign, cst.AugAssign, cst.For,
-                         cst.AsName, cst.NamedExpr, cst.CompFor):
-        target = node.name if isinstance(node, cst.AsName) else node.target
-        bound.update(n.value for n in find_all(target, cst.Name))
-    return bound
-
-
-def _short(node: cst.CSTNode) -> str:
-    text = " ".join(code_of(node).split())
-    return text if len(text) <= 70 else text[:67] + "..."
-
-
 class TypeErrorFallback(Rule):
     __doc__ = __doc__
     name = "typeerror-fallback"
@@ -717,10 +703,10 @@ class M(nn.Module):
             where = f"in self.{attr}"
         if problem:
             return None, problem, ""
-        elements, problem = self._elements(facts, exprs, where, _bound_in(func))
+        elements, problem = self._elements(facts, exprs, where, names_bound_in(func))
         if problem:
             return None, problem, ""
-        call = _short(site.first_call)
+        call = short_source(site.first_call, 70)
         takes: dict[str, _Element] = {}
         others: list[_Element] = []
         for element in elements:
@@ -729,15 +715,15 @@ class M(nn.Module):
                 reason = element.callee.problem or (
                     f"whether {element.callee.shown}'s forward() accepts `{call}` cannot be "
                     "told statically")
-                return None, f"`{_short(element.built)}` {where}: {reason}", ""
+                return None, f"`{short_source(element.built, 70)}` {where}: {reason}", ""
             if not binds:
                 others.append(element)
             elif element.argument:
-                return None, (f"`{_short(element.built)}` {where} builds the class given "
+                return None, (f"`{short_source(element.built, 70)}` {where} builds the class given "
                               f"as `{element.argument}`, whose forward() takes `{call}`; it "
                               "cannot be named in an isinstance test"), ""
             elif not element.name:
-                return None, (f"`{_short(element.built)}` {where}: its class name is "
+                return None, (f"`{short_source(element.built, 70)}` {where}: its class name is "
                               f"bound to something else in {method}()"), ""
             else:
                 takes.setdefault(element.callee.identity, element)
@@ -752,7 +738,7 @@ class M(nn.Module):
                             if e.argument})
         if arguments and takes:
             note = (f"elements of self.{attr} built from the constructor argument "
-                    f"{', '.join(arguments)} take `{_short(site.fallback_call)}`, as the "
+                    f"{', '.join(arguments)} take `{short_source(site.fallback_call, 70)}`, as the "
                     "default's forward() does; another class passed there is dispatched by "
                     "the isinstance test")
         if not others:
@@ -761,7 +747,7 @@ class M(nn.Module):
         if not takes:
             return (site.fallback.with_changes(leading_lines=node.leading_lines),
                     f"`{call}`: no element of self.{attr} takes it, the fallback "
-                    f"`{_short(site.fallback_call)}` stays", note)
+                    f"`{short_source(site.fallback_call, 70)}` stays", note)
         names = [e.name for e in takes.values()]
         test = names[0] if len(names) == 1 else f"({', '.join(names)})"
         dispatch = cst.parse_statement(
@@ -788,10 +774,10 @@ class M(nn.Module):
         init = facts.init
         assert init is not None
         init_params = parameters_of(init)
-        init_locals = _bound_in(init) - set(init_params)
+        init_locals = names_bound_in(init) - set(init_params)
         found: list[_Element] = []
         for expr in exprs:
-            shown = _short(expr)
+            shown = short_source(expr, 70)
             if not isinstance(expr, cst.Call):
                 return [], (f"`{shown}` {where} is not built by a class call in __init__: its "
                             "class is not known")

@@ -23,7 +23,7 @@ from pathlib import Path
 import libcst as cst
 from tsfix.codemods.facts.classes import ClassFacts, is_ignored, never_compiled_nodes
 from tsfix.codemods.facts.project import is_standard_library, lookup, relative_imports
-from tsfix.codemods.facts.syntax import decorator_names, find_all, parameters_of
+from tsfix.codemods.facts.syntax import decorator_names, find_all, names_bound_in
 from tsfix.codemods.facts.value_types import TENSOR
 from tsfix.codemods.rules.annotate._common import Counts
 from tsfix.codemods.rules.annotate._evidence import usage_type
@@ -195,7 +195,7 @@ class ModuleFunctions:
         sites += [(self.functions[f], never_compiled_nodes(self.functions[f], self.imports),
                    True) for f in self.reached(class_name)]
         for func, skipped, in_function in sites:
-            bound = _bound_names(func)
+            bound = names_bound_in(func)
             for call in find_all(func.body, cst.Call):
                 name = call.func.value if isinstance(call.func, cst.Name) else None
                 if (name is None or name in seen or name in bound or name in self.functions
@@ -269,7 +269,7 @@ class ModuleFunctions:
 
     def _called(self, func: cst.FunctionDef, skipped: Collection[int]) -> list[str]:
         """The module functions ``func`` calls by name in code TorchScript compiles."""
-        bound = _bound_names(func)
+        bound = names_bound_in(func)
         found: list[str] = []
         for call in find_all(func.body, cst.Call):
             callee = call.func.value if isinstance(call.func, cst.Name) else None
@@ -379,40 +379,3 @@ def _plain(func: cst.FunctionDef, name: str) -> bool:
     return any(p.name.value == name and p.annotation is None and p.default is None
                for p in [*func.params.posonly_params, *func.params.params,
                          *func.params.kwonly_params])
-
-
-def _bound_names(func: cst.FunctionDef) -> set[str]:
-    """The names ``func`` binds itself (parameters, assignment and loop targets, nested
-    definitions, imports): a call of one is no call of a module function."""
-    names = set(parameters_of(func))
-    for node in find_all(func.body, cst.AssignTarget, cst.AnnAssign, cst.AugAssign, cst.For,
-                         cst.WithItem, cst.NamedExpr, cst.CompFor, cst.FunctionDef,
-                         cst.ClassDef, cst.ImportAlias):
-        if isinstance(node, cst.FunctionDef | cst.ClassDef):
-            names.add(node.name.value)
-        elif isinstance(node, cst.ImportAlias):
-            alias = node.asname.name if node.asname is not None else node.name
-            names.add(_head(alias))
-        elif isinstance(node, cst.WithItem):
-            if node.asname is not None:
-                names.update(_target_names(node.asname.name))
-        else:
-            names.update(_target_names(node.target))
-    return names
-
-
-def _target_names(target: cst.BaseExpression) -> set[str]:
-    """The plain names an assignment target binds (not ``self.x`` or ``a[i]``)."""
-    if isinstance(target, cst.Name):
-        return {target.value}
-    if isinstance(target, cst.Tuple | cst.List):
-        return {n for e in target.elements for n in _target_names(e.value)}
-    if isinstance(target, cst.StarredElement):
-        return _target_names(target.value)
-    return set()
-
-
-def _head(node: cst.BaseExpression) -> str:
-    while isinstance(node, cst.Attribute):
-        node = node.value
-    return node.value if isinstance(node, cst.Name) else ""

@@ -15,15 +15,11 @@ import libcst as cst
 from libcst.helpers import get_full_name_for_node
 from tsfix.codemods.facts.locals import function_locals
 from tsfix.codemods.facts.numpy_usage import NumpyUse, function_numpy_bindings, numpy_uses
-from tsfix.codemods.facts.syntax import find_all, literal_type, self_name
+from tsfix.codemods.facts.statements import MUTATORS
+from tsfix.codemods.facts.syntax import children, find_all, literal_type, self_name
 from tsfix.codemods.facts.value_types import TENSOR, is_complete, unify, without_none
 from tsfix.codemods.rules.ignore_numpy._class_info import ClassInfo
-from tsfix.codemods.rules.ignore_numpy._statements import (
-    MUTATORS,
-    children,
-    imports_numpy,
-    is_name,
-)
+from tsfix.codemods.rules.ignore_numpy._statements import imports_numpy, is_name
 from tsfix.codemods.rules.ignore_numpy._types import Env, NumpyTyper, observation
 
 

@@ -9,6 +9,7 @@ empty literals completed from what the block stores, then the example runs.
 from __future__ import annotations
 
 import libcst as cst
+from tsfix.codemods.facts.statements import definitely_assigned, own
 from tsfix.codemods.facts.syntax import find_all, self_attr
 from tsfix.codemods.facts.value_types import (
     TENSOR,
@@ -21,11 +22,9 @@ from tsfix.codemods.rules.ignore_numpy._analysis import Block, MethodAnalysis
 from tsfix.codemods.rules.ignore_numpy._flow import FlowWalk
 from tsfix.codemods.rules.ignore_numpy._statements import (
     bound_by_import,
-    definitely_assigned,
     empty_container_name,
     is_import_line,
     is_name,
-    own,
 )
 from tsfix.codemods.rules.ignore_numpy._types import (
     NUMPY,

@@ -4,14 +4,14 @@ from __future__ import annotations
 
 import libcst as cst
 from tsfix.codemods.facts.numpy_usage import NumpyUse
-from tsfix.codemods.facts.syntax import code_of
+from tsfix.codemods.facts.statements import own
+from tsfix.codemods.facts.syntax import code_of, fresh_name
 from tsfix.codemods.rules.base import ClassChange, Rule
 from tsfix.codemods.rules.ignore_numpy._analysis import Block, MethodAnalysis, Refusal
 from tsfix.codemods.rules.ignore_numpy._boundary import Boundary
 from tsfix.codemods.rules.ignore_numpy._class_info import ClassInfo
 from tsfix.codemods.rules.ignore_numpy._emission import Emission, method_name
 from tsfix.codemods.rules.ignore_numpy._flow import FlowWalk
-from tsfix.codemods.rules.ignore_numpy._statements import own
 
 CODE = "TSF205"
 PYTHON_ONLY_NOTE = (
@@ -50,7 +50,9 @@ class ClassRewriter:
             if not blocks or problem is not None:
                 continue
             for block in blocks:
-                block.name = self._fresh(method_name(block))
+                wanted = method_name(block)
+                block.name = fresh_name(wanted, taken=self.info.taken, numbered=f"{wanted}_")
+                self.info.taken.add(block.name)
             rewritten[stmt.name.value] = Emission(self.info, analysis).apply(blocks)
             moved.extend(blocks)
         if not moved:
@@ -149,15 +151,6 @@ class ClassRewriter:
             return ("the file does not import torch (`import torch`), which the "
                     "@torch.jit.ignore decorator needs; left alone")
         return None
-
-    def _fresh(self, wanted: str) -> str:
-        name, n = wanted, 1
-        taken = self.info.taken
-        while name in taken:
-            n += 1
-            name = f"{wanted}_{n}"
-        taken.add(name)
-        return name
 
 
 def _innermost(refusals: list[Refusal], position: int) -> Refusal | None:

@@ -14,6 +14,7 @@ from dataclasses import dataclass
 
 import libcst as cst
 from libcst.helpers import get_full_name_for_node
+from tsfix.codemods.facts.statements import MUTATORS, escape
 from tsfix.codemods.facts.syntax import find_all, self_attr
 from tsfix.codemods.facts.value_types import (
     TENSOR,
@@ -22,12 +23,7 @@ from tsfix.codemods.facts.value_types import (
     type_from_annotation,
 )
 from tsfix.codemods.rules.ignore_numpy._analysis import Block, MethodAnalysis
-from tsfix.codemods.rules.ignore_numpy._statements import (
-    MUTATORS,
-    empty_container_name,
-    escape,
-    is_import_line,
-)
+from tsfix.codemods.rules.ignore_numpy._statements import empty_container_name, is_import_line
 from tsfix.codemods.rules.ignore_numpy._types import NUMPY, Env, merge, observation
 
 

@@ -5,13 +5,12 @@ from __future__ import annotations
 
 import libcst as cst
 from libcst.helpers import get_full_name_for_node
-from tsfix.codemods.facts.syntax import code_of, find_all, self_attr
+from tsfix.codemods.facts.syntax import code_of, find_all, self_attr, short_source
 from tsfix.codemods.rules.modulelist_iter._common import (
     TSF201,
     TSF202,
     MethodPlan,
     is_literal_key,
-    short,
     single_index,
 )
 from tsfix.codemods.rules.modulelist_iter._loops import LoopAnalysis
@@ -66,7 +65,7 @@ class MethodAnalysis(LoopAnalysis, Selections, DictLookups):
             if not parent:
                 continue
             named = ", ".join(bases)
-            self.refuse(node, TSF201, f"'self.{attr}' indexed by {short(index)!r}",
+            self.refuse(node, TSF201, f"'self.{attr}' indexed by {short_source(index)!r}",
                         f"{code_of(node)} (line {self.rule.line_of(node)}): self.{attr} is not "
                         f"assigned in {self.cls.name}; it may be a module container built by "
                         f"its base {named}, whose source is not read; not rewritten")
@@ -117,4 +116,5 @@ class MethodAnalysis(LoopAnalysis, Selections, DictLookups):
             else:
                 reason = (f"{what} is not the iterable of a `for` loop with one target variable, "
                           "the only form the rule rewrites")
-            self.refuse(call, TSF202, f"reversed({short(argument)})", f"{reason}; not rewritten")
+            self.refuse(call, TSF202, f"reversed({short_source(argument)})",
+                        f"{reason}; not rewritten")

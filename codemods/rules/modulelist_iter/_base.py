@@ -4,16 +4,21 @@ the plan, reported when the class is rewritten) or refused (reported at once, wi
 from __future__ import annotations
 
 import libcst as cst
-from tsfix.codemods.facts.syntax import find_all, names_used, self_attr, self_name
+from tsfix.codemods.facts.syntax import (
+    bound_names,
+    find_all,
+    names_used,
+    self_attr,
+    self_name,
+    short_source,
+)
 from tsfix.codemods.rules.base import Rule
 from tsfix.codemods.rules.modulelist_iter._common import (
     CONTAINER_KINDS,
     TSF201,
     MethodPlan,
     binding_counts,
-    bound_names,
     literal_for,
-    short,
     single_index,
 )
 from tsfix.codemods.rules.modulelist_iter._lengths import ClassAnalysis
@@ -73,7 +78,7 @@ class MethodState:
         attr = self_attr(node.value, self.self_var)
         index = single_index(node)
         assert attr is not None and index is not None
-        return f"{self.cls.kind_name(attr)} 'self.{attr}' indexed by {short(index)!r}"
+        return f"{self.cls.kind_name(attr)} 'self.{attr}' indexed by {short_source(index)!r}"
 
     def fix_sites(self, nodes: list[cst.Subscript]) -> None:
         for node in nodes:

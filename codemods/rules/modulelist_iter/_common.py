@@ -2,12 +2,11 @@
 
 from __future__ import annotations
 
-import keyword
 from dataclasses import dataclass, field
 
 import libcst as cst
 from libcst.helpers import get_full_name_for_node
-from tsfix.codemods.facts.syntax import code_of, find_all, parameters_of
+from tsfix.codemods.facts.syntax import code_of, find_all, fresh_name, parameters_of
 
 # torch.nn container -> how it is indexed: "list" (an integer) or "dict" (a string).
 CONTAINER_KINDS = {"ModuleList": "list", "Sequential": "list", "ModuleDict": "dict"}
@@ -88,12 +87,6 @@ def source_key(node: cst.CSTNode) -> str:
     return "".join(code_of(node).split())
 
 
-def short(node: cst.CSTNode) -> str:
-    """One line of source for a message (``tsfix check``'s wording), at most 60 characters."""
-    text = " ".join(code_of(node).split())
-    return text if len(text) <= 60 else text[:57] + "..."
-
-
 def singular(attr: str) -> str:
     base = attr.lstrip("_") or attr
     for suffix in ("_list", "_dict", "List", "Dict"):
@@ -115,18 +108,8 @@ def element_name(attr: str, kind: str, taken: set[str]) -> str:
     suffix = "_layer" if kind == "list" else "_module"
     one = singular(attr)
     if one:
-        return fresh(one, taken, one + ("_module" if kind == "list" else "_item"))
-    return fresh(plain + suffix, taken, plain + suffix)
-
-
-def fresh(preferred: str, taken: set[str], fallback: str) -> str:
-    for candidate in (preferred, fallback):
-        if candidate and candidate not in taken and not keyword.iskeyword(candidate):
-            return candidate
-    n = 2
-    while f"{fallback}{n}" in taken:
-        n += 1
-    return f"{fallback}{n}"
+        return fresh_name(one, one + ("_module" if kind == "list" else "_item"), taken=taken)
+    return fresh_name(plain + suffix, taken=taken)
 
 
 def parenthesized(target: str, count: int) -> str:
@@ -196,25 +179,6 @@ def binding_counts(func: cst.FunctionDef) -> dict[str, int]:
         elif isinstance(node.name, cst.Name):
             bump(node.name)
     return counts
-
-
-def bound_names(node: cst.CSTNode) -> set[str]:
-    """Plain names an assignment-like statement binds (not ``x[i] = ...`` or ``x.a = ...``)."""
-    targets: list[cst.BaseExpression] = []
-    if isinstance(node, cst.Assign):
-        targets = [t.target for t in node.targets]
-    elif isinstance(node, cst.AugAssign | cst.AnnAssign | cst.For | cst.NamedExpr):
-        targets = [node.target]
-    found: set[str] = set()
-    while targets:
-        target = targets.pop()
-        if isinstance(target, cst.Name):
-            found.add(target.value)
-        elif isinstance(target, cst.Tuple | cst.List):
-            targets.extend(e.value for e in target.elements)
-        elif isinstance(target, cst.StarredElement):
-            targets.append(target.value)
-    return found
 
 
 def own_jumps(body: cst.CSTNode) -> list[cst.CSTNode]:

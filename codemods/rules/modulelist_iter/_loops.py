@@ -6,20 +6,24 @@ from __future__ import annotations
 
 import libcst as cst
 from libcst.helpers import get_full_name_for_node
-from tsfix.codemods.facts.syntax import code_of, find_all, self_attr
+from tsfix.codemods.facts.syntax import (
+    bound_names,
+    code_of,
+    find_all,
+    fresh_name,
+    self_attr,
+    short_source,
+)
 from tsfix.codemods.rules.modulelist_iter._base import MethodState
 from tsfix.codemods.rules.modulelist_iter._common import (
     TSF202,
     LoopPlan,
-    bound_names,
     element_name,
-    fresh,
     int_value,
     is_literal_key,
     own_jumps,
     parenthesized,
     positional,
-    short,
     single_index,
 )
 
@@ -180,7 +184,7 @@ class LoopAnalysis(MethodState):
         element_target = names[0] if len(names) == 1 else ", ".join(names)
         prelude = None
         if need_index and reverse:
-            counter = fresh(f"{index}_rev", taken, f"{index}_rev")
+            counter = fresh_name(f"{index}_rev", taken=taken)
             self.chosen[id(loop)].add(counter)
             target = f"{counter}, {parenthesized(element_target, len(names))}"
             iterable = f"enumerate({iterable})"
@@ -202,7 +206,7 @@ class LoopAnalysis(MethodState):
         what = f"`{header}` (line {self.rule.line_of(loop)})"
         call = loop.iter
         assert isinstance(call, cst.Call)
-        message = f"reversed({short(call.args[0].value)})"
+        message = f"reversed({short_source(call.args[0].value)})"
         refusal = self._common_refusal(loop, element, what)
         if refusal is not None:
             return self.refuse(call, TSF202, message, f"{refusal}; not rewritten")

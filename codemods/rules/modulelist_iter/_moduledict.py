@@ -6,12 +6,11 @@ from __future__ import annotations
 import itertools
 
 import libcst as cst
-from tsfix.codemods.facts.syntax import code_of, find_all, self_attr
+from tsfix.codemods.facts.syntax import code_of, find_all, fresh_name, self_attr
 from tsfix.codemods.rules.modulelist_iter._base import MethodState
 from tsfix.codemods.rules.modulelist_iter._common import (
     Hoist,
     element_name,
-    fresh,
     is_literal_key,
     path_to,
     single_index,
@@ -61,10 +60,9 @@ class DictLookups(MethodState):
             avoid = taken | results | {n for b, names in loop_names.items() if b != block
                                        for n in names}
             element = element_name(attr, "dict", avoid)
-            name = fresh("name", avoid | {element}, f"{base}_name")
+            name = fresh_name("name", f"{base}_name", taken=avoid | {element})
             every_loop_name = {n for names in loop_names.values() for n in names}
-            result = fresh(f"{base}_out", avoid | every_loop_name | {element, name},
-                           f"{base}_out")
+            result = fresh_name(f"{base}_out", taken=avoid | every_loop_name | {element, name})
             results.add(result)
             loop_names.setdefault(block, set()).update((element, name))
             index = single_index(first)

@@ -9,14 +9,19 @@ import itertools
 
 import libcst as cst
 from libcst.helpers import get_full_name_for_node
-from tsfix.codemods.facts.syntax import code_of, find_all, parameters_of, self_attr
+from tsfix.codemods.facts.syntax import (
+    bound_names,
+    code_of,
+    find_all,
+    fresh_name,
+    parameters_of,
+    self_attr,
+)
 from tsfix.codemods.rules.modulelist_iter._base import MethodState
 from tsfix.codemods.rules.modulelist_iter._common import (
     Selection,
     SelectPlan,
-    bound_names,
     element_name,
-    fresh,
     int_value,
     is_literal_key,
     positional,
@@ -219,7 +224,7 @@ class Selections(MethodState):
             assert attr is not None and index is not None
             element = element_name(attr, "list", taken | {s.element for s in selections}
                                    | counters)
-            counter = fresh("j", taken | counters | {element}, "j")
+            counter = fresh_name("j", taken=taken | counters | {element})
             counters.add(counter)
             lower = self._lower_bound(index, 0)
             nonnegative = lower is not None and lower >= 0
@@ -258,7 +263,7 @@ class Selections(MethodState):
         taken = (set(self.names) | {n for names in self.chosen.values() for n in names}
                  | {n for names in self.select_names.values() for n in names}
                  | {s.counter for s in plan.selections} | self.results)
-        plan.result = fresh(f"{base}_out", taken, f"{base}_out")
+        plan.result = fresh_name(f"{base}_out", taken=taken)
         self.results.add(plan.result)
 
     # ---- what a name holds ------------------------------------------------------------------

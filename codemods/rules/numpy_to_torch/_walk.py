@@ -10,7 +10,7 @@ from dataclasses import replace
 
 import libcst as cst
 from tsfix.codemods.facts.numpy_usage import numpy_uses
-from tsfix.codemods.facts.syntax import code_of, find_all
+from tsfix.codemods.facts.syntax import bound_names, code_of, find_all
 from tsfix.codemods.rules.numpy_to_torch._expressions import Expressions
 from tsfix.codemods.rules.numpy_to_torch._state import Outcome, Unit
 from tsfix.codemods.rules.numpy_to_torch._values import (
@@ -151,7 +151,7 @@ class MethodTranslator(Expressions):
         flagged = {n: env[n] for n in reads if n in env and (env[n].kind in FLAGGED
                                                               or env[n].strong)}
         numpyish = bool(uses) or any(v.kind in FLAGGED for v in flagged.values())
-        targets = _bound_names(node) if unit.kind == "small" else []
+        targets = bound_names(node) if unit.kind == "small" else set()
         if not numpyish and not flagged:
             for name in targets:
                 env.pop(name, None)
@@ -368,19 +368,3 @@ def _reads(node: cst.CSTNode) -> set[str]:
             if isinstance(name, cst.Name):
                 skip.add(id(name))
     return {n.value for n in find_all(node, cst.Name) if id(n) not in skip}
-
-
-def _bound_names(node: cst.CSTNode) -> list[str]:
-    found: list[str] = []
-    if isinstance(node, cst.Assign):
-        targets = [t.target for t in node.targets]
-    elif isinstance(node, cst.AnnAssign | cst.AugAssign):
-        targets = [node.target]
-    else:
-        return found
-    for target in targets:
-        if isinstance(target, cst.Name):
-            found.append(target.value)
-        elif isinstance(target, cst.Tuple | cst.List):
-            found.extend(e.value.value for e in target.elements if isinstance(e.value, cst.Name))
-    return found
