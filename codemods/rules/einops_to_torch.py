@@ -1,0 +1,305 @@
+"""``einops-to-torch``: einops ``rearrange``/``repeat``/``reduce`` calls with a literal pattern
+become tensor methods.
+
+What it does
+    In compiled code (``forward()``, ``@torch.jit.export`` methods and the methods they call;
+    not ``@torch.jit.ignore`` methods nor ``if not torch.jit.is_scripting():`` branches), each
+    call of ``einops.rearrange``, ``einops.repeat`` or ``einops.reduce`` (however imported)
+    whose pattern is a string literal becomes a chain of tensor methods on its input, following
+    einops' own recipe for torch step by step: ``unflatten`` splits a composite input axis
+    (``(h d)``, the one length not given is ``-1``), ``squeeze`` drops a length-1 input axis,
+    ``sum``/``mean``/``amax``/``amin`` (``prod``/``any``/``all`` one axis at a time, as einops
+    does) reduce, ``permute`` (``transpose`` for a swap, ``movedim`` around an ellipsis)
+    reorders, ``unsqueeze`` + ``expand`` add the new axes of ``repeat`` (their lengths from the
+    keyword arguments), and ``flatten`` merges composite output axes::
+
+        q = rearrange(q, 'b n (h d) -> b h n d', h=self.heads)
+        ->  q = q.unflatten(2, (self.heads, -1)).transpose(1, 2)
+
+    The call is replaced where it stands: no statement is added and no name is bound, the input
+    is evaluated once (each method reads only the tensor it is applied to, never its shape), and
+    the result is still an expression, so a call inside a lambda or a comprehension is rewritten
+    the same way. One case reads the input's shape: ``repeat`` with an ellipsis and a new axis,
+    where ``expand`` needs every length (``x.unsqueeze(0).expand([b] + list(x.shape[:-1]) +
+    [-1])``); it is rewritten only when the input is a name or an attribute. The
+    ``einops.layers.torch`` layers script as they are and are left alone, as is the einops
+    import.
+
+Why it breaks export
+    TorchScript cannot compile einops' functions (they parse the pattern in Python and cache
+    recipes): scripting a model that calls them in ``forward`` fails. ``torch.export`` traces
+    through einops, so this rule serves the TorchScript target only.
+
+Example
+    Before::
+
+        def forward(self, x):
+            b = x.shape[0]
+            cls_tokens = repeat(self.cls_token, '1 1 d -> b 1 d', b=b)
+            x = torch.cat((cls_tokens, x), dim=1)
+            q, k, v = self.to_qkv(x).chunk(3, dim=-1)
+            q = rearrange(q, 'b n (h d) -> b h n d', h=self.heads)
+            out = rearrange(q.softmax(-1), 'b h n d -> b n (h d)')
+            return reduce(out, 'b n d -> b d', 'mean')
+
+    After::
+
+        def forward(self, x):
+            b = x.shape[0]
+            cls_tokens = self.cls_token.expand(b, -1, -1)
+            x = torch.cat((cls_tokens, x), dim=1)
+            q, k, v = self.to_qkv(x).chunk(3, dim=-1)
+            q = q.unflatten(2, (self.heads, -1)).transpose(1, 2)
+            out = q.softmax(-1).transpose(1, 2).flatten(2)
+            return out.mean(1)
+
+Fix safety
+    Exact on every input einops accepts: the same operations in the same order (the rule's
+    tests compare it with einops itself, eager and scripted, on a table of patterns and
+    shapes, bit for bit). A ``repeat`` gives an ``expand`` view where einops' reshape would
+    also give a view, a copy otherwise (``flatten`` is ``reshape``). Inputs einops rejects
+    fail differently or not at all: a length given for an axis that is not split (``'b h ->
+    h b', h=4``) is not checked (the keyword is dropped, and only when it calls nothing), and
+    ``squeeze`` of a length-1 axis does not check that length. Refused, with the reason
+    (``tsfix check`` shows it, TSF236): a pattern or reduction that is not a string literal,
+    a composite with two lengths not given, an ellipsis on one side only (a reduction over
+    it) or inside parentheses in the input, patterns einops rejects, a list or tuple input
+    (einops stacks it), a callable reduction, ``*args``/``**kwargs`` in the call, and
+    ``repeat`` with an ellipsis and a new axis on an input that is not a name or attribute.
+"""
+
+from __future__ import annotations
+
+import libcst as cst
+from tsfix.codemods.facts.classes import ClassFacts
+from tsfix.codemods.facts.prefilter import AstFile
+from tsfix.codemods.facts.syntax import code_of, find_all, qualified_name
+from tsfix.codemods.rules._einops_pattern import KINDS, Plan, Unsupported, plan
+from tsfix.codemods.rules.base import ClassChange, Code, Example, Rule
+
+_CODE = "TSF236"
+# Expressions that need no parentheses as the receiver of ``.method()`` or as an element of a
+# call's arguments.
+_ATOMS = (cst.Name, cst.Attribute, cst.Call, cst.Subscript, cst.Integer, cst.Float,
+          cst.SimpleString)
+_ARGUMENT_SAFE = (*_ATOMS, cst.BinaryOperation, cst.UnaryOperation)
+
+
+def _einops_kind(qualified: str | None) -> str | None:
+    """``rearrange`` for ``einops.rearrange`` (or ``einops.einops.rearrange``)."""
+    if qualified is None:
+        return None
+    module, _, kind = qualified.rpartition(".")
+    return kind if kind in KINDS and module in ("einops", "einops.einops") else None
+
+
+def _shown(node: cst.CSTNode) -> str:
+    """One line of source for a message, at most about 80 characters."""
+    text = " ".join(code_of(node).split()).replace("( ", "(").replace(" )", ")")
+    return text if len(text) <= 80 else text[:77] + "..."
+
+
+def _string(node: cst.BaseExpression) -> str | None:
+    if isinstance(node, cst.SimpleString | cst.ConcatenatedString):
+        value = node.evaluated_value
+        return value if isinstance(value, str) else None
+    return None
+
+
+def _receiver(node: cst.BaseExpression) -> str:
+    text = code_of(node)
+    return text if isinstance(node, _ATOMS) or node.lpar else f"({text})"
+
+
+class _Site:
+    """One einops call the rule rewrites: the call, what kind, and the planned chain."""
+
+    def __init__(self, call: cst.Call, kind: str, chain: Plan) -> None:
+        self.call, self.kind, self.plan = call, kind, chain
+
+
+class EinopsToTorch(Rule):
+    __doc__ = __doc__
+    name = "einops-to-torch"
+    # --rule all order: early, on the code as written, before the rules that type or move
+    # code: sum-tensors (60) and annotate (100) see `x.unflatten(...)`, a tensor method, where
+    # an einops call told them nothing about its argument or result. The rewrite is an
+    # expression, so a call inside a lambda is rewritten whichever runs first.
+    order = 35
+    targets = ("torchscript",)
+    off_target = "torch.export traces einops calls as they are"
+    CODES = (
+        Code(_CODE, "einops-call", "einops rearrange/repeat/reduce call",
+             "TorchScript cannot compile einops' functions. Write the pattern as tensor "
+             "methods (unflatten, permute, flatten, expand, mean, ...), or use the "
+             "einops.layers.torch layers, which script."),
+    )
+    summary = ("einops rearrange/repeat/reduce calls with a literal pattern become "
+               "unflatten/permute/flatten/expand/mean... chains, exact in eager mode")
+
+    VALID = (
+        # A layer of einops.layers.torch scripts; a call in an ignored method is not compiled.
+        """
+import torch
+from torch import nn
+from einops import rearrange
+from einops.layers.torch import Rearrange
+class M(nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.to_tokens = Rearrange('b c h w -> b (h w) c')
+    def forward(self, x):
+        return self.to_tokens(x)
+    @torch.jit.ignore
+    def show(self, x):
+        return rearrange(x, 'b n d -> b d n')
+""",
+    )
+    INVALID = (
+        Example(
+            """
+import torch
+from torch import nn
+from einops import rearrange, repeat, reduce
+class M(nn.Module):
+    def __init__(self, heads=2):
+        super().__init__()
+        self.heads = heads
+        self.cls_token = nn.Parameter(torch.randn(1, 1, 8))
+    def forward(self, x):
+        b = x.shape[0]
+        x = torch.cat((repeat(self.cls_token, '1 1 d -> b 1 d', b=b), x), dim=1)
+        q = rearrange(x, 'b n (h d) -> b h n d', h=self.heads)
+        out = rearrange(q.softmax(-1), 'b h n d -> b n (h d)')
+        return reduce(out, 'b n d -> b d', 'mean')
+""",
+            """
+import torch
+from torch import nn
+from einops import rearrange, repeat, reduce
+class M(nn.Module):
+    def __init__(self, heads=2):
+        super().__init__()
+        self.heads = heads
+        self.cls_token = nn.Parameter(torch.randn(1, 1, 8))
+    def forward(self, x):
+        b = x.shape[0]
+        x = torch.cat((self.cls_token.expand(b, -1, -1), x), dim=1)
+        q = x.unflatten(2, (self.heads, -1)).transpose(1, 2)
+        out = q.softmax(-1).transpose(1, 2).flatten(2)
+        return out.mean(1)
+""",
+        ),
+    )
+
+    @classmethod
+    def may_apply(cls, file: AstFile) -> bool:
+        return any(full == "einops" or _einops_kind(full) is not None
+                   for full in file.imports.values())
+
+    def rewrite_class(self, cls: cst.ClassDef) -> cst.ClassDef:
+        if not self.facts.is_module_class(cls):
+            return cls
+        facts = self.class_facts(cls)
+        sites: dict[int, _Site] = {}
+        parts: list[str] = []
+        for method, func in facts.compiled_methods():
+            skipped = facts.never_compiled(method)
+            for call in find_all(func.body, cst.Call):
+                kind = _einops_kind(qualified_name(call.func, self.facts.imports))
+                if kind is None or id(call) in skipped:
+                    continue
+                message = f"{_shown(call)} is an einops call"
+                try:
+                    chain = self._plan(facts, method, call, kind)
+                except Unsupported as refusal:
+                    self.skip(cls.name.value, call, f"not rewritten: {refusal}", code=_CODE,
+                              message=message)
+                    continue
+                self.fixed(call, _CODE, message)
+                sites[id(call)] = _Site(call, kind, chain)
+                after = _build(call, chain)
+                parts.append(f"line {self.line_of(call)}: `{_shown(call)}` -> `{_shown(after)}`")
+        if not sites:
+            return cls
+        rewritten = cls.visit(_Apply(sites))
+        assert isinstance(rewritten, cst.ClassDef)
+        self.changes.append(ClassChange(self.name, cls.name.value, self.span_of(cls),
+                                        "; ".join(parts)))
+        return rewritten
+
+    def _plan(self, facts: ClassFacts, method: str, call: cst.Call, kind: str) -> Plan:
+        """The chain for one call, or :class:`Unsupported` saying why not."""
+        positional = [a for a in call.args if a.keyword is None and not a.star]
+        if any(a.star for a in call.args):
+            raise Unsupported("arguments passed with * or **")
+        keywords = {a.keyword.value: a.value for a in call.args if a.keyword is not None}
+        wanted = ["tensor", "pattern", "reduction"] if kind == "reduce" else ["tensor", "pattern"]
+        if len(positional) > len(wanted):
+            raise Unsupported("more positional arguments than einops takes")
+        values = {name: arg.value for name, arg in zip(wanted, positional, strict=False)}
+        for name in wanted:
+            if name in keywords:
+                values[name] = keywords.pop(name)
+        if set(wanted) - set(values):
+            raise Unsupported(f"no {', '.join(sorted(set(wanted) - set(values)))} argument")
+        pattern = _string(values["pattern"])
+        if pattern is None:
+            raise Unsupported("the pattern is not a string literal")
+        reduction = _string(values["reduction"]) if kind == "reduce" else None
+        if kind == "reduce" and reduction is None:
+            raise Unsupported("the reduction is not a string literal (a callable, or computed)")
+        tensor = values["tensor"]
+        if isinstance(tensor, cst.List | cst.Tuple):
+            raise Unsupported("the input is a list or tuple: einops stacks it first")
+        known = facts.typer(method).type_of(tensor)
+        if known is not None and known != "Tensor":
+            raise Unsupported(f"the input is a {known}, not a tensor: einops stacks a list")
+        sizes = {name: _argument(value) for name, value in keywords.items()}
+        chain = plan(kind, pattern, sizes, reduction)
+        dropped = [name for name in keywords if name not in chain.used
+                   and find_all(keywords[name], cst.Call)]
+        if dropped:
+            raise Unsupported(f"the length of {', '.join(dropped)} is only checked by einops, "
+                              "and dropping it would skip the call computing it")
+        if chain.reads_input_again and not _is_plain_reference(tensor):
+            raise Unsupported("expand() after an ellipsis needs the input's shape, and the "
+                              "input is not a name or attribute to read twice")
+        return chain
+
+
+def _argument(value: cst.BaseExpression) -> str:
+    text = code_of(value)
+    return text if isinstance(value, _ARGUMENT_SAFE) or value.lpar else f"({text})"
+
+
+def _is_plain_reference(node: cst.BaseExpression) -> bool:
+    while isinstance(node, cst.Attribute):
+        node = node.value
+    return isinstance(node, cst.Name)
+
+
+def _build(call: cst.Call, chain: Plan) -> cst.BaseExpression:
+    """The replacement of ``call`` (whose input may already hold rewritten calls)."""
+    tensor = next((a.value for a in call.args if a.keyword is None)
+                  if any(a.keyword is None for a in call.args)
+                  else (a.value for a in call.args
+                        if a.keyword is not None and a.keyword.value == "tensor"))
+    receiver = _receiver(tensor)
+    if not chain.calls:
+        return cst.parse_expression(receiver)
+    return cst.parse_expression(receiver + chain.chain(receiver))
+
+
+class _Apply(cst.CSTTransformer):
+    def __init__(self, sites: dict[int, _Site]) -> None:
+        self.sites = sites
+
+    def leave_Call(self, original_node: cst.Call, updated_node: cst.Call) -> cst.BaseExpression:
+        site = self.sites.get(id(original_node))
+        if site is None:
+            return updated_node
+        rebuilt = _build(updated_node, site.plan)
+        if original_node.lpar:
+            rebuilt = rebuilt.with_changes(lpar=original_node.lpar, rpar=original_node.rpar)
+        return rebuilt

@@ -1,0 +1,298 @@
+"""einops-to-torch: the planned chains against einops itself (eager and scripted, bit for bit,
+on a table of patterns and shapes); patterns einops rejects are refused; the rule's rewrites
+in context (lambdas, nested calls, aliases, parenthesised inputs), what it leaves alone, its
+refusals with a reason and a check code, and the fixtures failing to script before the rule and
+scripting with parity after it. The fixture pairs are validated by tests/test_fixtures.py."""
+
+from __future__ import annotations
+
+import re
+import textwrap
+import warnings
+from typing import Any
+
+import libcst as cst
+import pytest
+from conftest import FIXTURES_ROOT, fixture_pairs, load_module
+from tsfix.codemods.pipeline.rewrite import Rewrite, rewrite_source
+from tsfix.codemods.rules._einops_pattern import Unsupported, plan
+from tsfix.codemods.rules.einops_to_torch import EinopsToTorch
+
+FIXTURES = FIXTURES_ROOT / "einops-to-torch"
+HEADER = ("import torch\nimport einops\nfrom torch import nn\n"
+          "from einops import rearrange, repeat, reduce\nclass M(nn.Module):\n")
+
+# (function, pattern, axis lengths, reduction, input shape)
+PATTERNS: list[tuple[str, str, dict[str, int], str | None, tuple[int, ...]]] = [
+    ("rearrange", "b n (h d) -> b h n d", {"h": 4}, None, (2, 3, 8)),
+    ("rearrange", "b h n d -> b n (h d)", {}, None, (2, 4, 3, 5)),
+    ("rearrange", "b c h w -> b (h w) c", {}, None, (2, 3, 4, 5)),
+    ("rearrange", "b (h w) c -> b c h w", {"h": 2}, None, (2, 6, 3)),
+    ("rearrange", "b c (h p1) (w p2) -> b (h w) (p1 p2 c)", {"p1": 2, "p2": 2}, None,
+     (2, 3, 4, 6)),
+    ("rearrange", "b (h w) -> b h w", {"h": 2, "w": 3}, None, (4, 6)),
+    ("rearrange", "(b x y) d -> b x y d", {"x": 2, "y": 3}, None, (12, 5)),
+    ("rearrange", "(b h) n d -> b n (h d)", {"h": 2}, None, (4, 3, 5)),
+    ("rearrange", "b v c t h w -> b v t c h w", {}, None, (1, 2, 3, 4, 2, 2)),
+    ("rearrange", "b n d -> b n d", {}, None, (2, 3, 4)),
+    ("rearrange", "b h -> h b", {"h": 3}, None, (2, 3)),
+    # length-1 axes: 1 and ()
+    ("rearrange", "b j -> b 1 1 j", {}, None, (2, 3)),
+    ("rearrange", "b 1 d -> b d", {}, None, (2, 1, 4)),
+    ("rearrange", "b () d -> b d ()", {}, None, (2, 1, 4)),
+    ("rearrange", "i j h -> () h i j", {}, None, (2, 3, 4)),
+    ("rearrange", "b (h 1 w) -> b h w", {"h": 2}, None, (2, 6)),
+    # the ellipsis, with several axes and with none
+    ("rearrange", "b ... d -> b (...) d", {}, None, (2, 3, 4, 5)),
+    ("rearrange", "b ... d -> b (...) d", {}, None, (2, 5)),
+    ("rearrange", "... -> 1 ...", {}, None, (2, 3)),
+    ("rearrange", "i ... -> i 1 ...", {}, None, (2, 3, 4)),
+    ("rearrange", "... d j -> ... (d j)", {}, None, (2, 3, 4)),
+    ("rearrange", "... (d j) -> ... d j", {"j": 2}, None, (2, 3, 4)),
+    ("rearrange", "b ... d -> b d ...", {}, None, (2, 3, 4, 5)),
+    ("rearrange", "b ... d -> b d ...", {}, None, (2, 5)),
+    ("rearrange", "b x ... y -> y ... b x", {}, None, (2, 3, 4, 5, 6)),
+    ("rearrange", "b x ... y -> y ... b x", {}, None, (2, 3, 6)),
+    ("rearrange", "... h d -> ... d h", {}, None, (2, 3, 4)),
+    # repeat: new axes named and numbered, in composites, around an ellipsis
+    ("repeat", "1 1 d -> b 1 d", {"b": 3}, None, (1, 1, 4)),
+    ("repeat", "() n d -> b n d", {"b": 3}, None, (1, 2, 4)),
+    ("repeat", "n d -> b n d", {"b": 3}, None, (2, 4)),
+    ("repeat", "d -> b 1 d", {"b": 3}, None, (4,)),
+    ("repeat", "1 1 d -> b f 1 d", {"b": 2, "f": 3}, None, (1, 1, 4)),
+    ("repeat", "b n d -> b n (d j)", {"j": 2}, None, (2, 3, 4)),
+    ("repeat", "h w -> h w 3", {}, None, (2, 3)),
+    ("repeat", "h w -> (h 2) (w 3)", {}, None, (2, 3)),
+    ("repeat", "h w -> (2 h) w", {}, None, (2, 3)),
+    ("repeat", "n d -> b x y n d", {"b": 2, "x": 2, "y": 3}, None, (2, 4)),
+    ("repeat", "w i j -> w b h i j", {"b": 2, "h": 3}, None, (2, 3, 4)),
+    ("repeat", "... d -> b ... d", {"b": 3}, None, (2, 4)),
+    ("repeat", "... d -> b ... d", {"b": 3}, None, (4,)),
+    ("repeat", "b ... -> b r ...", {"r": 2}, None, (2, 3, 4)),
+    ("repeat", "b n -> b n", {}, None, (2, 3)),
+    # reduce: every reduction, keepdim-like outputs, anonymous pooling axes
+    ("reduce", "b n d -> b d", {}, "mean", (2, 3, 4)),
+    ("reduce", "b c h w -> b c", {}, "mean", (2, 3, 4, 5)),
+    ("reduce", "b c h w -> b c 1 1", {}, "max", (2, 3, 4, 5)),
+    ("reduce", "b c h w -> b c () ()", {}, "sum", (2, 3, 4, 5)),
+    ("reduce", "b h n f p -> b h n f", {}, "sum", (2, 3, 4, 5, 2)),
+    ("reduce", "b (f patch) d -> b f d", {"patch": 2}, "mean", (2, 6, 4)),
+    ("reduce", "b c (h 2) (w 2) -> b c h w", {}, "max", (2, 3, 4, 6)),
+    ("reduce", "b c h w -> c", {}, "prod", (2, 3, 4, 5)),
+    ("reduce", "b c h w -> b h", {}, "min", (2, 3, 4, 5)),
+    ("reduce", "b ... c -> b ...", {}, "mean", (2, 3, 4, 5)),
+    ("reduce", "b n d -> d b", {}, "mean", (2, 3, 4)),
+    ("reduce", "b n d -> b 1 d", {}, "mean", (2, 3, 4)),
+    ("reduce", "b n d -> b d", {}, "any", (2, 3, 4)),
+    ("reduce", "(b 2) d -> b", {}, "all", (4, 3)),
+]
+
+
+def _run(kind: str, pattern: str, lengths: dict[str, int], reduction: str | None,
+         shape: tuple[int, ...]) -> tuple[Any, Any, Any, str]:
+    torch = pytest.importorskip("torch")
+    einops = pytest.importorskip("einops")
+    x = torch.randn(*shape) if reduction not in ("any", "all") else torch.randn(*shape) > 0
+    extra = (reduction,) if reduction else ()
+    expected = getattr(einops, kind)(x, pattern, *extra, **lengths)
+    chain = plan(kind, pattern, {name: name for name in lengths}, reduction)
+    code = "inp" + chain.chain("inp")
+    got = eval(code, {"inp": x, **lengths})     # the chain as the rule writes it
+    params = ", ".join(["inp: torch.Tensor", *(f"{name}: int" for name in lengths)])
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", DeprecationWarning)
+        unit = torch.jit.CompilationUnit(f"def f({params}):\n    return {code}\n")
+    scripted = unit.f(x, *lengths.values())
+    return expected, got, scripted, code
+
+
+@pytest.mark.parametrize(("kind", "pattern", "lengths", "reduction", "shape"), PATTERNS,
+                         ids=[f"{p[0]}:{p[1]}:{p[4]}" for p in PATTERNS])
+def test_chain_equals_einops_eager_and_scripted(kind: str, pattern: str,
+                                                lengths: dict[str, int],
+                                                reduction: str | None,
+                                                shape: tuple[int, ...]) -> None:
+    torch = pytest.importorskip("torch")
+    expected, got, scripted, code = _run(kind, pattern, lengths, reduction, shape)
+    for result in (got, scripted):
+        assert result.shape == expected.shape, code
+        assert result.dtype == expected.dtype, code
+        assert torch.equal(result, expected), code
+
+
+def test_chains_read_like_the_hand_written_code() -> None:
+    assert plan("rearrange", "b n (h d) -> b h n d", {"h": "self.heads"}).calls == [
+        "unflatten(2, (self.heads, -1))", "transpose(1, 2)"]
+    assert plan("repeat", "1 1 d -> b 1 d", {"b": "b"}).calls == ["expand(b, -1, -1)"]
+    assert plan("reduce", "b c h w -> b c 1 1", {}, "mean").calls == [
+        "mean([2, 3], keepdim=True)"]
+    identity = plan("rearrange", "b n d -> b n d", {})
+    assert identity.calls == [] and not identity.reads_input_again
+    # the given length of an axis that is not split is only checked by einops
+    assert plan("rearrange", "b h -> h b", {"h": "4"}).used == set()
+
+
+# (function, pattern, lengths, reduction, an input einops rejects it on or None when einops
+# accepts the pattern and the rule cannot prove it, why)
+REFUSED: list[tuple[str, str, dict[str, int], str | None, tuple[int, ...] | None, str]] = [
+    ("rearrange", "b (h d) -> b h d", {}, None, None, "only one axis of a composite"),
+    ("rearrange", "b ... d -> b d", {}, None, None, "ellipsis on one side only"),
+    ("rearrange", "(b ...) d -> b d", {}, None, None, "ellipsis inside parentheses"),
+    ("rearrange", "b n d -> b d", {}, None, (2, 3, 4), "on one side only"),
+    ("rearrange", "b n -> b n 2", {}, None, (2, 3), "numbered axis other than 1"),
+    ("rearrange", "b (n (h d)) -> b n h d", {}, None, (2, 12), "nested parentheses"),
+    ("rearrange", "b n n -> b n", {}, None, (2, 3, 3), "named twice"),
+    ("rearrange", "b n d", {}, None, (2, 3, 4), "no single '->'"),
+    ("rearrange", "b n -> n b", {"k": 2}, None, (2, 3), "not in the pattern"),
+    ("repeat", "n d -> b n d", {}, None, (2, 3), "no length given for the new axis b"),
+    ("reduce", "b n d -> b d", {}, "median", (2, 3, 4), "not one of"),
+    ("reduce", "b n -> b n k", {"k": 2}, "mean", (2, 3), "not in the input of reduce"),
+]
+
+
+@pytest.mark.parametrize(("kind", "pattern", "lengths", "reduction", "shape", "why"), REFUSED,
+                         ids=[f"{p[0]}:{p[1]}" for p in REFUSED])
+def test_patterns_einops_rejects_or_that_cannot_be_proven_are_refused(
+        kind: str, pattern: str, lengths: dict[str, int], reduction: str | None,
+        shape: tuple[int, ...] | None, why: str) -> None:
+    with pytest.raises(Unsupported, match=why):
+        plan(kind, pattern, {name: str(n) for name, n in lengths.items()}, reduction)
+    if shape is None:
+        return
+    torch = pytest.importorskip("torch")
+    einops = pytest.importorskip("einops")
+    extra = (reduction,) if reduction else ()
+    with pytest.raises((einops.EinopsError, ValueError)):
+        getattr(einops, kind)(torch.zeros(*shape), pattern, *extra, **lengths)
+
+
+def rewrite(code: str) -> Rewrite:
+    result = rewrite_source(textwrap.dedent(code), "m.py", [EinopsToTorch])
+    cst.parse_module(result.text)
+    again = rewrite_source(result.text, "m.py", [EinopsToTorch])
+    assert not again.changed and again.text == result.text, "not a fixed point"
+    return result
+
+
+def method(body: str, signature: str = "self, x") -> str:
+    return HEADER + f"    def forward({signature}):\n" + textwrap.indent(
+        textwrap.dedent(body), "        ")
+
+
+@pytest.mark.parametrize(("before", "after"), [
+    # inside a lambda and a comprehension: still one expression
+    ("f = map(lambda t: rearrange(t, 'b n (h d) -> b h n d', h=2), x.chunk(3, -1))\n"
+     "return [repeat(t, 'n d -> b n d', b=2) for t in f]\n",
+     "f = map(lambda t: t.unflatten(2, (2, -1)).transpose(1, 2), x.chunk(3, -1))\n"
+     "return [t.unsqueeze(0).expand(2, -1, -1) for t in f]\n"),
+    # nested calls, the module imported as einops, keyword arguments
+    ("return einops.reduce(rearrange(x, 'b c h w -> b h w c'), pattern='b h w c -> b c',"
+     " reduction='mean')\n",
+     "return x.permute(0, 2, 3, 1).mean([1, 2])\n"),
+    # an input that needs parentheses, and an identity pattern
+    ("return rearrange(x + 1, 'b n -> n b') * rearrange(x - 1, 'b n -> b n')\n",
+     "return (x + 1).transpose(0, 1) * (x - 1)\n"),
+    # a length given by an expression, and one only checked (dropped)
+    ("return rearrange(x, 'b (h d) -> h b d', h=x.shape[1] // 2, b=x.shape[0])\n",
+     "return x.unflatten(1, (x.shape[1] // 2, -1)).transpose(0, 1)\n"),
+])
+def test_rewrites_in_context(before: str, after: str) -> None:
+    result = rewrite(method(before))
+    assert result.text == method(after)
+    calls = len(re.findall(r"\b(?:rearrange|repeat|reduce)\(", before))
+    assert [f.code for f in result.fixes] == ["TSF236"] * calls
+    assert result.changes[0].rule == "einops-to-torch"
+
+
+def test_alias_import_is_followed() -> None:
+    code = ("import torch\nfrom torch import nn\nfrom einops import rearrange as r\n"
+            "class M(nn.Module):\n    def forward(self, x):\n"
+            "        return r(x, 'b n d -> b d n')\n")
+    assert rewrite(code).text == code.replace("r(x, 'b n d -> b d n')", "x.transpose(1, 2)")
+
+
+@pytest.mark.parametrize(("body", "reason"), [
+    ("p = 'b n -> n b'\nreturn rearrange(x, p)\n", "pattern is not a string literal"),
+    ("return rearrange([x, x], 'k b n -> b n k')\n", "list or tuple"),
+    ("return reduce(x, 'b n -> b', torch.mean)\n", "reduction is not a string literal"),
+    ("return rearrange(x, 'b (h d) -> b h d')\n", "only one axis of a composite"),
+    ("return rearrange(x, 'b h -> h b', h=len(self.fc(x)))\n", "skip the call"),
+    ("return repeat(self.fc(x), '... d -> b ... d', b=2)\n", "not a name or attribute"),
+    ("return rearrange(x, *self.args)\n", "arguments passed with * or **"),
+    ("return reduce(x, 'b ... d -> b d', 'mean')\n", "ellipsis on one side only"),
+])
+def test_refusals_leave_the_call_with_a_reason_and_a_check_code(body: str, reason: str) -> None:
+    code = method(body)
+    result = rewrite(code)
+    assert result.text == textwrap.dedent(code) and result.fixes == []
+    assert [(s.code, s.class_name) for s in result.skips] == [("TSF236", "M")]
+    assert reason in result.skips[0].reason
+    assert result.skips[0].message.endswith("is an einops call")
+
+
+def test_list_typed_input_is_refused() -> None:
+    code = method("return rearrange(xs, 'k b -> b k')\n",
+                  "self, xs: List[torch.Tensor]").replace("import torch\n",
+                                                          "from typing import List\nimport torch\n")
+    result = rewrite(code)
+    assert not result.changed and "einops stacks a list" in result.skips[0].reason
+
+
+def test_uncompiled_code_and_layers_are_left_alone() -> None:
+    code = HEADER + textwrap.indent(textwrap.dedent("""\
+        def forward(self, x):
+            if not torch.jit.is_scripting():
+                print(rearrange(x, 'b n -> n b'))
+            return self.show(x) if False else x
+        @torch.jit.ignore
+        def show(self, x):
+            return rearrange(x, 'b n -> n b')
+        def helper(self, x):
+            return rearrange(x, 'b n -> n b')
+        """), "    ")
+    result = rewrite(code)
+    assert result.text == code and result.fixes == [] and result.skips == []
+
+
+def test_may_apply_needs_an_einops_import() -> None:
+    from tsfix.codemods.facts.prefilter import AstFile
+
+    assert EinopsToTorch.may_apply(AstFile(method("return rearrange(x, 'b n -> n b')\n")))
+    assert EinopsToTorch.may_apply(AstFile("import einops as E\n"))
+    assert not EinopsToTorch.may_apply(AstFile(
+        "from torch import nn\nclass M(nn.Module):\n    def forward(self, x):\n"
+        "        return rearrange(x, 'b n -> n b')\n"))
+
+
+def test_fixtures_fail_to_script_before_and_script_with_parity_after() -> None:
+    torch = pytest.importorskip("torch")
+    pytest.importorskip("einops")
+    classes = {"vit": [("Attention", (2, 5, 16)), ("ViT", (2, 3, 8, 8))],
+               "shapes": [("PooledGate", (2, 6, 4, 8)), ("TokenMixer", (2, 3, 5, 4))]}
+    pairs = fixture_pairs(FIXTURES)
+    assert {before.name.split(".")[0] for before, _ in pairs} == set(classes)
+    for before, after in pairs:
+        stem = before.name.split(".")[0]
+        original = load_module(before, f"einops_{stem}_in")
+        written = load_module(after, f"einops_{stem}_out")
+        for name, shape in classes[stem]:
+            torch.manual_seed(0)
+            reference = getattr(original, name)().eval()
+            rewritten = getattr(written, name)().eval()
+            rewritten.load_state_dict(reference.state_dict())
+            with warnings.catch_warnings():
+                warnings.simplefilter("ignore", DeprecationWarning)
+                with pytest.raises(Exception, match=r"einops|rearrange|reduce|repeat"):
+                    torch.jit.script(reference)
+                scripted = torch.jit.script(rewritten)
+            x = torch.randn(*shape)
+            with torch.no_grad():
+                expected = _outputs(reference(x))
+                for got in (_outputs(rewritten(x)), _outputs(scripted(x))):
+                    assert len(got) == len(expected)
+                    for e, g in zip(expected, got, strict=True):
+                        assert torch.equal(e, g), (before.name, name)
+
+
+def _outputs(value: Any) -> tuple[Any, ...]:
+    return tuple(value) if isinstance(value, tuple) else (value,)
