@@ -150,7 +150,8 @@ def test_findings_carry_class_method_and_one_based_column() -> None:
     [finding] = check_source(source, "net.py")
     assert (finding.line, finding.column, finding.code) == (9, 13, "TSF102")
     assert (finding.class_name, finding.method) == ("Net", "helper")
-    assert finding.text() == "net.py:9:13: TSF102 lambda in helper()"
+    assert finding.text() == ("net.py:9:13: TSF102 lambda in helper() "
+                              "(fix: tsfix apply --rule lambda-inline)")
 
 
 def test_scripting_guards_hide_semantic_blockers_but_not_syntax_ones() -> None:
@@ -367,7 +368,8 @@ def test_a_file_name_with_a_newline_stays_one_finding_per_line(tmp_path: Path) -
     (tmp_path / "two\nlines.py").write_text(source)
     done = cli("check", ".", cwd=tmp_path)
     assert done.returncode == 1
-    assert done.stdout.splitlines() == ["two\\nlines.py:6:13: TSF102 lambda in forward()"]
+    assert done.stdout.splitlines() == [
+        "two\\nlines.py:6:13: TSF102 lambda in forward() (fix: tsfix apply --rule lambda-inline)"]
 
 
 # ---- types TorchScript cannot merge: TSF118 returns, TSF119 re-bindings ------------------------
