@@ -247,3 +247,51 @@ def test_originals_fail_with_the_static_length_error() -> None:
         with pytest.raises(Exception, match="cannot statically infer the expected size"):
             torch.jit.script(getattr(original, name)())
         torch.jit.script(getattr(rewritten, name)())
+
+
+# -- starred unpacking: b, n, _, h = *x.shape, self.heads ----------------------------------------
+
+@pytest.mark.parametrize(("line", "expected"), [
+    ("b, n, _, h = *x.shape, self.heads", "b, n, _ = x.shape\n    h = self.heads"),
+    ("b, n, device = *x.shape[:2], x.device", "b, n = x.shape[:2]\n    device = x.device"),
+    ("h, b, n = self.heads, *x.size()", "h = self.heads\n    b, n = x.size()"),
+    ("b, n, c = *s, self.heads", "b, n = s\n    c = self.heads"),
+    ("*_, hh, ww, h = *x.shape, self.heads", "hh, ww, h = x.shape[-2], x.shape[-1], self.heads"),
+    ("b, n, *_, h = *x.shape, self.heads", "b, n, h = x.shape[0], x.shape[1], self.heads"),
+    ("b, x = *x.shape[:1], x + 1", "b, x = x.shape[0], x + 1"),
+])
+def test_starred_unpacking_is_spelled_out(line: str, expected: str) -> None:
+    forward = "def forward(self, x, s: List[int]):\n    {}\n    return x\n"
+    result = rewrite(model(forward.format(line), init="self.heads = 2\n"))
+    assert result.text == model(forward.format(expected), init="self.heads = 2\n")
+    assert [(f.code, f.line) for f in result.fixes] == [("TSF115", 9)]
+    assert result.changes[0].summary == (
+        f"line 9: `{line}` -> `{expected.replace(chr(10) + '    ', '; ')}`")
+    assert rewrite(result.text).changed is False
+
+
+def test_indexed_whole_shape_is_noted() -> None:
+    result = rewrite(model("def forward(self, x):\n    *_, w = *x.shape,\n    return w\n"))
+    assert "w = x.shape[-1]" in result.text
+    assert result.changes[0].notes == [
+        "line 6: the shape is indexed element by element; a tensor of another rank than the "
+        "names give now raises IndexError or is accepted, where unpacking raised ValueError"]
+
+
+@pytest.mark.parametrize(("line", "reason"), [
+    ("a, *rest = *x.shape, 1", "the starred target `rest` is read"),
+    ("a, b = *x.shape, *x.shape", "several starred values"),
+    ("self.a, b = *x.shape,", "a target is not a plain name"),
+    ("a, b, c = *x.shape[:2],", "3 names for the 2 elements of `x.shape[:2]`"),
+    ("a, b = *x.shape, 1, 2, 3", "2 names for at least 3 values"),
+    ("*_, a = *x.shape[1:3],", "a starred target takes the middle of a whole"),
+    ("a, b = *self.make(x).shape, 1", "cannot be spelled element by element"),
+    ("a, b = *x[0].size(), 1", "cannot be spelled element by element"),
+    ("a, b = *t,", "`t` is an unannotated parameter"),
+])
+def test_starred_unpacking_refusals(line: str, reason: str) -> None:
+    forward = f"def forward(self, x, t):\n    {line}\n    return rest if False else x\n"
+    result = rewrite(model(forward))
+    assert not result.changed, result.text
+    [skip] = result.skips
+    assert skip.code == "TSF115" and reason in skip.reason

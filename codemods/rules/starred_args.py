@@ -20,6 +20,15 @@ What it does
     (``x.shape``, ``x.size()``, a slice of either, ``list(...)`` of one), a ``List[int]``
     parameter, local or ``__init__`` attribute, or a list literal.
 
+    A starred sequence of ints unpacked with other values into names is spelled out: one
+    statement per group of names when the names give the length, else the elements indexed
+    (a whole ``x.shape``/``x.size()`` of a plain receiver; a starred target that is never
+    read is dropped)::
+
+        b, n, _, h = *x.shape, self.heads       ->  b, n, _ = x.shape
+                                                    h = self.heads
+        *_, h, w, d = *x.shape, x.dtype         ->  h, w, d = x.shape[-2], x.shape[-1], x.dtype
+
 Why it breaks export
     TorchScript unpacks ``*`` only when the length is static: a tuple scripts, a list fails with
     "cannot statically infer the expected size of a list in this context" -- and ``x.shape`` and
@@ -47,11 +56,16 @@ Fix safety
     ``list(s) + [a]`` holds the same ints as ``(*s, a)``. Spelling a shape slice out
     (``x.shape[:2]`` -> ``x.shape[0], x.shape[1]``) differs only for a tensor with fewer
     dimensions than the bound, where the rewrite raises IndexError instead of reshaping; each
-    such rewrite says so in its notes. The only other difference: an empty sequence, which made
+    such rewrite says so in its notes. An unpacking spelled out in groups keeps the length
+    check (TorchScript checks a list's length when it unpacks it); groups are written only
+    when no value reads a name an earlier group binds. A whole shape indexed element by
+    element (a starred target) raises IndexError instead of ValueError for a tensor of
+    too low a rank (noted). The only other difference: an empty sequence, which made
     the original call fail (``x.view()``), is accepted. Left alone, with the reason reported:
     starred values whose type cannot be shown to be a list or tuple of ints (unannotated
     parameters, which TorchScript types as Tensor; attributes set from constructor arguments;
-    tensors, ``range``, ``*args``), other callees (``self.layer(*inputs)``,
+    tensors, ``range``, ``*args``), unpackings into attributes, a read starred target, a
+    slice of another length than its names, other callees (``self.layer(*inputs)``,
     ``x.transpose(*dims)``: no sequence form), and ``**kwargs``. Tuples are not touched: they
     already script.
 """
@@ -69,6 +83,7 @@ from tsfix.codemods.facts.prefilter import AstFile
 from tsfix.codemods.facts.syntax import (
     code_of,
     find_all,
+    names_used,
     qualified_name,
     self_attr,
     self_name,
@@ -88,8 +103,9 @@ from tsfix.codemods.rules.base import ClassChange, Code, Example, Rule
 _SEQUENCE_METHODS = ("view", "reshape", "permute", "repeat", "expand", "flip", "tile",
                      "new_zeros", "new_ones", "new_empty")
 _SEQUENCE_FUNCTIONS = ("zeros", "ones", "empty", "rand", "randn")
-# A `*` argument's opening: after `(` or `,` (a new line between included), not `**`.
-_STARRED_ARGUMENT = re.compile(r"[(,]\s*\*(?!\*)")
+# A `*` argument's or starred value's opening: after `(`, `,` or `=` (a new line between
+# included), not `**`.
+_STARRED_ARGUMENT = re.compile(r"[(,=]\s*\*(?!\*)")
 # Longest shape slice spelled out element by element; longer ones become list(...) + [...].
 _MAX_SPELLED = 6
 
@@ -135,6 +151,14 @@ def _literal_int(expr: cst.BaseExpression | None) -> int | None:
     return None
 
 
+def _is_plain_receiver(expr: cst.BaseExpression) -> bool:
+    """``x`` or ``self.x.y``: read again per element at no cost (not a call nor a subscript,
+    which ``get_full_name_for_node`` names too)."""
+    while isinstance(expr, cst.Attribute):
+        expr = expr.value
+    return isinstance(expr, cst.Name)
+
+
 def _spelled_shape(expr: cst.BaseExpression) -> list[str] | None:
     """``x.shape[:2]`` -> ``["x.shape[0]", "x.shape[1]"]``; ``x.size()[1:3]`` -> ``x.size(1)``,
     ``x.size(2)``. Only literal, non-negative bounds and a plain name or attribute receiver."""
@@ -145,7 +169,7 @@ def _spelled_shape(expr: cst.BaseExpression) -> list[str] | None:
     receiver = _shape_of(expr.value)
     if receiver is None or bounds.step is not None or bounds.upper is None:
         return None
-    if get_full_name_for_node(receiver) is None:
+    if not _is_plain_receiver(receiver):
         return None     # a call or subscript would be evaluated once per element
     lower = 0 if bounds.lower is None else _literal_int(bounds.lower)
     upper = _literal_int(bounds.upper)
@@ -342,14 +366,171 @@ class _MethodRewriter:
         return call.with_changes(args=args)
 
 
+    # -- starred unpacking: b, n, _, h = *x.shape, self.heads -------------------------------------
+
+    def unpacking(self, assign: cst.Assign, line: cst.CSTNode | None) -> _Unpacking | None:
+        """How ``b, n, _, h = *x.shape, self.heads`` is spelled without the star; None when
+        the starred value is a tuple (it scripts). Raises _Refused."""
+        if len(assign.targets) != 1 or not isinstance(assign.targets[0].target,
+                                                      cst.Tuple | cst.List):
+            raise _Refused("only an unpacking into several names is rewritten")
+        targets = assign.targets[0].target.elements
+        value = assign.value
+        assert isinstance(value, cst.Tuple | cst.List)
+        stars = [i for i, e in enumerate(value.elements) if isinstance(e, cst.StarredElement)]
+        if len(stars) != 1:
+            raise _Refused("several starred values: their lengths are not known")
+        if not all(isinstance(t.value, cst.Name) or (isinstance(t, cst.StarredElement)
+                                                     and isinstance(t.value, cst.Name))
+                   for t in targets):
+            raise _Refused("a target is not a plain name")
+        star_at = stars[0]
+        starred = value.elements[star_at].value
+        if self.starred_kind(starred) == "tuple":
+            return None
+        names = [t.value.value for t in targets]  # type: ignore[attr-defined]
+        before = star_at
+        after = len(value.elements) - star_at - 1
+        star_targets = [i for i, t in enumerate(targets) if isinstance(t, cst.StarredElement)]
+        spelled = _shape_elements(starred)
+        if star_targets:
+            return self._around_starred_target(names, star_targets, before, after, spelled)
+        count = len(names) - before - after
+        if count < 0:
+            raise _Refused(f"{len(names)} names for at least {before + after} values")
+        groups = [(names[:before], list(range(before))),
+                  (names[before:before + count], None),
+                  (names[before + count:], list(range(star_at + 1, len(value.elements))))]
+        if spelled is not None and not spelled.whole:
+            spelled.elements(count)     # a slice of another length: refused, it cannot unpack
+        bound: set[str] = set()
+        in_order = True
+        for group_names, sources in groups:
+            read = (names_used(starred) if sources is None else
+                    set().union(*(names_used(value.elements[i].value) for i in sources)))
+            in_order = in_order and not read & bound
+            bound.update(group_names)
+        if (count >= 2 and in_order and isinstance(line, cst.SimpleStatementLine)
+                and len(line.body) == 1):
+            return _Unpacking([(g, s) for g, s in groups if g], star_at, None, False)
+        if spelled is None:
+            raise _Refused(f"`{short_source(starred)}` cannot be spelled element by element "
+                           "here (one statement per group of names would change what the "
+                           "values read)")
+        elements = spelled.elements(count)
+        picks: list[tuple[str, int | str]] = []
+        for position, name in enumerate(names):
+            if position < before:
+                picks.append((name, position))
+            elif position < before + count:
+                picks.append((name, elements[position - before]))
+            else:
+                picks.append((name, star_at + 1 + position - before - count))
+        return _Unpacking([], star_at, picks, spelled.whole)
+
+    def _around_starred_target(self, names: list[str], star_targets: list[int], before: int,
+                               after: int, spelled: _Spelled | None) -> _Unpacking:
+        """``*_, h, w = *x.shape, x.dtype``: the names around the starred target, each given its
+        element (counted from the end after the starred target); the starred target dropped."""
+        star_name = names[star_targets[0]]
+        uses = [n for n in find_all(self.func.body, cst.Name) if n.value == star_name]
+        bindings = {id(n) for t in find_all(self.func.body, cst.AssignTarget, cst.For)
+                    for n in find_all(t.target, cst.Name)}
+        if any(id(n) not in bindings for n in uses):
+            raise _Refused(f"the starred target `{star_name}` is read")
+        if spelled is None or not spelled.whole:
+            raise _Refused("a starred target takes the middle of a whole `x.shape` or "
+                           "`x.size()` only")
+        head = star_targets[0]
+        tail = len(names) - head - 1
+        if head < before or tail < after:
+            raise _Refused("a value other than the shape's elements would go to the starred "
+                           "target")
+        from_start = spelled.elements(head - before)
+        from_end = spelled.elements(-(tail - after))
+        picks: list[tuple[str, int | str]] = []
+        for position, name in enumerate(names[:head]):
+            picks.append((name, position if position < before else from_start[position - before]))
+        for back, name in enumerate(reversed(names[head + 1:]), start=1):
+            picks.insert(head, (name, -back if back <= after else from_end[after - back]))
+        return _Unpacking([], before, picks, True)
+
+
+class _Spelled:
+    """The elements of a starred shape: for ``x.shape``/``x.size()`` of a plain receiver
+    (``whole``), ``elements(n)`` is the first ``n`` (``x.shape[0]``...) or, for ``-n``, the
+    last ``n`` (``x.shape[-n]``...); for a shape slice with literal bounds, its elements when
+    it has exactly ``n``."""
+
+    def __init__(self, expr: cst.BaseExpression) -> None:
+        self.expr = expr
+        receiver = _shape_of(expr)
+        self.whole = receiver is not None
+        self.base = code_of(receiver) if receiver is not None else ""
+        self.listed = _spelled_shape(expr)
+
+    def elements(self, count: int) -> list[str]:
+        if self.whole:
+            indexes = range(count) if count >= 0 else range(count, 0)
+            return [f"{self.base}.shape[{i}]" if isinstance(self.expr, cst.Attribute)
+                    else f"{self.base}.size({i})" for i in indexes]
+        assert self.listed is not None
+        if count != len(self.listed):
+            raise _Refused(f"{count} names for the {len(self.listed)} elements of "
+                           f"`{short_source(self.expr)}`")
+        return self.listed
+
+
+def _shape_elements(expr: cst.BaseExpression) -> _Spelled | None:
+    """How a starred shape is spelled element by element; None when it cannot be (a call
+    or subscript receiver would be evaluated once per element)."""
+    receiver = _shape_of(expr)
+    if receiver is not None:
+        return _Spelled(expr) if _is_plain_receiver(receiver) else None
+    return _Spelled(expr) if _spelled_shape(expr) is not None else None
+
+
+class _Unpacking:
+    """A starred unpacking spelled out: either one statement per group of names (``groups``:
+    the names and the indexes of the values they take; None for the starred value itself,
+    unpacked as it is), or one assignment of picked elements (``picks``: each name with the
+    index of its value, negative from the end, or the text of a shape element)."""
+
+    def __init__(self, groups: list[tuple[list[str], list[int] | None]], star_at: int,
+                 picks: list[tuple[str, int | str]] | None, indexed_whole: bool) -> None:
+        self.groups, self.star_at, self.picks = groups, star_at, picks
+        # A whole shape indexed element by element no longer checks the rank.
+        self.indexed_whole = indexed_whole and picks is not None
+        self.line_index = 0         # which statement of its line the assignment is
+
+    def statements(self, updated: cst.Assign) -> list[str]:
+        assert isinstance(updated.value, cst.Tuple | cst.List)
+        values = [e.value for e in updated.value.elements]
+        if self.picks is not None:
+            texts = [p if isinstance(p, str) else code_of(values[p]) for _, p in self.picks]
+            return [f"{', '.join(n for n, _ in self.picks)} = {', '.join(texts)}"]
+        lines = []
+        for names, sources in self.groups:
+            text = (code_of(values[self.star_at]) if sources is None
+                    else ", ".join(code_of(values[i]) for i in sources))
+            lines.append(f"{', '.join(names)} = {text}")
+        return lines
+
+
 class _Replace(cst.CSTTransformer):
     """Rewrites the chosen calls bottom-up, so nested ones (``x.view(*s).permute(*d)``) keep
-    each other's rewrite."""
+    each other's rewrite; and the chosen starred unpackings (``unpackings``: the statement
+    line -> how its assignment is spelled)."""
 
-    def __init__(self, chosen: dict[int, _MethodRewriter]) -> None:
+    def __init__(self, chosen: dict[int, _MethodRewriter],
+                 unpackings: dict[int, _Unpacking] | None = None) -> None:
         self.chosen = chosen
+        self.unpackings = unpackings or {}
 
     def on_leave(self, original: cst.CSTNode, updated: cst.CSTNode) -> cst.CSTNode:  # type: ignore[override]
+        unpacking = self.unpackings.get(id(original))
+        if unpacking is not None and isinstance(updated, cst.SimpleStatementLine):
+            return _spelled_line(updated, unpacking)  # type: ignore[return-value]
         rewriter = self.chosen.get(id(original))
         if rewriter is None or not isinstance(updated, cst.Call):
             return updated
@@ -369,6 +550,13 @@ class StarredArgs(Rule):
         Code("TSF214", "starred-call", "starred argument in a call",
              "`x.view(*shape)` fails (\"cannot statically infer the expected size of a list\"); "
              "pass the list itself (x.view(shape))."),
+        # The linter's code for starred displays: this rule's finding replaces the linter's on
+        # the lines of the unpackings it handles.
+        Code("TSF115", "starred-unpacking", "starred unpacking in an assignment or a display",
+             "TorchScript cannot infer the size of `a, *rest = ...`, `[*xs, y]` or `tuple(xs)` "
+             "(\"cannot statically infer the expected size of a list\"). `tsfix apply --rule "
+             "starred-args` spells out `b, n, _, h = *x.shape, self.heads` as `b, n, _ = "
+             "x.shape` then `h = self.heads`; otherwise index explicitly."),
     )
     summary = ("Starred list arguments (x.view(*shape), x.view(*x.shape[:2], -1), "
                "torch.zeros(*size)) pass the sequence itself or its spelled-out elements")
@@ -461,8 +649,10 @@ class Merge(nn.Module):
         """A starred argument in a call of a compiled method."""
         if _STARRED_ARGUMENT.search(file.text) is None:
             return False
-        return any(isinstance(node, ast.Call)
-                   and any(isinstance(arg, ast.Starred) for arg in node.args)
+        return any((isinstance(node, ast.Call)
+                    and any(isinstance(arg, ast.Starred) for arg in node.args))
+                   or (isinstance(node, ast.Assign) and isinstance(node.value, ast.Tuple | ast.List)
+                       and any(isinstance(e, ast.Starred) for e in node.value.elts))
                    for node in file.compiled_nodes())
 
     def transform_module_impl(self, tree: cst.Module) -> cst.Module:
@@ -479,7 +669,12 @@ class Merge(nn.Module):
                  for skipped in [facts.never_compiled(method) | _nested(func)]
                  for call in find_all(func.body, cst.Call)
                  if id(call) not in skipped and any(a.star == "*" for a in call.args)]
-        if not sites:
+        unpacks = [(method, line, index, small) for method, func in facts.compiled_methods()
+                   for skipped in [facts.never_compiled(method) | _nested(func)]
+                   for line in find_all(func.body, cst.SimpleStatementLine)
+                   for index, small in enumerate(line.body)
+                   if id(small) not in skipped and _is_starred_unpacking(small)]
+        if not sites and not unpacks:
             return cls
         attributes = _attribute_types(facts, self.imports)
         rewriters: dict[str, _MethodRewriter] = {}
@@ -509,18 +704,70 @@ class Merge(nn.Module):
                                 f"`{short_source(new_call)}`"))
             if spelled_shape:
                 spelled_lines.append(line)
-        if not chosen:
+        unpackings: dict[int, _Unpacking] = {}
+        for method, line, index, small in unpacks:
+            assert isinstance(small, cst.Assign) and isinstance(small.value, cst.Tuple | cst.List)
+            if method not in rewriters:
+                rewriters[method] = _MethodRewriter(self, facts, method, attributes)
+            star = next(e for e in small.value.elements if isinstance(e, cst.StarredElement))
+            message = f"*{short_source(star.value)} unpacked in {method}()"
+            try:
+                unpacking = rewriters[method].unpacking(small, line)
+            except _Refused as refused:
+                self.skip(name, star, f"{message}: `{short_source(small)}`: {refused}",
+                          code="TSF115", message=message)
+                continue
+            if unpacking is None:
+                continue
+            unpacking.line_index = index
+            self.fixed(star, "TSF115", message)
+            unpackings[id(line)] = unpacking
+            spelled = "; ".join(unpacking.statements(small))
+            at = self.line_of(small)
+            parts.append((at, f"line {at}: `{short_source(small)}` -> `{spelled}`"))
+            if unpacking.indexed_whole:
+                notes.append(f"line {at}: the shape is indexed element by element; a tensor "
+                             "of another rank than the names give now raises IndexError or "
+                             "is accepted, where unpacking raised ValueError")
+        if not chosen and not unpackings:
             return cls
         if spelled_lines:
             notes.append(f"line {', '.join(map(str, sorted(set(spelled_lines))))}: shape "
                          "slices are spelled out element by element; a tensor with fewer "
                          "dimensions than the slice bound now raises IndexError")
-        rewritten = cls.visit(_Replace(chosen))
+        rewritten = cls.visit(_Replace(chosen, unpackings))
         assert isinstance(rewritten, cst.ClassDef)
         self.changes.append(ClassChange(self.name, name, self.span_of(cls),
                                         "; ".join(part for _, part in sorted(parts)),
                                         notes=notes))
         return rewritten
+
+
+def _spelled_line(line: cst.SimpleStatementLine, unpacking: _Unpacking
+                  ) -> cst.SimpleStatementLine | cst.FlattenSentinel[cst.BaseStatement]:
+    """The line of a starred unpacking with the unpacking spelled out: one line per group of
+    names (the first keeps the comments above, the last the one after), or the assignment of
+    picked elements in place."""
+    assign = line.body[unpacking.line_index]
+    assert isinstance(assign, cst.Assign)
+    texts = unpacking.statements(assign)
+    if unpacking.picks is not None:
+        spelled = cst.parse_statement(texts[0])
+        assert isinstance(spelled, cst.SimpleStatementLine)
+        body = list(line.body)
+        body[unpacking.line_index] = spelled.body[0].with_changes(
+            semicolon=assign.semicolon)
+        return line.with_changes(body=body)
+    lines = []
+    for position, text in enumerate(texts):
+        new = cst.parse_statement(text)
+        assert isinstance(new, cst.SimpleStatementLine)
+        if position == 0:
+            new = new.with_changes(leading_lines=line.leading_lines)
+        if position == len(texts) - 1:
+            new = new.with_changes(trailing_whitespace=line.trailing_whitespace)
+        lines.append(new)
+    return lines[0] if len(lines) == 1 else cst.FlattenSentinel(lines)
 
 
 def _nested(func: cst.FunctionDef) -> set[int]:
@@ -529,6 +776,12 @@ def _nested(func: cst.FunctionDef) -> set[int]:
     ``*args``."""
     return {id(node) for nested in find_all(func.body, cst.FunctionDef, cst.ClassDef)
             for node in find_all(nested, cst.CSTNode)}  # type: ignore[type-abstract]
+
+
+def _is_starred_unpacking(small: cst.BaseSmallStatement) -> bool:
+    """``b, n, _, h = *x.shape, self.heads``: a display with a starred value, assigned."""
+    return isinstance(small, cst.Assign) and isinstance(small.value, cst.Tuple | cst.List) and any(
+        isinstance(e, cst.StarredElement) for e in small.value.elements)
 
 
 def _message(arg: cst.Arg, method: str) -> str:
