@@ -421,6 +421,35 @@ def test_a_bool_setting_tested_alone_is_named_itself_and_a_none_test_needs_nothi
     assert [f.line for f in result.fixes] == [14]
 
 
+def test_an_attribute_built_past_an_early_return_and_read_past_one_is_guarded() -> None:
+    """A published tabular model's shape: ``__init__`` returns early for one setting value and
+    builds the mask only past that return; forward returns early under the same setting and
+    reads the mask after. The setting, a bool literal in each branch, is named itself."""
+    result = rewrite("""
+        import torch
+        from torch import nn
+        class Embed(nn.Module):
+            def __init__(self, n, cat=()):
+                super().__init__()
+                if not cat:
+                    self.skip = True
+                    return
+                else:
+                    self.skip = False
+                self.mask = torch.ones(n, dtype=torch.bool)
+            def forward(self, x):
+                if self.skip: return x
+                out = []
+                for i, keep in enumerate(self.mask):
+                    if keep:
+                        out.append(x[:, i])
+                return torch.stack(out, 1)
+        """)
+    assert '    __constants__ = ["skip"]\n' in result.text
+    assert [(f.code, f.line) for f in result.fixes] == [("TSF231", 14)]
+    assert not result.skips
+
+
 def test_copies_of_other_tests_keep_their_truth_value() -> None:
     result = rewrite("""
         import torch
@@ -520,6 +549,16 @@ GUARD_REFUSED = {
         def forward(self, x):
             if self.mode == 'a':
                 x = self.proj(x)
+            return self.proj(x)
+        """, "self.proj is read outside any test"),
+    "past_an_early_return": ("""
+        def __init__(self, mode='a'):
+            super().__init__()
+            self.mode = mode
+            if mode != 'a':
+                return
+            self.proj = torch.nn.Identity()
+        def forward(self, x):
             return self.proj(x)
         """, "self.proj is read outside any test"),
     "setting_in_a_block": ("""

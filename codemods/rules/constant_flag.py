@@ -32,7 +32,12 @@ What it does
     ``self.pool_type_is_avg = self.pool_type == "avg"`` (``bool(...)`` around a test that is
     not a bool by itself; named after the comparison, else ``has_<attribute>``), named in
     ``__constants__`` and read by every compiled test written the same. A test made only of
-    ``is None`` comparisons needs nothing (decided by the attribute's type).
+    ``is None`` comparisons needs nothing (decided by the attribute's type). An attribute
+    ``__init__`` builds only past an early ``return`` (``if not cat_dims: self.skip = True;
+    return``) counts as built under a test, and a read past an ``if`` without ``else`` whose
+    body ends in ``return`` or ``raise`` (``if self.skip: return x``) as read under that test
+    (pytorch-tabnet's ``EmbeddingGenerator``); a bool setting may be assigned once per branch
+    there (``self.skip = True`` / ``False``).
 
 Why it breaks export
     TorchScript compiles both branches of an ``if`` on a plain module attribute, so the
@@ -96,7 +101,8 @@ Fix safety
     rewrite is validated like every other. Refused, with the reason (``tsfix check`` shows it on
     the TSF118 line): returns not separated by a test, or separated by a test that reads
     something other than settings (a tensor, a local, a comparison); a setting assigned outside
-    ``__init__``, more than once, or by unpacking; a setting holding a tensor, a submodule, a
+    ``__init__``, more than once (unless each assignment stores a bool and the setting is
+    named as it is), or by unpacking; a setting holding a tensor, a submodule, a
     list or dict (a bool copy would miss in-place changes); an existing ``__constants__`` that
     is not a literal of strings; a class with a base from another file (its ``__constants__``
     would be hidden by a list here). For a guarded attribute (TSF231), also refused: a read
@@ -110,7 +116,7 @@ Fix safety
 from __future__ import annotations
 
 import ast
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass, field
 
 import libcst as cst
@@ -120,6 +126,7 @@ from tsfix.codemods.facts.prefilter import AstFile
 from tsfix.codemods.facts.syntax import (
     AttrAssignment,
     code_of,
+    contains,
     find_all,
     parameters_of,
     self_attr,
@@ -293,15 +300,21 @@ def _field_of_self(value: cst.BaseExpression, self_var: str) -> bool:
             and (code_of(value).split(".")[0] == self_var))
 
 
-def _setting_problem(facts: ClassFacts, attr: str) -> str | None:
+def _setting_problem(facts: ClassFacts, attr: str, *, bools_on_each_path: bool = False
+                     ) -> str | None:
     """Why ``self.<attr>`` is not a setting a constant can stand for, or None: it must be set
     once, by a plain assignment in ``__init__``, to something other than a tensor, submodule or
-    container."""
+    container. With ``bools_on_each_path``, also several plain assignments that each store a
+    bool (``self.skip = True`` in one branch, ``False`` in the other): named in
+    ``__constants__`` as it is, such a setting needs no copy stored after one of them."""
     assignments = [a for a in facts.assignments if a.attr == attr]
     outside = [a for a in assignments if a.method != "__init__"]
     if outside:
         return (f"self.{attr} is assigned in {outside[0].method}() too: a constant is "
                 "set once, in __init__")
+    if (bools_on_each_path and len(assignments) > 1
+            and all(a.value is not None and _bool_setting(facts, a) for a in assignments)):
+        return None
     if len(assignments) != 1 or assignments[0].value is None:
         return (f"self.{attr} is not set by exactly one plain assignment in __init__ "
                 f"({len(assignments)} found)")
@@ -397,6 +410,11 @@ def _definite(block: cst.BaseSuite | cst.If | cst.Else | None, assigned: dict[in
             if done == _EVERYTHING:
                 return _EVERYTHING
             found |= done
+            if _may_return(statement):
+                # `if cat_dims == []: ...; return`: what follows is built on the other paths only.
+                rest = statements[[id(s) for s in statements].index(id(statement)) + 1:]
+                _built_after(rest, statement, assigned, maybe)
+                return frozenset(found)
         elif isinstance(statement, cst.With):
             found |= _definite(statement.body, assigned, maybe) - _EVERYTHING
         elif isinstance(statement, cst.SimpleStatementSuite):
@@ -405,6 +423,22 @@ def _definite(block: cst.BaseSuite | cst.If | cst.Else | None, assigned: dict[in
             # A loop's body may run zero times; a try's may stop early.
             _definite_nowhere(statement, assigned, maybe)
     return frozenset(found)
+
+
+def _may_return(statement: cst.CSTNode) -> bool:
+    return any(not _inside_def(statement, node) for node in find_all(statement, cst.Return))
+
+
+def _inside_def(root: cst.CSTNode, node: cst.CSTNode) -> bool:
+    return any(contains(func, node) for func in find_all(root, cst.FunctionDef))
+
+
+def _built_after(statements: Sequence[cst.CSTNode], chooser: cst.If,
+                 assigned: dict[int, set[str]], maybe: dict[str, cst.CSTNode]) -> None:
+    for statement in statements:
+        for node in find_all(statement, cst.SimpleStatementLine, cst.SimpleStatementSuite):
+            for name in assigned.get(id(node), set()):
+                maybe.setdefault(name, chooser)
 
 
 def _definite_nowhere(statement: cst.CSTNode, assigned: dict[int, set[str]],
@@ -424,6 +458,13 @@ def _tested_reads(node: cst.CSTNode, self_var: str, tests: tuple[cst.If | cst.If
         if node.orelse is not None:
             yield from _tested_reads(node.orelse, self_var, (*tests, node))
         return
+    if isinstance(node, cst.IndentedBlock):
+        for statement in node.body:
+            yield from _tested_reads(statement, self_var, tests)
+            if isinstance(statement, cst.If) and statement.orelse is None and _leaves(statement):
+                # `if self.skip: return x`: what follows runs only where the test is false.
+                tests = (*tests, statement)
+        return
     if isinstance(node, cst.IfExp):
         yield from _tested_reads(node.test, self_var, tests)
         yield from _tested_reads(node.body, self_var, (*tests, node))
@@ -433,6 +474,16 @@ def _tested_reads(node: cst.CSTNode, self_var: str, tests: tuple[cst.If | cst.If
         yield node, tests
     for child in node.children:
         yield from _tested_reads(child, self_var, tests)
+
+
+def _leaves(test: cst.If) -> bool:
+    """Whether the body of ``test`` ends in ``return`` or ``raise``."""
+    last = test.body.body[-1] if test.body.body else None
+    if isinstance(last, cst.SimpleStatementLine):
+        last_small: cst.CSTNode | None = last.body[-1]
+    else:
+        last_small = last
+    return isinstance(last_small, cst.Return | cst.Raise)
 
 
 def _is_literal(expr: cst.BaseExpression) -> bool:
@@ -712,7 +763,8 @@ class Pool(nn.Module):
     def may_apply(cls, file: AstFile) -> bool:
         if file.tree is None:
             return True
-        # Two returns in one method of a class, or an attribute __init__ assigns under a test.
+        # Two returns in one method of a class, an attribute __init__ assigns under a test, or
+        # an __init__ that may return early (what follows is built on some paths only).
         for node in file.tree.body:
             if not isinstance(node, ast.ClassDef):
                 continue
@@ -720,7 +772,7 @@ class Pool(nn.Module):
                 if not isinstance(item, ast.FunctionDef):
                     continue
                 returns = [r for r in ast.walk(item) if isinstance(r, ast.Return)]
-                if len(returns) > 1:
+                if len(returns) > 1 or (item.name == "__init__" and returns):
                     return True
                 if item.name == "__init__" and any(
                         isinstance(target, ast.Attribute)
@@ -815,7 +867,7 @@ class Pool(nn.Module):
         for attr in attrs:
             if attr in plan.flags:
                 continue
-            problem = _setting_problem(facts, attr)
+            problem = _setting_problem(facts, attr, bools_on_each_path=True)
             if problem is not None:
                 return problem
             assignments = [a for a in facts.assignments if a.attr == attr]
