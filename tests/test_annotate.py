@@ -11,6 +11,7 @@ from tsfix.codemods.lint.check import check_source
 from tsfix.codemods.pipeline.rewrite import Rewrite, rewrite_source
 from tsfix.codemods.rules.annotate import Annotate
 from tsfix.codemods.rules.base import Observations
+from tsfix.codemods.rules.variable_arguments import VariableArguments
 
 BLOCKERS = Path(__file__).resolve().parent.parent / "fixtures" / "check" / "blockers.py"
 
@@ -121,44 +122,7 @@ def test_a_parameter_observed_as_a_tensor_stays_unannotated() -> None:
     assert result.text == code
 
 
-BLOCK = HEADER + textwrap.dedent("""\
-    class Block(nn.Module):
-        def forward(self, x, *args, scale=1.0, **kwargs):
-            return x * scale
-    """)
-
-
-def test_unused_variadics_are_removed_only_with_unsafe_fixes() -> None:
-    safe = _rewrite(BLOCK)
-    assert safe.text == BLOCK.replace("scale=1.0", "scale: float = 1.0")
-    never_read = ("is never read, but TorchScript rejects it; removing it changes what callers "
-                  "may pass (--unsafe-fixes removes it)")
-    assert _findings(safe) == sorted([
-        ("TSF206", 6, "fixed"),
-        ("TSF210", 6, f"forward(): *args {never_read}"),
-        ("TSF210", 6, f"forward(): **kwargs {never_read}"),
-        ("TSF210", 6, "forward(): keyword-only parameters follow *args, which stays; they "
-                      "cannot become ordinary parameters")])
-    unsafe = _rewrite(BLOCK, unsafe=True)
-    assert unsafe.text == BLOCK.replace(
-        "x, *args, scale=1.0, **kwargs", "x, scale: float = 1.0")
-    assert _findings(unsafe) == [("TSF206", 6, "fixed")] + [("TSF210", 6, "fixed")] * 3
-    assert unsafe.changes[0].notes == [
-        f"unsafe fix: removed unused {label} from forward(); callers that passed extra "
-        "arguments now get a TypeError" for label in ("*args", "**kwargs")]
-
-
-def test_read_kwargs_are_refused_even_with_unsafe_fixes() -> None:
-    code = HEADER + textwrap.dedent("""\
-        class Passthrough(nn.Module):
-            def forward(self, x, **kwargs):
-                return x * kwargs['scale']
-        """)
-    result = _rewrite(code, unsafe=True)
-    assert result.text == code
-    assert _findings(result) == [
-        ("TSF210", 6, "forward(): reads **kwargs, which TorchScript cannot compile; make what "
-                      "it carries explicit parameters")]
+# Compiled methods' *args/**kwargs/keyword-only parameters: tests/test_variable_arguments.py.
 
 
 def test_keyword_only_without_default_after_a_default_is_declined() -> None:
@@ -167,7 +131,7 @@ def test_keyword_only_without_default_after_a_default_is_declined() -> None:
             def forward(self, x, alpha=0.5, *, other):
                 return x * alpha + other
         """)
-    result = _rewrite(code)
+    result = rewrite_source(code, "model.py", [VariableArguments, Annotate])
     assert result.text == code.replace("alpha=0.5", "alpha: float = 0.5")
     # Keyword-only parameters without defaults script: a note, not a blocker.
     assert [(s.code, s.reason) for s in result.skips] == [
@@ -308,9 +272,8 @@ def test_an_exported_method_is_annotated_like_forward() -> None:
     result = _rewrite(code)
     assert result.text == "from typing import Tuple\n\n" + code.replace(
         "x, k, sizes=[2, 4], *, eps=1e-5",
-        "x, k: int, sizes: Tuple[int, int] = (2, 4), eps: float = 1e-5")
-    assert _findings(result) == [("TSF206", 10, "fixed"), ("TSF209", 10, "fixed"),
-                                 ("TSF210", 10, "fixed")]
+        "x, k: int, sizes: Tuple[int, int] = (2, 4), *, eps: float = 1e-5")
+    assert _findings(result) == [("TSF206", 10, "fixed"), ("TSF209", 10, "fixed")]
 
 
 # ---- tsfix check: annotate's findings -----------------------------------------------------------
@@ -322,9 +285,6 @@ BLOCKER_ANSWERS = {
     "UntypedNoneDefault": ("TSF207", "fixed"),
     "NoneDefaultNotOptional": ("TSF208", "fixed"),
     "MutableDefault": ("TSF209", "fixed"),
-    "Variadic": ("TSF210", "forward(): *args is never read, but TorchScript rejects it; "
-                           "removing it changes what callers may pass (--unsafe-fixes removes "
-                           "it)"),
     "OptionalNotRefined": ("TSF228", "fixed"),
     "NoneInitialisedLocal": ("TSF229", "fixed"),
 }
@@ -388,7 +348,7 @@ def test_keyword_only_parameters_are_reordered_by_default_when_made_ordinary() -
                     x = x * context_mask
                 return x * scale + context
         """)
-    result = _rewrite(code)
+    result = rewrite_source(code, "model.py", [VariableArguments, Annotate])
     assert ("def forward(\n        self,\n        x,\n        context,\n"
             "        context_mask: Optional[torch.Tensor] = None,\n"
             "        scale: float = 2.0,\n    ):") in result.text

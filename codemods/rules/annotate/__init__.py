@@ -35,8 +35,9 @@ What it does
       say int/float/str) get that type; a Tensor parameter is left as it is;
     * mutable defaults: ``sizes=[1, 3]`` -> ``sizes: Tuple[int, int] = (1, 3)`` when the value
       is only read, else ``Optional[List[int]] = None`` plus ``if sizes is None: sizes = [1, 3]``;
-    * keyword-only parameters become ordinary ones with the same defaults; unused ``*args`` /
-      ``**kwargs`` are removed, but only with ``--unsafe-fixes``;
+    * (compiled methods' ``*args``/``**kwargs``/keyword-only parameters are
+      ``variable-arguments``'s; module-level functions get the same rewrite here: keyword-only
+      parameters become ordinary ones, unused ``*args``/``**kwargs`` go with ``--unsafe-fixes``);
     * empty literals whose elements are not tensors: ``lens = []`` + ``lens.append(x.size(0))``
       -> ``lens: List[int] = []`` (``{}`` likewise, ``Dict[str, T]``);
     * return annotations where the returns disagree (int vs float, ``[]`` vs ``[n]``);
@@ -156,10 +157,6 @@ class Annotate(Rule):
         Code("TSF209", "mutable-default", "mutable default argument",
              "List/dict/set defaults are rejected even when annotated (\"Mutable default "
              "parameters are not supported\"). Use a tuple, or Optional[...] = None."),
-        Code("TSF210", "variadic-parameters", "*args, **kwargs or keyword-only default",
-             "Compiled methods cannot take *args/**kwargs or keyword-only parameters with "
-             "defaults. annotate makes keyword-only parameters ordinary and removes unused "
-             "*args/**kwargs with --unsafe-fixes."),
         Code("TSF228", "optional-not-refined", "Optional value used without a None test",
              "`x = x + skip` with `skip: Optional[Tensor]` fails (TorchScript must see `skip is "
              "not None` first). annotate adds `assert skip is not None` before the first use "
@@ -229,16 +226,6 @@ class Annotate(Rule):
             "            extra = []\n"
             "        extra.append(x.size(0))\n"
             "        return x.view(sizes), extra\n",
-        ),
-        Example(
-            "import torch\nfrom torch import nn\n\n\n"
-            "class Block(nn.Module):\n"
-            "    def forward(self, x, *, scale=1.0, **kwargs):\n"
-            "        return x * scale\n",
-            "import torch\nfrom torch import nn\n\n\n"
-            "class Block(nn.Module):\n"
-            "    def forward(self, x, scale: float = 1.0, **kwargs):\n"
-            "        return x * scale\n",
         ),
         Example(
             "import torch\nfrom torch import nn\n\n\n"

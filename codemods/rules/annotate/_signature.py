@@ -23,7 +23,8 @@ from tsfix.codemods.rules.annotate._body import stored_in
 from tsfix.codemods.rules.annotate._common import from_observation, is_name
 from tsfix.codemods.rules.annotate._evidence import usage_type
 from tsfix.codemods.rules.annotate._refine import refinement
-from tsfix.codemods.rules.annotate._state import MethodState
+from tsfix.codemods.rules.annotate._state import FunctionFacts, MethodState
+from tsfix.codemods.rules.variable_arguments import ordinary_signature, without_trailing_comma
 
 _MUTABLE = (cst.List, cst.Dict, cst.Set, cst.ListComp, cst.DictComp, cst.SetComp)
 
@@ -52,57 +53,23 @@ class Signature:
         changed = False
         used = names_used(m.func.body)
 
-        for star, stars in ((star_arg, "*"), (star_kwarg, "**")):
-            if not isinstance(star, cst.Param):
-                continue
-            label = f"{stars}{star.name.value}"
-            message = f"{m.name}() takes {label}"
-            if star.name.value in used:
-                m.skip(star, f"reads {label}, which TorchScript cannot compile; make what it "
-                       "carries explicit parameters", code="TSF210", message=message)
-            elif m.rule.unsafe_fixes:
-                if stars == "*":
-                    star_arg = cst.ParamStar() if kwonly else cst.MaybeSentinel.DEFAULT
+        if isinstance(m.facts, FunctionFacts):
+            # Compiled methods' *args/**kwargs/keyword-only parameters are variable-arguments'
+            # (it reads the tree for their callers); a function's, the same rewrite here.
+            given = p.with_changes(params=positional, posonly_params=posonly)
+            plan = ordinary_signature(given, m.name, used,
+                                      lambda label: _unsafe_removal(m, label))
+            for site in plan.sites:
+                if site.reason is None:
+                    m.fixed(site.node, "TSF210", site.message)
                 else:
-                    star_kwarg = None
-                changed = True
-                m.fixed(star, "TSF210", message)
-                m.counts.parts.append(f"removed unused {label}")
-                m.counts.notes.append(
-                    f"unsafe fix: removed unused {label} from {m.name}(); callers "
-                    "that passed extra arguments now get a TypeError")
-            else:
-                m.skip(star, f"{label} is never read, but TorchScript rejects it; removing "
-                       "it changes what callers may pass (--unsafe-fixes removes it)",
-                       code="TSF210", message=message)
-        if kwonly:
-            with_defaults = [q for q in kwonly if q.default is not None]
-            defaults_before = any(q.default is not None for q in [*posonly, *positional])
-            if isinstance(star_arg, cst.Param):
-                refusal: str | None = (f"keyword-only parameters follow *{star_arg.name.value},"
-                                       " which stays; they cannot become ordinary parameters")
-            elif len(with_defaults) == len(kwonly) or not defaults_before:
-                refusal = None
-                # Keyword-only parameters are only ever passed by name, so their order is
-                # free: those without defaults go first (``*, mask=None, context`` would
-                # otherwise put ``context`` after a default, which Python rejects).
-                kwonly = ([q for q in kwonly if q.default is None]
-                          + [q for q in kwonly if q.default is not None])
-                positional = [*positional, *kwonly]
-                kwonly = []
-                star_arg = cst.MaybeSentinel.DEFAULT
-                changed = True
-                m.counts.parts.append(f"made {m.name}()'s keyword-only parameters ordinary")
-                for q in with_defaults:
-                    m.fixed(q, "TSF210", _keyword_only(q, m.name))
-            else:
-                refusal = ("keyword-only parameters without defaults follow parameters with "
-                           "defaults; they cannot become ordinary parameters")
-                if not with_defaults:   # keyword-only without defaults script: no blocker
-                    m.skip(kwonly[0], refusal)
-            if refusal is not None:
-                for q in with_defaults:
-                    m.skip(q, refusal, code="TSF210", message=_keyword_only(q, m.name))
+                    m.skip(site.node, site.reason, code="TSF210" if site.blocker else None,
+                           message=site.message)
+            m.counts.parts.extend(plan.parts)
+            m.counts.notes.extend(plan.notes)
+            changed = plan.params is not given
+            positional, kwonly = list(plan.params.params), list(plan.params.kwonly_params)
+            star_arg, star_kwarg = plan.params.star_arg, plan.params.star_kwarg
 
         typed: list[cst.Param] = []
         for param in [*posonly, *positional, *kwonly]:
@@ -121,7 +88,7 @@ class Signature:
                 new_positional = [p.params[0], *new_positional]
         if not new_kwonly and not isinstance(star_arg, cst.Param | cst.ParamStar) and \
                 not isinstance(star_kwarg, cst.Param):
-            new_positional = _without_trailing_comma(new_positional)
+            new_positional = without_trailing_comma(new_positional)
         return p.with_changes(posonly_params=new_posonly, params=new_positional,
                               kwonly_params=new_kwonly, star_arg=star_arg,
                               star_kwarg=star_kwarg)
@@ -324,6 +291,16 @@ class Signature:
         return all(id(n) in allowed for n in reads)
 
 
+def _unsafe_removal(m: MethodState, label: str) -> tuple[bool, str]:
+    """A function's unused ``*args``/``**kwargs`` go only with ``--unsafe-fixes``: its callers
+    are not traced."""
+    if m.rule.unsafe_fixes:
+        return True, (f"unsafe fix: removed unused {label} from {m.name}(); callers that "
+                      "passed extra arguments now get a TypeError")
+    return False, (f"{label} is never read, but TorchScript rejects it; removing it changes "
+                   "what callers may pass (--unsafe-fixes removes it)")
+
+
 # ---- the linter's texts for these sites ----------------------------------------------------------
 
 def _unannotated(name: str, method: str, kind: str) -> str:
@@ -333,10 +310,6 @@ def _unannotated(name: str, method: str, kind: str) -> str:
 
 def _mutable(name: str, method: str) -> str:
     return f"mutable default for {name!r} in {method}()"
-
-
-def _keyword_only(param: cst.Param, method: str) -> str:
-    return f"keyword-only parameter {param.name.value!r} with a default in {method}()"
 
 
 def _default_kind(node: cst.BaseExpression) -> str | None:
@@ -359,13 +332,3 @@ def _default_kind(node: cst.BaseExpression) -> str | None:
 def _optional_annotation(node: cst.BaseExpression) -> bool:
     text = code_of(node)
     return "Optional" in text or "None" in text or "Any" in text
-
-
-def _without_trailing_comma(params: list[cst.Param]) -> list[cst.Param]:
-    """After ``*``, ``*args`` or ``**kwargs`` went away, the last parameter's comma pointed at
-    them; a comma that ends a multi-line signature (black's magic comma) stays."""
-    if not params or not isinstance(params[-1].comma, cst.Comma):
-        return params
-    if isinstance(params[-1].comma.whitespace_after, cst.ParenthesizedWhitespace):
-        return params
-    return [*params[:-1], params[-1].with_changes(comma=cst.MaybeSentinel.DEFAULT)]

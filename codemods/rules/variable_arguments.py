@@ -1,0 +1,503 @@
+"""``variable-arguments``: ``*args``, ``**kwargs`` and keyword-only parameters of compiled methods.
+
+What it does
+    In the methods ``torch.jit.script`` compiles (``forward``, ``@torch.jit.export`` methods and
+    what they call through ``self``):
+
+    * a ``**kwargs`` the method only passes on, whole, to one submodule built in ``__init__``
+      from a class of the same file (``return self.layer(x, **kwargs)``) becomes that class's
+      ``forward()`` parameters the call does not bind already, with their defaults, passed by
+      name (``mask=None`` in the signature, ``self.layer(x, mask=mask)`` in the call);
+    * an unused ``*args`` or ``**kwargs`` is removed when the tree shows that no caller passes
+      anything it would take: the class is built only as ``self.<attr> = Cls(...)`` in ``__init__``
+      of classes of its own file, each such attribute is only ever called, every call has a
+      known number of positional arguments and only named keywords that the remaining
+      parameters take, and no other file of the tree names the class. Otherwise (the class is
+      built nowhere in the tree, named in another file, held in a container, called with
+      ``*xs``, ...) it is removed only with ``--unsafe-fixes``, and the reason is reported;
+    * keyword-only parameters become ordinary ones with the same defaults (those without a
+      default first: they are only ever passed by name, so their order is free).
+
+    A ``*args``/``**kwargs`` the body reads otherwise is reported. Module-level functions that
+    compiled code calls are ``annotate``'s, which uses the same signature rewrite
+    (:func:`ordinary_signature`), with removal under ``--unsafe-fixes`` only.
+
+    This was part of ``annotate``; it is a rule of its own because deciding it needs the
+    whole tree (who builds and calls the class) and the callee's signature, not types, and one
+    mechanism decides every ``*``/``**``/keyword-only site of a compiled method.
+
+Why it breaks export
+    TorchScript rejects compiled functions with ``*args``, ``**kwargs`` or keyword-only
+    parameters with defaults ("Compiled functions can't take variable number of arguments or
+    use keyword-only arguments with defaults") and calls that unpack a dict ("keyword-arg
+    expansion is not supported").
+
+Example
+    Before::
+
+        class Block(nn.Module):
+            def forward(self, x, *args, **kwargs):
+                return self.attn(x, **kwargs)
+
+        class Encoder(nn.Module):
+            def forward(self, x):
+                return self.block(x)
+
+    After (``Attention.forward(self, x, mask=None)``; ``Block`` built only as ``self.block``)::
+
+        class Block(nn.Module):
+            def forward(self, x, mask=None):
+                return self.attn(x, mask=mask)
+
+Fix safety
+    Making keyword-only parameters ordinary keeps every call that worked working. Expanding a
+    pass-through ``**kwargs`` keeps every call that worked: a keyword the callee does not take
+    raised there before. Removing an unused ``*args``/``**kwargs`` makes a call that passed
+    extra arguments fail; it is written without ``--unsafe-fixes`` only when the tree proves no
+    call does (callers outside the tree, a public package API, are not known and keep the
+    requirement).
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import libcst as cst
+from tsfix.codemods.facts.classes import ClassFacts
+from tsfix.codemods.facts.prefilter import AstFile
+from tsfix.codemods.facts.project import package_root
+from tsfix.codemods.facts.syntax import (
+    code_of,
+    find_all,
+    literal_type,
+    methods_of,
+    names_used,
+    self_attr,
+    self_name,
+)
+from tsfix.codemods.rules.base import ClassChange, Code, Example, Rule
+
+# Files of the tree read to prove that a class is named nowhere else; a larger tree is unknown.
+_MAX_TREE_FILES = 2000
+
+
+@dataclass
+class SignatureSite:
+    """One ``*``/``**``/keyword-only site: ``reason`` None when it is rewritten."""
+
+    node: cst.CSTNode
+    message: str
+    reason: str | None = None
+    blocker: bool = True            # a refusal of a site TorchScript rejects (TSF210)
+
+
+@dataclass
+class SignaturePlan:
+    params: cst.Parameters
+    sites: list[SignatureSite] = field(default_factory=list)
+    parts: list[str] = field(default_factory=list)
+    notes: list[str] = field(default_factory=list)
+
+
+# (allowed, why): whether an unused ``*args``/``**kwargs`` (its label) may go, and the note
+# (allowed) or the refusal (not allowed).
+Removal = Callable[[str], tuple[bool, str]]
+
+
+def ordinary_signature(params: cst.Parameters, method: str, used: set[str],
+                       removal: Removal) -> SignaturePlan:
+    """``params`` without unused ``*args``/``**kwargs`` (as ``removal`` allows) and with
+    keyword-only parameters made ordinary; every site found, fixed or refused."""
+    plan = SignaturePlan(params)
+    positional = list(params.params)
+    kwonly = list(params.kwonly_params)
+    star_arg, star_kwarg = params.star_arg, params.star_kwarg
+    changed = False
+    for star, stars in ((star_arg, "*"), (star_kwarg, "**")):
+        if not isinstance(star, cst.Param):
+            continue
+        label = f"{stars}{star.name.value}"
+        message = f"{method}() takes {label}"
+        if star.name.value in used:
+            plan.sites.append(SignatureSite(star, message, f"reads {label}, which TorchScript "
+                                            "cannot compile; make what it carries explicit "
+                                            "parameters"))
+            continue
+        allowed, why = removal(label)
+        if not allowed:
+            plan.sites.append(SignatureSite(star, message, why))
+            continue
+        if stars == "*":
+            star_arg = cst.ParamStar() if kwonly else cst.MaybeSentinel.DEFAULT
+        else:
+            star_kwarg = None
+        changed = True
+        plan.sites.append(SignatureSite(star, message))
+        plan.parts.append(f"removed unused {label}")
+        if why:
+            plan.notes.append(why)
+    if kwonly:
+        with_defaults = [q for q in kwonly if q.default is not None]
+        defaults_before = any(q.default is not None for q in [*params.posonly_params, *positional])
+        refusal: str | None = None
+        if isinstance(star_arg, cst.Param):
+            refusal = (f"keyword-only parameters follow *{star_arg.name.value}, which stays; "
+                       "they cannot become ordinary parameters")
+        elif len(with_defaults) < len(kwonly) and defaults_before:
+            refusal = ("keyword-only parameters without defaults follow parameters with "
+                       "defaults; they cannot become ordinary parameters")
+        if refusal is None:
+            positional = [*positional, *[q for q in kwonly if q.default is None],
+                          *with_defaults]
+            kwonly = []
+            star_arg = cst.MaybeSentinel.DEFAULT
+            changed = True
+            plan.parts.append(f"made {method}()'s keyword-only parameters ordinary")
+            plan.sites.extend(SignatureSite(q, _keyword_only(q, method)) for q in with_defaults)
+        elif with_defaults:
+            plan.sites.extend(SignatureSite(q, _keyword_only(q, method), refusal)
+                              for q in with_defaults)
+        else:       # keyword-only without defaults script: no blocker
+            plan.sites.append(SignatureSite(kwonly[0], "", refusal, blocker=False))
+    if not changed:
+        return plan
+    if not kwonly and not isinstance(star_arg, cst.Param | cst.ParamStar) and \
+            not isinstance(star_kwarg, cst.Param):
+        positional = without_trailing_comma(positional)
+    plan.params = params.with_changes(params=positional, kwonly_params=kwonly,
+                                      star_arg=star_arg, star_kwarg=star_kwarg)
+    return plan
+
+
+def _keyword_only(param: cst.Param, method: str) -> str:
+    return f"keyword-only parameter {param.name.value!r} with a default in {method}()"
+
+
+def without_trailing_comma(params: list[cst.Param]) -> list[cst.Param]:
+    """After ``*``, ``*args`` or ``**kwargs`` went away, the last parameter's comma pointed at
+    them; a comma that ends a multi-line signature (black's magic comma) stays."""
+    if not params or not isinstance(params[-1].comma, cst.Comma):
+        return params
+    if isinstance(params[-1].comma.whitespace_after, cst.ParenthesizedWhitespace):
+        return params
+    return [*params[:-1], params[-1].with_changes(comma=cst.MaybeSentinel.DEFAULT)]
+
+
+def _is_portable_default(node: cst.BaseExpression) -> bool:
+    """A default that means the same in another class's signature: a literal, None, or a
+    tuple of those."""
+    if isinstance(node, cst.Name) and node.value == "None":
+        return True
+    if isinstance(node, cst.Tuple):
+        return all(_is_portable_default(e.value) for e in node.elements
+                   if isinstance(e, cst.Element))
+    return literal_type(node) is not None
+
+
+def _star_free(call: cst.Call) -> bool:
+    return all(arg.star == "" for arg in call.args)
+
+
+class VariableArguments(Rule):
+    __doc__ = __doc__
+    name = "variable-arguments"
+    # --rule all order: just before annotate (100), which types the parameters this rule makes
+    # ordinary or adds; after the rules that rewrite bodies (nothing here depends on them).
+    order = 95
+    targets = ("torchscript", "onnx")      # torch.export takes *args/**kwargs
+    CODES = (
+        Code("TSF210", "variadic-parameters", "*args, **kwargs or keyword-only default",
+             "Compiled methods cannot take *args/**kwargs or keyword-only parameters with "
+             "defaults. variable-arguments makes keyword-only parameters ordinary, expands a "
+             "**kwargs passed on to a known submodule, and removes unused *args/**kwargs when "
+             "the tree shows no caller passes extra arguments (else with --unsafe-fixes)."),
+    )
+    summary = ("Keyword-only parameters made ordinary, **kwargs passed to a known submodule "
+               "expanded, unused *args/**kwargs removed when no caller passes any")
+
+    VALID = (
+        """
+import torch
+from torch import nn
+class M(nn.Module):
+    def forward(self, x, **kwargs):
+        return x * kwargs["scale"]
+""",
+    )
+    INVALID = (
+        Example(
+            """
+import torch
+from torch import nn
+class Attention(nn.Module):
+    def forward(self, x, mask=None, scale: float = 1.0):
+        return x * scale
+class Block(nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.attn = Attention()
+    def forward(self, x, **kwargs):
+        return self.attn(x, **kwargs)
+class Encoder(nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.block = Block()
+    def forward(self, x, *, scale=1.0):
+        return self.block(x) * scale
+""",
+            """
+import torch
+from torch import nn
+class Attention(nn.Module):
+    def forward(self, x, mask=None, scale: float = 1.0):
+        return x * scale
+class Block(nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.attn = Attention()
+    def forward(self, x, mask=None, scale: float = 1.0):
+        return self.attn(x, mask=mask, scale=scale)
+class Encoder(nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.block = Block()
+    def forward(self, x, scale=1.0):
+        return self.block(x) * scale
+""",
+        ),
+    )
+
+    @classmethod
+    def may_apply(cls, file: AstFile) -> bool:
+        return "*" in file.text
+
+    def prepare(self, module: cst.Module) -> None:
+        self._tree_mentions: dict[str, str | None] = {}
+
+    def rewrite_class(self, cls: cst.ClassDef) -> cst.ClassDef:
+        if not self.facts.is_module_class(cls):
+            return cls
+        facts = self.class_facts(cls)
+        new_methods: dict[str, cst.FunctionDef] = {}
+        parts: list[str] = []
+        notes: list[str] = []
+        for method, func in facts.compiled_methods():
+            rewritten = self._rewrite_method(cls, facts, method, func, parts, notes)
+            if rewritten is not func:
+                new_methods[method] = rewritten
+        if not new_methods:
+            return cls
+        assert isinstance(cls.body, cst.IndentedBlock)
+        body = [new_methods.get(s.name.value, s) if isinstance(s, cst.FunctionDef) else s
+                for s in cls.body.body]
+        self.changes.append(ClassChange(self.name, cls.name.value, self.span_of(cls),
+                                        "; ".join(parts), notes=notes))
+        return cls.with_changes(body=cls.body.with_changes(body=body))
+
+    def _rewrite_method(self, cls: cst.ClassDef, facts: ClassFacts, method: str,
+                        func: cst.FunctionDef, parts: list[str],
+                        notes: list[str]) -> cst.FunctionDef:
+        params = func.params
+        if not isinstance(params.star_arg, cst.Param) and params.star_kwarg is None \
+                and not params.kwonly_params:
+            return func
+        class_name = cls.name.value
+        expanded = self._expand_kwargs(cls, facts, method, func)
+        if expanded is not None:
+            func, added = expanded
+            star_kwarg = params.star_kwarg
+            assert star_kwarg is not None
+            self.fixed(star_kwarg, "TSF210", f"{method}() takes **{star_kwarg.name.value}")
+            parts.append(f"**{star_kwarg.name.value} of {method}() -> "
+                         f"{', '.join(added)}")
+
+        def removal(label: str) -> tuple[bool, str]:
+            unproven = self._unproven_callers(cls, method, func)
+            if unproven is None:
+                return True, ""
+            if self.unsafe_fixes:
+                return True, (f"unsafe fix: removed unused {label} from {method}(); callers "
+                              "that passed extra arguments now get a TypeError")
+            return False, (f"{label} is never read, but TorchScript rejects it; removing it "
+                           f"changes what callers may pass, and {unproven} (--unsafe-fixes "
+                           "removes it)")
+
+        plan = ordinary_signature(func.params, method, names_used(func.body), removal)
+        originals = {id(p) for p in [*params.params, *params.kwonly_params,
+                                     params.star_arg, params.star_kwarg]}
+        for site in plan.sites:
+            if id(site.node) not in originals:
+                continue        # a parameter the expansion added: the **kwargs site says it
+            if site.reason is None:
+                self.fixed(site.node, "TSF210", site.message)
+            elif site.blocker:
+                self.skip(class_name, site.node, f"{method}(): {site.reason}", code="TSF210",
+                          message=site.message)
+            else:
+                self.skip(class_name, site.node, f"{method}(): {site.reason}")
+        parts.extend(plan.parts)
+        notes.extend(plan.notes)
+        if plan.params is func.params:
+            return func
+        return func.with_changes(params=plan.params)
+
+    # ---- **kwargs passed on --------------------------------------------------------------------
+
+    def _expand_kwargs(self, cls: cst.ClassDef, facts: ClassFacts, method: str,
+                       func: cst.FunctionDef) -> tuple[cst.FunctionDef, list[str]] | None:
+        """``func`` with its ``**kwargs`` replaced by the named parameters of the one submodule
+        call it is passed to, or None (a refusal is reported by the signature step)."""
+        star_kwarg = func.params.star_kwarg
+        self_var = self_name(func)
+        if star_kwarg is None or self_var is None:
+            return None
+        kw = star_kwarg.name.value
+        uses = [n for n in find_all(func.body, cst.Name) if n.value == kw]
+        calls = [c for c in find_all(func.body, cst.Call)
+                 if any(a.star == "**" and isinstance(a.value, cst.Name) and a.value.value == kw
+                        for a in c.args)]
+        if len(calls) != 1 or len(uses) != 1:
+            return None
+        call = calls[0]
+        attr = self_attr(call.func, self_var)
+        callee = self._submodule_class(facts, attr) if attr is not None else None
+        if callee is None:
+            return None
+        target = methods_of(callee).get("forward")
+        if target is None or target.params.star_kwarg is not None:
+            return None
+        callee_params = [*target.params.posonly_params, *target.params.params][1:]
+        bound_positionally = [a for a in call.args if a.keyword is None and a.star == ""]
+        if any(a.star == "*" for a in call.args) or (
+                len(bound_positionally) > len(callee_params)
+                and not isinstance(target.params.star_arg, cst.Param)):
+            return None
+        named = {a.keyword.value for a in call.args if a.keyword is not None}
+        rest = [p for p in [*callee_params[len(bound_positionally):],
+                            *target.params.kwonly_params] if p.name.value not in named]
+        taken = names_used(func) - {kw}
+        if any(p.default is None or not _is_portable_default(p.default)
+               or p.name.value in taken for p in rest):
+            return None
+        added = [cst.Param(cst.Name(p.name.value), annotation=p.annotation, default=p.default,
+                           equal=p.equal, star="") for p in rest]
+        new_args = [a for a in call.args if a.star != "**"]
+        tight = cst.AssignEqual(whitespace_before=cst.SimpleWhitespace(""),
+                                whitespace_after=cst.SimpleWhitespace(""))
+        new_args = [*new_args, *[cst.Arg(cst.Name(p.name.value), keyword=cst.Name(p.name.value),
+                                         equal=tight) for p in rest]]
+        new_args = [a.with_changes(comma=cst.MaybeSentinel.DEFAULT) if i == len(new_args) - 1
+                    else a.with_changes(comma=cst.Comma(whitespace_after=cst.SimpleWhitespace(" ")))
+                    for i, a in enumerate(new_args)]
+        new_call = call.with_changes(args=new_args)
+        body = func.body.deep_replace(call, new_call)
+        params = func.params.with_changes(
+            star_kwarg=None, kwonly_params=[*func.params.kwonly_params, *added])
+        if not isinstance(params.star_arg, cst.Param | cst.ParamStar) and added:
+            params = params.with_changes(star_arg=cst.ParamStar())
+        if not added:
+            params = params.with_changes(params=without_trailing_comma(list(params.params)))
+        assert isinstance(body, cst.BaseSuite)
+        return func.with_changes(params=params, body=body), [code_of(p) for p in added]
+
+    def _submodule_class(self, facts: ClassFacts, attr: str) -> cst.ClassDef | None:
+        """The class of this file that ``self.<attr>`` is always built from in ``__init__``."""
+        built = [a for a in facts.assignments if a.attr == attr]
+        classes = self.facts.classes
+        if len(built) != 1 or built[0].method != "__init__":
+            return None
+        value = built[0].value
+        if not (isinstance(value, cst.Call) and isinstance(value.func, cst.Name)):
+            return None
+        found = classes.get(value.func.value)
+        return found if found is not None and self.facts.is_module_class(found) else None
+
+    # ---- who calls the class ------------------------------------------------------------------
+
+    def _unproven_callers(self, cls: cst.ClassDef, method: str,
+                          func: cst.FunctionDef) -> str | None:
+        """None when every call of ``method`` the tree can make is known and passes nothing the
+        method's ``*args``/``**kwargs`` would take; else why not, as a clause."""
+        name = cls.name.value
+        if method != "forward":
+            return f"only forward()'s callers are traced, not {method}()'s"
+        elsewhere = self._named_elsewhere(name)
+        if elsewhere is not None:
+            return elsewhere
+        calls: list[cst.Call] = []
+        built = False
+        for holder in self.facts.classes.values():
+            if holder is cls:
+                continue
+            holder_facts = self.facts.of(holder)
+            attrs = {a.attr for a in holder_facts.assignments
+                     if isinstance(a.value, cst.Call) and isinstance(a.value.func, cst.Name)
+                     and a.value.func.value == name}
+            for holder_method in holder_facts.methods.values():
+                self_var = self_name(holder_method)
+                targets = {id(t.target) for a in find_all(holder_method.body, cst.Assign)
+                           for t in a.targets}
+                for node in find_all(holder_method.body, cst.Attribute):
+                    if self_var is not None and self_attr(node, self_var) in attrs:
+                        calls_here = [c for c in find_all(holder_method.body, cst.Call)
+                                      if c.func is node]
+                        if not calls_here and id(node) not in targets:
+                            return (f"self.{node.attr.value} of {holder.name.value} is used "
+                                    "other than called")
+                        calls.extend(calls_here)
+            built = built or bool(attrs)
+        references = [n for n in find_all(self.source_module, cst.Name)
+                      if n.value == name and n is not cls.name]
+        constructions = [c for c in find_all(self.source_module, cst.Call)
+                         if isinstance(c.func, cst.Name) and c.func.value == name]
+        stored = {id(a.value) for h in self.facts.classes.values()
+                  for a in self.facts.of(h).assignments if a.method == "__init__"}
+        if any(id(c) not in stored for c in constructions) or \
+                len(references) != len(constructions):
+            return f"{name} is used other than as `self.<attr> = {name}(...)` in __init__"
+        if not built:
+            return f"{name} is built nowhere in the tree, so its callers are not known"
+        params = func.params
+        positional = len([*params.posonly_params, *params.params]) - 1
+        keywords = {p.name.value for p in [*params.posonly_params, *params.params,
+                                           *params.kwonly_params]}
+        for call in calls:
+            if not _star_free(call):
+                return f"a call of {name} unpacks its arguments"
+            if len([a for a in call.args if a.keyword is None]) > positional:
+                return f"a call of {name} passes more positional arguments than it names"
+            if any(a.keyword is not None and a.keyword.value not in keywords for a in call.args):
+                return f"a call of {name} passes a keyword it does not name"
+        return None
+
+    def _named_elsewhere(self, name: str) -> str | None:
+        """None when no other ``.py`` file of the tree names ``name``; else why it is unknown."""
+        if name in self._tree_mentions:
+            return self._tree_mentions[name]
+        found: str | None = None
+        filename = self.context.filename
+        if not filename or not Path(filename).is_file():
+            found = "the file's tree is not known"
+        else:
+            path = Path(filename).absolute()
+            root = package_root(path)
+            pattern = re.compile(rf"\b{re.escape(name)}\b")
+            files = sorted(root.rglob("*.py"))
+            if len(files) > _MAX_TREE_FILES:
+                found = f"the tree is too large to search ({len(files)} files)"
+            for other in files if found is None else []:
+                if other == path or any(part.startswith(".") or part == "site-packages"
+                                        for part in other.relative_to(root).parts):
+                    continue
+                try:
+                    text = other.read_text(encoding="utf-8", errors="replace")
+                except OSError:
+                    continue
+                if pattern.search(text):
+                    found = f"{other.relative_to(root).as_posix()} names {name}"
+                    break
+        self._tree_mentions[name] = found
+        return found
