@@ -18,7 +18,11 @@ from tsfix.cli.main import main as cli_main
 from tsfix.codemods.pipeline import phases
 from tsfix.codemods.pipeline.config import Config
 from tsfix.codemods.pipeline.engine import Options, run
-from tsfix.codemods.pipeline.phases import PARALLEL_MIN_FILES
+from tsfix.codemods.pipeline.phases.processes import (
+    PARALLEL_MIN_FILES,
+    PARALLEL_MIN_SECONDS,
+    Rewriters,
+)
 from tsfix.codemods.pipeline.report import ClassResult, FileResult, RunResult, SkipResult
 from tsfix.codemods.rules.base import ClassChange, Rule
 from tsfix.codemods.validation.pool import WorkerPool
@@ -421,12 +425,12 @@ def test_rule_drop_trials_run_in_the_rewrite_processes_with_progress(
         project: Project, monkeypatch: Any) -> None:
     """A class two rules changed is rejected; its trials (each rule left out) are rewritten in
     the run's rewrite processes, then validated, each round a phase of the progress display."""
-    from tsfix.codemods.pipeline import phases
+    from tsfix.codemods.pipeline.phases import processes
     from tsfix.codemods.rules import registry
 
     monkeypatch.setattr(registry, "ALL_RULES", {rule.name: rule
                                                 for rule in (_KeepsOutputs, _TriplesOutputs)})
-    monkeypatch.setattr(phases, "PARALLEL_MIN_FILES", 2)     # two files: rewrite processes
+    monkeypatch.setattr(processes, "PARALLEL_MIN_FILES", 2)     # two files: rewrite processes
     names = ["a.py", "b.py"]
     project.pyproject({f"{name}:Net": {"inputs": ["randn(2, 4)"]} for name in names})
     for name in names:
@@ -496,10 +500,10 @@ def test_a_short_round_of_slow_files_is_spread_over_the_processes() -> None:
     # the processes; a few quick ones stay here.
     session = phases.Session(["lift-branch"], Config(), False, False, workers=2)
     done: list[tuple[int, int]] = []
-    with phases._Rewriters(session) as rewriters:
+    with Rewriters(session) as rewriters:
         quick = rewriters.map(_where, [1, 2, 3], done.append)
         slow = rewriters.map(_where, [4, 5, 6, 7], done.append,
-                             seconds=phases.PARALLEL_MIN_SECONDS)
+                             seconds=PARALLEL_MIN_SECONDS)
     assert {pid for _, pid in quick} == {os.getpid()}
     assert sorted(item for item, _ in slow) == [4, 5, 6, 7]
     assert os.getpid() not in {pid for _, pid in slow}

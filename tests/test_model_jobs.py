@@ -617,6 +617,8 @@ def test_a_class_verified_on_its_own_table_is_rejected_by_a_model_it_breaks(
     from tsfix.codemods.pipeline import models as configured
     from tsfix.codemods.pipeline import phases
     from tsfix.codemods.pipeline.config import Config, ExampleSpec
+    from tsfix.codemods.pipeline.phases.records import Observed, Pending
+    from tsfix.codemods.pipeline.phases.validate import validate_all
     from tsfix.codemods.pipeline.report import ClassResult
     from tsfix.codemods.pipeline.sources import SourceText
 
@@ -626,12 +628,12 @@ def test_a_class_verified_on_its_own_table_is_rejected_by_a_model_it_breaks(
     session = phases.Session(["lift-branch"], Config(examples=dict(specs)), False, False)
     file = phases.File(0, path, path, "nets.py")
     change = ClassResult("lift-branch", "Drop", (1, 5), "lifted self.prob", {"prob": "prob"})
-    pending = [phases._Pending(file, SourceText(path, "old", "utf-8", False), "new", (change,),
-                               phases._Observed())]
+    pending = [Pending(file, SourceText(path, "old", "utf-8", False), "new", (change,),
+                       Observed())]
     wrap = configured.Configured(file, "Wrap", specs[(path, "Wrap")])
     answers = _Answers(str(path))
 
-    checked, _ = phases._validate(pending, [wrap], session, answers)  # type: ignore[arg-type]
+    checked, _ = validate_all(pending, [wrap], session, answers)  # type: ignore[arg-type]
 
     [job] = answers.model_jobs
     assert [c.name for c in job.classes] == ["Drop"]

@@ -1,6 +1,6 @@
 """A rewrite that makes a configured model fail where the original builds and runs is rejected
 (codemods/validation/model.py :class:`NewFailure`), and the run leaves it out
-(codemods/pipeline/phases.py ``_recheck_not_checked``).
+(codemods/pipeline/phases/recheck.py ``recheck_not_checked``).
 
 The breaking rewrite is the one measured on speechbrain's LiGRU under ``--target export``: a
 torch.cond whose two sides return tensors of different shapes raises in eager mode too, and a

@@ -11,6 +11,8 @@ from tsfix.codemods.pipeline import models as configured
 from tsfix.codemods.pipeline import phases
 from tsfix.codemods.pipeline.config import Config, ExampleSpec
 from tsfix.codemods.pipeline.engine import Progress
+from tsfix.codemods.pipeline.phases.explain import explain_blockers
+from tsfix.codemods.pipeline.phases.processes import Rewriters
 from tsfix.codemods.validation.protocol import MODEL_FAILS, Blocker, ModelResult, ModelVerdict
 
 
@@ -109,8 +111,8 @@ def test_blockers_are_explained_once_each_with_progress(
     finished.append((configured.Configured(file, "D", ExampleSpec("nets.py:D")),
                      ModelResult(0, failure="the original does not build"), [], None))
 
-    with phases._Rewriters(session) as rewriters:
-        found = phases._explain_blockers(finished, {path: "nets.py"}, session, rewriters)
+    with Rewriters(session) as rewriters:
+        found = explain_blockers(finished, {path: "nets.py"}, session, rewriters)
 
     assert sorted(seen) == [("text", "bad kwargs", "Block.forward"),
                             ("text", "no numpy", "Head.forward")]
@@ -141,8 +143,8 @@ def test_a_blocker_is_explained_knowing_which_rewrites_of_its_class_were_rejecte
                  _stopped(path, "bad kwargs", scope), [], "text")
                 for name, scope in [("A", "Block.forward"), ("B", "Head.forward")]]
 
-    with phases._Rewriters(session) as rewriters:
-        phases._explain_blockers(finished, {path: "nets.py"}, session, rewriters,
-                                 rejected={path: {"Block": {"annotate": "does not script"}}})
+    with Rewriters(session) as rewriters:
+        explain_blockers(finished, {path: "nets.py"}, session, rewriters,
+                         rejected={path: {"Block": {"annotate": "does not script"}}})
 
     assert seen == {"Block.forward": {"annotate": "does not script"}, "Head.forward": None}

@@ -37,13 +37,13 @@ def _slow_final_texts(monkeypatch: pytest.MonkeyPatch, seconds: float) -> Any:
     from tsfix.codemods.rules.registry import select_rules
 
     select_rules(["lift-branch"])
-    real = phases._final_texts
+    real = phases.finals.final_texts
 
     def slow(*args: Any, **kwargs: Any) -> Any:
         time.sleep(seconds)
         return real(*args, **kwargs)
 
-    monkeypatch.setattr(phases, "_final_texts", slow)
+    monkeypatch.setattr(phases.finals, "final_texts", slow)
     return real
 
 
@@ -67,7 +67,7 @@ def test_time_limit_keeps_decided_files_and_the_next_run_resumes(
     assert stopped.value.undecided == ("net.py",)
     assert project.snapshot() == before             # net.py has its old bytes
 
-    monkeypatch.setattr(phases, "_final_texts", real)
+    monkeypatch.setattr(phases.finals, "final_texts", real)
     resumed = project.run(rules=["lift-branch"], verify=False, cache=True, cache_dir=cache)
     assert resumed.cache_hits == 1                  # clean.py, decided before the stop
     by_name = {f.display: f for f in resumed.files}
