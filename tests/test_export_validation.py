@@ -12,7 +12,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from tsfix.codemods.validation.export import headline, setting_value, string_codes
+from tsfix.codemods.validation.export import headline, string_codes
 from tsfix.codemods.validation.pool import WorkerPool
 from tsfix.codemods.validation.protocol import (
     ClassVerdict,
@@ -23,6 +23,7 @@ from tsfix.codemods.validation.protocol import (
     ModelResult,
     ValidationJob,
 )
+from tsfix.codemods.validation.worker import setting_value
 
 DATA = Path(__file__).resolve().parent / "data" / "export"
 HAS_ONNX = all(importlib.util.find_spec(name) is not None
@@ -175,6 +176,7 @@ def test_settings_become_the_tensors_the_rewrite_defaults_to() -> None:
     assert setting_value(True).dtype == torch.bool
     # torch.tensor(self.scale) is float32, not the float64 the onnx target feeds.
     assert setting_value(0.5).dtype == torch.float32
+    assert setting_value(0.5, double=True).dtype == torch.float64
     assert setting_value("max", {"avg": 0, "max": 1}).item() == 1
     assert setting_value("other", {"avg": 0}).item() == -1
 

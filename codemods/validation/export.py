@@ -2,9 +2,9 @@
 
 Imported by the validation worker only, for jobs whose target is ``export``. The worker has
 already done steps 1, 2 and the eager one-artifact step (:func:`~tsfix.codemods.validation.
-worker.check_class`), with lifted settings given as 0-d tensors (:func:`setting_value`) and every
-``torch.cond`` call of the rewritten file recorded (:class:`CondRecorder`). Then
-:func:`check_export`:
+worker.check_class`), with lifted settings given as 0-d tensors (:func:`~tsfix.codemods.
+validation.worker.setting_value`) and every ``torch.cond`` call of the rewritten file
+recorded (:class:`CondRecorder`). Then :func:`check_export`:
 
 3. exports the instance built from the first configuration ONCE (``torch.export.export``, non
    strict), with the first call's arguments and the lifted settings as tensor keyword
@@ -64,6 +64,7 @@ from tsfix.codemods.validation.worker import (
     fingerprint,
     fresh,
     rejected,
+    saved_and_loaded,
     unverified,
 )
 
@@ -99,14 +100,6 @@ def string_codes(source: str, class_name: str) -> dict[str, dict[str, int]]:
                                                for k, v in table.items()):
                 found[node.args[0].attr] = table
     return found
-
-
-def setting_value(value: Any, codes: dict[str, int] | None = None) -> torch.Tensor:
-    """A configuration's setting as its lifted ``Optional[Tensor]`` argument takes it: what the
-    rewrite's own default ``torch.tensor(self.<attribute>)`` makes, or a string's int code."""
-    if isinstance(value, str):
-        return torch.tensor((codes or {}).get(value, -1))
-    return torch.tensor(value)
 
 
 # ---- torch.cond sides --------------------------------------------------------------------------
@@ -296,15 +289,12 @@ def describe(exc: BaseException, rename: dict[str, str]) -> str:
 
 # ---- the steps ---------------------------------------------------------------------------------
 
-def saved_and_loaded(program: Any, rename: dict[str, str]) -> Any:
+def reloaded_program(program: Any, rename: dict[str, str]) -> Any:
     """The module of ``program`` after ``torch.export.save`` and ``load``; rejected when either
     fails."""
-    buffer = io.BytesIO()
     try:
         with quiet():
-            torch.export.save(program, buffer)
-            buffer.seek(0)
-            return torch.export.load(buffer).module()
+            return saved_and_loaded(program)
     except Exception as exc:
         raise rejected(f"save/load: {describe(exc, rename)}") from exc
 
@@ -383,7 +373,7 @@ def check_export(case: Case) -> str:
     original_note = original_exports(case)
 
     # 5: save / load of the first program.
-    loaded = saved_and_loaded(program, rename)
+    loaded = reloaded_program(program, rename)
     saved_calls = 0
     for k in case.served:
         for j, (args, kwargs) in enumerate(case.configs[k].calls):
@@ -600,10 +590,7 @@ def check_model(configs: list[Any], models: list[Any], outputs: list[list[Any]],
                                       exc, False)
                 try:
                     with quiet():
-                        buffer = io.BytesIO()
-                        torch.export.save(program, buffer)
-                        buffer.seek(0)
-                        own[key] = torch.export.load(buffer).module()
+                        own[key] = saved_and_loaded(program)
                 except Exception as exc:
                     return ModelCheck(f"save/load: {describe(exc, rename)} for "
                                       f"{inst.label(j)}", None, False)
@@ -712,7 +699,7 @@ def _serve_reached(first: Any, serving: list[Any], alone: list[Any], called: lis
             check(module, pair, j, {}, "export")
 
     program = program_for(first, first.new, values(first), 0)[0]
-    loaded = saved_and_loaded(program, rename)
+    loaded = reloaded_program(program, rename)
     check(loaded, first, 0, values(first), "save/load")
     return (f"one exported program served {len(serving)} of {len(called)} instance(s) "
             f"({len(programs)} program(s), one per input shape), save/load"

@@ -105,15 +105,16 @@ from tsfix.codemods.validation.worker import (
     overloads_apart,
     plain_settings,
     rejected,
-    saved_and_loaded,
+    save_load_step,
     script,
     short_error,
+    target_settings,
     unverified,
 )
 
 __all__ = ["MAX_CALL_BYTES", "MAX_TOTAL_BYTES", "RECORDED_CALLS", "NewFailure", "OverlayFinder",
-           "Tree", "blocker_of", "check_reached_class", "eager_run", "headline", "model_verdict",
-           "run_model_job", "scope_at"]
+           "Tree", "blocker_of", "check_reached_class", "eager_run", "model_verdict",
+           "run_model_job", "scope_at", "script_message"]
 
 RECORDED_CALLS = 2                  # calls recorded per submodule instance
 MAX_CALL_BYTES = 64 * 2**20         # one call's tensors (inputs or output) recorded at most
@@ -500,7 +501,7 @@ def renamed(text: str, rename: Mapping[str, str]) -> str:
     return text
 
 
-def headline(exc: BaseException, rename: Mapping[str, str]) -> str:
+def script_message(exc: BaseException, rename: Mapping[str, str]) -> str:
     """TorchScript's message before its first source location, on one line."""
     text = renamed(str(exc), rename)
     site = _SITE.search(text)
@@ -743,7 +744,7 @@ def export_original(original: Original, tree: Tree, texts: Texts
         return ModelVerdict("fails", f"the original does not export: {ex.describe(exc, {})}",
                             False, export_blocker(exc, {}, tree, texts)), False
     try:
-        ex.saved_and_loaded(program, {})
+        ex.reloaded_program(program, {})
     except Verdict as outcome:
         return ModelVerdict("fails", f"the original does not export: {outcome.reason}",
                             False), False
@@ -772,7 +773,7 @@ def script_original(original: Original, tree: Tree, texts: Texts
     try:
         script(original.models[0])
     except BaseException as exc:
-        return ModelVerdict("fails", f"the original does not script: {headline(exc, {})}",
+        return ModelVerdict("fails", f"the original does not script: {script_message(exc, {})}",
                             False, blocker_of(exc, {}, tree, texts)), False
     return ModelVerdict("scripts", "the original scripts", True), True
 
@@ -1152,18 +1153,7 @@ def check_reached_class(model_class: ModelClass, pairs: list[Pair], many_configs
             raise rejected(f"one artifact: the rewritten {p.seen.label(many_configs)} has no "
                            f"attribute {missing[0]} (lifted)")
         values = {param: getattr(p.new, attr) for param, attr in lifted.items()}
-        if target == "onnx":
-            # The ONNX form takes each setting as a 0-d tensor (lift-branch's onnx form).
-            from tsfix.codemods.validation.onnx_export import setting_tensor
-
-            return {param: setting_tensor(value, codes.get(lifted[param]))
-                    for param, value in values.items()}
-        if target != "export":
-            return values
-        from tsfix.codemods.validation.export import setting_value
-
-        return {param: setting_value(value, codes.get(lifted[param]))
-                for param, value in values.items()}
+        return target_settings(values, lifted, codes, target)
 
     codes: dict[str, dict[str, int]] = {}
     new_file = module_at(rewritten, model_class.path, rename)
@@ -1269,8 +1259,8 @@ def check_reached_class(model_class: ModelClass, pairs: list[Pair], many_configs
     artifact = scripted[id(first)]
     served = check_artifact(artifact, "one artifact", served, not eager_checked)
 
-    loaded, save_step = saved_and_loaded(artifact, model_class.python_only, dict(rename),
-                                         first.seen.module)
+    loaded, save_step = save_load_step(artifact, model_class.python_only, dict(rename),
+                                       first.seen.module)
     if loaded is not None:
         # Without an instance the artifact serves (every one a subclass with a forward of its
         # own), the first instance checks the loaded copy of itself.
@@ -1430,7 +1420,7 @@ def model_verdict(original: Original, models: list[torch.nn.Module],
         try:
             artifact = script(model)
         except BaseException as exc:
-            return ModelVerdict("fails", headline(exc, rename),
+            return ModelVerdict("fails", script_message(exc, rename),
                                 blocker=blocker_of(exc, rename, tree, texts))
         checks: list[tuple[str, Any]] = [("script", artifact)]
         buffer = io.BytesIO()

@@ -50,19 +50,6 @@ class OnnxUnsupported(Exception):
     """The check cannot be made for this example (not the rewrite's fault): unverified."""
 
 
-# ---- lifted settings as graph inputs -----------------------------------------------------------
-
-def setting_tensor(value: Any, codes: dict[str, int] | None = None) -> torch.Tensor:
-    """A configuration's setting as the 0-d tensor its lifted ``Optional[Tensor]`` argument
-    takes: bool, int64, float64 (a Python float is a double in the exported graph), or the int
-    code of a string."""
-    if isinstance(value, str):
-        return torch.tensor((codes or {}).get(value, -1))
-    if isinstance(value, float):
-        return torch.tensor(value, dtype=torch.float64)
-    return torch.tensor(value)
-
-
 # ---- export ------------------------------------------------------------------------------------
 
 def forward_parameters(module: Any) -> list[tuple[str, Any]]:

@@ -270,6 +270,30 @@ def instances(example: Example, cls: type | None = None) -> list[Instance]:
             for k, init in enumerate(example.init)]
 
 
+def setting_value(value: Any, codes: dict[str, int] | None = None, *, double: bool = False
+                  ) -> torch.Tensor:
+    """A configuration's setting as the 0-d tensor its lifted ``Optional[Tensor]`` argument
+    takes: what the rewrite's own default ``torch.tensor(self.<attribute>)`` makes, or a
+    string's int code. ``double``: a float as float64 (the TorchScript-based ONNX exporter
+    types a Python float as a double)."""
+    if isinstance(value, str):
+        return torch.tensor((codes or {}).get(value, -1))
+    if double and isinstance(value, float):
+        return torch.tensor(value, dtype=torch.float64)
+    return torch.tensor(value)
+
+
+def target_settings(values: dict[str, Any], lifted: dict[str, str],
+                    codes: dict[str, dict[str, int]], target: str) -> dict[str, Any]:
+    """Lifted arguments' values (parameter -> setting) as the target takes them: as they are
+    for TorchScript, 0-d tensors for the export and onnx targets (``codes``: attribute ->
+    {string: int code} of the str settings lift-branch turned into codes)."""
+    if target not in ("export", "onnx"):
+        return values
+    return {param: setting_value(value, codes.get(lifted[param]), double=target == "onnx")
+            for param, value in values.items()}
+
+
 class OtherBatch:
     """A configuration's first call again at a second batch size: what the example fixes by
     accident (a chunk count, a tuple's length, a reshape by the batch size) changes there.
@@ -933,17 +957,7 @@ def check_class(original: types.ModuleType, rewritten: types.ModuleType,
     def lifted_values(k: int) -> dict[str, Any]:
         """Configuration ``k``'s settings as the lifted arguments take them."""
         values = {param: getattr(rewrites[k], attr) for param, attr in lifted.items()}
-        if target == "export":
-            from tsfix.codemods.validation.export import setting_value
-
-            return {param: setting_value(value, (codes or {}).get(lifted[param]))
-                    for param, value in values.items()}
-        if target != "onnx":
-            return values
-        from tsfix.codemods.validation.onnx_export import setting_tensor
-
-        return {param: setting_tensor(value, (codes or {}).get(lifted[param]))
-                for param, value in values.items()}
+        return target_settings(values, lifted, codes or {}, target)
 
     def check_artifact(module: Any, step: str) -> None:
         for k in served:
@@ -1008,8 +1022,8 @@ def check_class(original: types.ModuleType, rewritten: types.ModuleType,
     check_artifact(artifact, "one artifact")
 
     # 5: save / load; a Python-only artifact (an ignored method) is expected to fail to save.
-    loaded, save_step = saved_and_loaded(artifact, job_class.python_only, rename,
-                                         originals[0])
+    loaded, save_step = save_load_step(artifact, job_class.python_only, rename,
+                                       originals[0])
     if loaded is not None:
         check_artifact(loaded, "save/load")
 
@@ -1087,18 +1101,28 @@ def other_batch_note(varied: list[OtherBatch | None], steps: str) -> str:
     return "".join(f"; {part}" for part in parts)
 
 
-def saved_and_loaded(artifact: Any, python_only: bool, rename: dict[str, str],
-                     original: torch.nn.Module | None = None) -> tuple[Any | None, str]:
-    """``torch.jit.save`` then ``load`` of a scripted artifact, and how to say it: the loaded
-    copy (None when saving failed as a Python-only artifact's must: an ignored method) and the
-    step's words. A save that fails otherwise rejects the rewrite, unless ``original`` (the
-    original instance the artifact was made to replace) scripts and cannot be saved and loaded
-    either: then it is not the rewrite's failure, and the rewrite is unverified."""
+def saved_and_loaded(artifact: Any) -> Any:
+    """A scripted module after ``torch.jit.save`` and ``load``, or an exported program's module
+    after ``torch.export.save`` and ``load``; raises what saving or loading raises."""
     buffer = io.BytesIO()
-    try:
-        torch.jit.save(artifact, buffer)
+    if isinstance(artifact, torch.export.ExportedProgram):
+        torch.export.save(artifact, buffer)
         buffer.seek(0)
-        loaded = torch.jit.load(buffer)  # type: ignore[no-untyped-call]
+        return torch.export.load(buffer).module()
+    torch.jit.save(artifact, buffer)
+    buffer.seek(0)
+    return torch.jit.load(buffer)  # type: ignore[no-untyped-call]
+
+
+def save_load_step(artifact: Any, python_only: bool, rename: dict[str, str],
+                   original: torch.nn.Module | None = None) -> tuple[Any | None, str]:
+    """The save/load step for a scripted artifact: the loaded copy (None when saving failed as
+    a Python-only artifact's must: an ignored method) and the step's words. A save that fails
+    otherwise rejects the rewrite, unless ``original`` (the original instance the artifact was
+    made to replace) scripts and cannot be saved and loaded either: then it is not the
+    rewrite's failure, and the rewrite is unverified."""
+    try:
+        loaded = saved_and_loaded(artifact)
     except BaseException as exc:
         if not python_only:
             error = short_error(exc, rename)
@@ -1123,11 +1147,8 @@ def save_load_failure(module: torch.nn.Module) -> str | None:
         artifact = script(module)
     except BaseException:
         return None
-    buffer = io.BytesIO()
     try:
-        torch.jit.save(artifact, buffer)
-        buffer.seek(0)
-        torch.jit.load(buffer)  # type: ignore[no-untyped-call]
+        saved_and_loaded(artifact)
     except BaseException as exc:
         return short_error(exc)
     return None
@@ -1190,10 +1211,7 @@ def _export_checked(module: Any, weights: dict[str, Any], arguments: list[tuple[
     the artifact the other steps use."""
     from tsfix.codemods.validation import onnx_export as ox
 
-    buffer = io.BytesIO()
-    torch.jit.save(module, buffer)
-    buffer.seek(0)
-    copy = torch.jit.load(buffer)  # type: ignore[no-untyped-call]
+    copy = saved_and_loaded(module)
     copy.load_state_dict(weights)
     copy.eval()
     try:
