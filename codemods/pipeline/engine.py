@@ -6,8 +6,9 @@
 
 The run is a sequence of phases, each a function that takes the records of the phases before
 it and returns new ones (frozen dataclasses; nothing a phase returns is changed later). This
-module discovers the files, answers what it can from the cache and writes; phases 2 to 6 run
-in :mod:`~tsfix.codemods.pipeline.phases`, loaded only when a file is not cached:
+module discovers the files, answers what it can from the cache and writes; phases 2 to 7 run
+in :mod:`~tsfix.codemods.pipeline.phases` (a module each), loaded only when a file is not
+cached:
 
 1. discover and **cache** (:mod:`~tsfix.codemods.pipeline.cache`): a file whose outcome is
    cached is answered from it; when every file is, neither LibCST, black nor the rules are
@@ -245,16 +246,20 @@ def _run(paths: list[Path], options: Options, config: Config) -> RunResult:
     todo = {i: f for i, f in enumerate(found)
             if isinstance(f, Path) and i not in cached and i not in bad_tables}
 
+    def write(result: FileResult, text: str | None, source: SourceText | None) -> FileResult:
+        """The one place a run writes a file: a changed file, in write mode."""
+        if text is None or result.status != "changed" or options.mode != "write":
+            return result
+        with interrupts_deferred():
+            result = _written(result, text, source)
+            if result.written:
+                written.append(result.display)
+        return result
+
     def write_decided(ready: dict[int, Outcome], complete: bool) -> None:
         known.update(ready)
         for i, outcome in ready.items():
-            result = outcome.result
-            if outcome.text is not None and result.status == "changed" \
-                    and options.mode == "write":
-                with interrupts_deferred():
-                    result = _written(result, outcome.text, outcome.source)
-                    if result.written:
-                        written.append(result.display)
+            result = write(outcome.result, outcome.text, outcome.source)
             decided[i] = result
             # Complete already (no model's record or imports to add later): the next run
             # answers it from the cache even when this one is stopped.
@@ -299,23 +304,13 @@ def _run(paths: list[Path], options: Options, config: Config) -> RunResult:
                 files.append(replace(result, status=done.status, error=done.error,
                                      written=done.written))
                 continue
-            if text is not None and result.status == "changed" and options.mode == "write":
-                with interrupts_deferred():
-                    result = _written(result, text, like)
-                    if result.written:
-                        written.append(result.display)
-            files.append(result)
+            files.append(write(result, text, like))
         # A model's outcome rests on what the fix loop did to the files it imports; when
         # that was not written (--diff, --check), a cached outcome would tell the next run
         # the model scripts while nothing rewrites those files.
         unwritten: set[str] = set()
         for outcome in extra:
-            result = outcome.result
-            if outcome.text is not None and result.status == "changed" and options.mode == "write":
-                with interrupts_deferred():
-                    result = _written(result, outcome.text, outcome.source)
-                    if result.written:
-                        written.append(result.display)
+            result = write(outcome.result, outcome.text, outcome.source)
             if result.status == "changed" and not result.written:
                 unwritten.add(str(result.path))
             files.append(result)
