@@ -1202,6 +1202,169 @@ def test_an_export_method_is_rewritten() -> None:
         ("TSF201", 19, "ModuleList 'self.layers' indexed by 'i'")]
 
 
+# ---- unpacked elements of a list of lists ------------------------------------------------------
+
+PAIRS = """\
+(self, depth=2, dim=4):
+    super().__init__()
+    self.layers = nn.ModuleList([])
+    for _ in range(depth):
+        self.layers.append(nn.ModuleList([nn.Linear(dim, dim), nn.Linear(dim, dim)]))
+    self.norms = nn.ModuleList([nn.LayerNorm(dim) for _ in range(depth)])
+"""
+
+UNPACKED = """\
+def forward(self, x):
+    for attn, ff in self.layers:
+        x = attn(x) + ff(x)
+    return x
+"""
+
+
+@pytest.mark.parametrize("layers", [
+    "nn.ModuleList([nn.ModuleList([nn.Linear(dim, dim), nn.ReLU()]) for _ in range(depth)])",
+    "nn.ModuleList([nn.ModuleList([nn.Linear(dim, dim), nn.ReLU()]), "
+    "nn.Sequential(nn.ReLU(), nn.Linear(dim, dim))])",
+    "nn.Sequential(*[nn.Sequential(*[nn.ReLU(), nn.ReLU()]) for _ in range(depth)])",
+    "nn.ModuleList([nn.ModuleList([nn.ReLU(), nn.ReLU()]) if depth > 1 "
+    "else nn.ModuleList([nn.Tanh(), nn.ReLU()])])",
+    "nn.ModuleList()\n    self.layers.append(nn.Sequential(nn.ReLU(), nn.ReLU()))",
+])
+def test_unpacked_elements_of_proven_length_become_one_loop_variable(layers: str) -> None:
+    init = PAIRS.replace("nn.ModuleList([])\n    for _ in range(depth):\n        "
+                         "self.layers.append(nn.ModuleList([nn.Linear(dim, dim), "
+                         "nn.Linear(dim, dim)]))", layers)
+    assert layers in init
+    result = rewrite(model(init, UNPACKED))
+    assert body(result) == textwrap.dedent("""\
+        def forward(self, x):
+            for layer in self.layers:
+                attn = layer[0]
+                ff = layer[1]
+                x = attn(x) + ff(x)
+            return x
+        """), reasons(result)
+    assert result.skips == []
+    assert [(f.code, f.message) for f in result.fixes] == [
+        ("TSF216", "elements of ModuleList 'self.layers' unpacked into 'attn, ff'")
+        if "self.layers = nn.Sequential" not in init else
+        ("TSF216", "elements of Sequential 'self.layers' unpacked into 'attn, ff'")]
+    assert result.changes[0].summary.endswith(
+        "`for attn, ff in self.layers` -> one loop variable per element, its modules picked by "
+        "index (attn = layer[0], ff = layer[1])")
+    assert not rewrite(result.text).changed
+
+
+def test_unpacked_elements_in_enumerate_and_zip_and_a_one_line_body() -> None:
+    result = rewrite(model(PAIRS, """
+        def forward(self, x):
+            layer = x
+            for index, (attn, ff) in enumerate(self.layers):
+                x = attn(x) + index
+            for [attn, ff], norm in zip(self.layers, self.norms): x = norm(ff(x))
+            return x + layer
+        """))
+    assert body(result) == textwrap.dedent("""\
+        def forward(self, x):
+            layer = x
+            for index, layer_module in enumerate(self.layers):
+                attn = layer_module[0]
+                ff = layer_module[1]
+                x = attn(x) + index
+            for layer_module, norm in zip(self.layers, self.norms):
+                attn = layer_module[0]
+                ff = layer_module[1]
+                x = norm(ff(x))
+            return x + layer
+        """), reasons(result)
+    assert [f.line for f in result.fixes] == [15, 17]
+
+
+@pytest.mark.parametrize(("change", "forward", "reason"), [
+    (("[nn.Linear(dim, dim), nn.Linear(dim, dim)]", "[nn.Linear(dim, dim)] * 2"), UNPACKED,
+     "the length of each element of self.layers is not proven: an element is "
+     "`nn.ModuleList([nn.Linear(dim, dim)] * 2)`, not a ModuleList or Sequential literal"),
+    (("nn.ModuleList([nn.Linear(dim, dim), nn.Linear(dim, dim)])", "make_pair(dim)"), UNPACKED,
+     "the length of each element of self.layers is not proven: an element is "
+     "`make_pair(dim)`, not a ModuleList or Sequential literal"),
+    (("nn.Linear(dim, dim), nn.Linear(dim, dim)]", "nn.Linear(dim, dim)]"), UNPACKED,
+     "the elements of self.layers have 1 modules, the target unpacks 2"),
+    (("self.norms =", "self.layers.extend([nn.ModuleList()])\n    self.norms ="), UNPACKED,
+     "the length of each element of self.layers is not proven: "
+     "`self.layers.extend([nn.ModuleList()])` in __init__()"),
+    (("self.norms =", "self.layers[0] = nn.ModuleList()\n    self.norms ="), UNPACKED,
+     "the length of each element of self.layers is not proven: an entry of self.layers is "
+     "assigned in __init__()"),
+    (("self.norms =", "self.layers[0].append(nn.ReLU())\n    self.norms ="), UNPACKED,
+     "the length of each element of self.layers is not proven: an element of self.layers is "
+     "changed in __init__()"),
+    (("self.layers = nn.ModuleList([])", "self.layers = nn.ModuleList(make_layers())"),
+     UNPACKED, "the length of each element of self.layers is not proven: its elements come "
+     "from `nn.ModuleList(make_layers())`"),
+    (None, UNPACKED.replace("attn, ff", "attn, *rest").replace("ff(x)", "rest[0](x)"),
+     "'attn, *rest' is not a tuple of plain names (a starred or nested part has no "
+     "literal-index equivalent)"),
+])
+def test_unpacked_elements_refused(change: tuple[str, str] | None, forward: str,
+                                   reason: str) -> None:
+    init = PAIRS if change is None else PAIRS.replace(*change)
+    assert change is None or init != PAIRS
+    code = model(init, forward)
+    result = rewrite(code)
+    assert result.text == code
+    target = "attn, *rest" if change is None else "attn, ff"
+    line = code.splitlines().index(f"        for {target} in self.layers:") + 1
+    assert [(s.code, s.message, s.reason) for s in result.skips] == [
+        ("TSF216", f"elements of ModuleList 'self.layers' unpacked into '{target}'",
+         f"`for {target} in self.layers` (line {line}): {reason}; not rewritten")]
+
+
+def test_unpacked_elements_grown_in_another_method_are_refused() -> None:
+    code = model(PAIRS, UNPACKED + "\ndef grow(self):\n    self.layers.append(nn.ReLU())\n")
+    result = rewrite(code)
+    assert result.text == code
+    assert reasons(result) == [
+        "`for attn, ff in self.layers` (line 13): the length of each element of self.layers is "
+        "not proven: `self.layers.append(nn.ReLU())` in grow(); not rewritten"]
+
+
+def test_unpacked_elements_of_a_list_a_base_class_builds_are_refused() -> None:
+    code = textwrap.dedent("""\
+        import torch.nn as nn
+
+
+        class Base(nn.Module):
+            def __init__(self):
+                super().__init__()
+                self.layers = nn.ModuleList([nn.ModuleList([nn.ReLU(), nn.ReLU()])])
+
+
+        class Block(Base):
+            def forward(self, x):
+                for attn, ff in self.layers:
+                    x = ff(attn(x))
+                return x
+        """)
+    result = rewrite(code)
+    assert result.text == code
+    assert [(s.class_name, s.reason) for s in result.skips] == [
+        ("Block", "`for attn, ff in self.layers` (line 12): the length of each element of "
+         "self.layers is not proven: self.layers is built by a base class; not rewritten")]
+
+
+def test_tuples_over_other_iterables_are_left_alone_silently() -> None:
+    code = model(PAIRS + "    self.pairs = [(1, 2), (3, 4)]\n", """
+        def forward(self, x):
+            for a, b in self.pairs:
+                x = x * a + b
+            for k, v in zip(self.pairs, self.pairs):
+                x = x + 1
+            return x
+        """)
+    result = rewrite(code)
+    assert result.text == code and result.skips == [] and result.fixes == []
+
+
 # ---- what tsfix check reports -------------------------------------------------------------------
 
 def test_offset_index_is_fixed_and_reported() -> None:
@@ -1254,7 +1417,9 @@ def test_blockers_fixture_findings() -> None:
     found = rewrite_source(BLOCKERS.read_text(), "blockers.py", [ModuleListIter], output=False)
     assert [(f.class_name, f.code, f.line, f.column, f.message) for f in found.fixes] == [
         ("IndexedByVariable", "TSF201", 160, 17, "ModuleList 'self.layers' indexed by 'i'"),
-        ("ReversedLayers", "TSF202", 170, 22, "reversed(self.layers)")]
+        ("ReversedLayers", "TSF202", 170, 22, "reversed(self.layers)"),
+        ("UnpackedLayerPairs", "TSF216", 385, 13,
+         "elements of ModuleList 'self.layers' unpacked into 'proj, act'")]
     assert found.skips == []
 
 
@@ -1269,7 +1434,8 @@ def test_fixtures_rewrite_exactly_these_classes() -> None:
                          "MultiTaskModel", "AllTasksModel", "MultiScaleBackbone",
                          "EarlyExitClassifier", "ProgressiveGenerator", "CascadeRefiner",
                          "ExpertSelector", "TaskHeads", "PyramidDecoder", "UBlock",
-                         "UConvBlock", "Res2NetBlock", "RNNCell", "MultiScaleDiscriminator"}
+                         "UConvBlock", "Res2NetBlock", "RNNCell", "MultiScaleDiscriminator",
+                         "Transformer", "MergingTransformer", "GatedStack"}
 
 
 def test_kept_loops_fixture_reports_every_refusal() -> None:
@@ -1351,7 +1517,7 @@ def test_embedded_examples_script_only_after_the_rewrite(index: int, tmp_path: P
             torch.jit.script(module.M())
             compiled.append(label)
         except Exception as exc:
-            assert "literal" in str(exc) or "reversed" in str(exc), exc
+            assert any(word in str(exc) for word in ("literal", "reversed", "tuple")), exc
     assert compiled == ["after"]
 
 

@@ -65,6 +65,22 @@ What it does
     mix both (``for i, conv in enumerate(self.convs)`` with ``self.skips[i]`` selected when
     ``self.skips`` has another length).
 
+    A loop that unpacks the elements of a ModuleList of ModuleLists (vit-pytorch's
+    ``for attn, ff in self.layers:``, also ``for i, (attn, ff) in enumerate(self.layers)`` and
+    ``zip``) binds one loop variable per element and picks its modules by literal index::
+
+        for attn, ff in self.layers:             ->  for layer in self.layers:
+            x = attn(x) + x                              attn = layer[0]
+                                                         ff = layer[1]
+                                                         x = attn(x) + x
+
+    Every element must provably hold as many modules as the target names: each is a
+    ``nn.ModuleList([...])`` or ``nn.Sequential(...)`` literal of that length, given to the
+    constructor (a list or a comprehension) or appended in ``__init__``, and nothing else adds
+    to the list or its elements. Otherwise the loop is refused with the reason (an element
+    built by a helper, a length that differs, a list a base class builds, a starred or nested
+    target part).
+
     Containers are recognised from their assignment in ``__init__`` (``nn.ModuleList(...)``,
     ``torch.nn.Sequential(*[...])``, ``ModuleDict`` imported from ``torch.nn``, or an empty
     ``nn.ModuleList()`` filled by ``append`` in one ``for`` loop), in this class or in a base
@@ -83,7 +99,9 @@ Why it breaks export
     ``for i in range(3)``, and a ModuleDict only takes a string literal key. Iterating the
     container (``for``, ``zip``, ``enumerate``, ``.items()``) is supported. Neither
     ``reversed(self.layers)`` nor ``zip`` with a ``range()`` scripts; a slice does, but its
-    elements must be called through ``.forward``.
+    elements must be called through ``.forward``. A module cannot be unpacked ("module cannot
+    be used as a tuple"), but an element of a ModuleList loop variable can be indexed with a
+    literal (``layer[0]``).
 
 Example
     Before::
@@ -118,13 +136,17 @@ Fix safety
     result is taken to be a Tensor (a result unpacked later is refused), and a selected module
     that returns None raises ``AssertionError`` instead of binding None. A statement calling two
     selected elements nests one loop in the other (TorchScript compiles n x m copies of it).
+    Unpacked elements are picked by index only when every element's length is proven, so
+    ``layer[k]`` is the module the unpacking bound (the original raises ``ValueError`` on any
+    other length).
     Not rewritten, with the reason reported: ``for ... else`` (TorchScript rejects it anyway),
     nested containers indexed by two variables, elements used other than by a call, a call
     inside a lambda, comprehension, conditional expression or the right side of ``and``/``or``,
     in a compound statement's header or on a line shared with other statements, and a first
     binding whose statement calls two selected elements.
-    Every site is reported: ``TSF201`` (a container indexed by a variable) and ``TSF202``
-    (``reversed()`` of a container) are either fixed by the rewrite or refused with the reason,
+    Every site is reported: ``TSF201`` (a container indexed by a variable), ``TSF202``
+    (``reversed()`` of a container) and ``TSF216`` (elements of a module list unpacked) are
+    either fixed by the rewrite or refused with the reason,
     which ``tsfix check`` shows instead of promising a fix.
     Reversed slices call elements through ``.forward(...)``, which skips forward hooks registered
     on those submodules in eager mode (TorchScript never runs hooks on them); each such rewrite
@@ -170,6 +192,10 @@ class ModuleListIter(Rule):
         Code("TSF202", "modulelist-reversed", "reversed() of a module container",
              "reversed(self.layers) does not script; iterate the reversed slice and call "
              "`.forward`."),
+        Code("TSF216", "modulelist-unpack", "elements of a module list unpacked in a for loop",
+             "TorchScript cannot unpack a module (\"module cannot be used as a tuple\"): "
+             "`for attn, ff in self.layers` over a ModuleList of ModuleLists fails; bind one "
+             "loop variable and pick `layer[0]`, `layer[1]` in the body."),
     )
     summary = ("Indexing a ModuleList/Sequential/ModuleDict with a variable becomes iteration "
                "over the container; parameter names are unchanged.")
@@ -212,6 +238,20 @@ class M(nn.Module):
             state = self.cells[i](x, (h, c))
             h, c = state
         return h
+""",
+        # Unpacked elements whose length is not proven: each is built by a helper.
+        """
+import torch.nn as nn
+def block(dim):
+    return nn.ModuleList([nn.Linear(dim, dim), nn.Linear(dim, dim)])
+class M(nn.Module):
+    def __init__(self, depth=2):
+        super().__init__()
+        self.layers = nn.ModuleList([block(4) for _ in range(depth)])
+    def forward(self, x):
+        for attn, ff in self.layers:
+            x = ff(attn(x))
+        return x
 """,
         # An index that is not provably an int.
         """
@@ -341,6 +381,39 @@ class M(torch.nn.Module):
             x = block(x)
         for block in self.blocks[::-1]:
             x = block.forward(x)
+        return x
+""",
+        ),
+        # Elements unpacked (vit-pytorch's Transformer): one loop variable, modules by index.
+        Example(
+            """
+import torch.nn as nn
+class M(nn.Module):
+    def __init__(self, depth=2):
+        super().__init__()
+        self.layers = nn.ModuleList([])
+        for _ in range(depth):
+            self.layers.append(nn.ModuleList([nn.Linear(4, 4), nn.Linear(4, 4)]))
+    def forward(self, x):
+        for attn, ff in self.layers:
+            x = attn(x) + x
+            x = ff(x) + x
+        return x
+""",
+            """
+import torch.nn as nn
+class M(nn.Module):
+    def __init__(self, depth=2):
+        super().__init__()
+        self.layers = nn.ModuleList([])
+        for _ in range(depth):
+            self.layers.append(nn.ModuleList([nn.Linear(4, 4), nn.Linear(4, 4)]))
+    def forward(self, x):
+        for layer in self.layers:
+            attn = layer[0]
+            ff = layer[1]
+            x = attn(x) + x
+            x = ff(x) + x
         return x
 """,
         ),
@@ -482,7 +555,8 @@ class M(Module):
     def may_apply(cls, file: AstFile) -> bool:
         """Something modulelist-iter looks at: in a compiled method, an attribute of self
         indexed by anything but an int or string literal (an int literal too when the file
-        names ModuleDict, whose keys are strings), or a call of ``reversed``."""
+        names ModuleDict, whose keys are strings), a call of ``reversed``, or a loop unpacking
+        what an attribute of self yields."""
         int_keys_ok = "ModuleDict" not in file.text
         for _, func in file.compiled:
             self_var = file.self_var(func)
@@ -494,6 +568,10 @@ class M(Module):
                     return True
                 if (isinstance(node, ast.Call) and isinstance(node.func, ast.Name)
                         and node.func.id == "reversed"):
+                    return True
+                if (isinstance(node, ast.For) and isinstance(node.target, ast.Tuple | ast.List)
+                        and any(isinstance(n, ast.Attribute) and isinstance(n.value, ast.Name)
+                                and n.value.id == self_var for n in _iterated(node.iter))):
                     return True
         return False
 
@@ -514,7 +592,7 @@ class M(Module):
             if self_name(class_facts.methods[name]) is None:
                 continue
             plan = MethodAnalysis(self, analysis, name).analyse()
-            if plan.loops or plan.hoists or plan.selects:
+            if plan.loops or plan.hoists or plan.selects or plan.unpacks:
                 plans[name] = plan
         if not plans:
             return cls
@@ -533,6 +611,10 @@ class M(Module):
                         notes.append(f"line {loop.line}: elements of {views} are called through "
                                      ".forward(...), which skips their forward hooks and "
                                      "pre-hooks in eager mode")
+                for unpack in sorted(plan.unpacks.values(), key=lambda p: p.line):
+                    parts.append(f"line {unpack.line}: `{unpack.old_header}` -> one loop "
+                                 "variable per element, its modules picked by index ("
+                                 + ", ".join(unpack.prelude) + ")")
                 for select in sorted(plan.selects.values(), key=lambda p: p.line):
                     lists = list(dict.fromkeys(s.attr for s in select.selections))
                     parts.append(f"line {select.line}: " + ", ".join(
@@ -562,7 +644,8 @@ class M(Module):
 
 def _indexes_unassigned(facts: ClassFacts) -> bool:
     """Whether a compiled method indexes an attribute this class never assigns with something
-    other than a literal (a container a base class may build)."""
+    other than a literal, or unpacks what such an attribute yields in a loop header (a container
+    a base class may build)."""
     assigned = {a.attr for a in facts.assignments}
     for name in facts.compiled:
         func = facts.methods[name]
@@ -575,6 +658,11 @@ def _indexes_unassigned(facts: ClassFacts) -> bool:
             index = single_index(node)
             if (attr is not None and attr not in assigned and index is not None
                     and id(node) not in never and not is_literal_key(index)):
+                return True
+        for loop in find_all(func.body, cst.For):
+            if (id(loop) not in never and isinstance(loop.target, cst.Tuple | cst.List)
+                    and any(self_attr(n, self_var) not in (None, *assigned)
+                            for n in find_all(loop.iter, cst.Attribute))):
                 return True
     return False
 
@@ -589,6 +677,14 @@ def _tensor_name(imports: dict[str, str]) -> str | None:
         if full == "torch":
             return f"{local}.Tensor"
     return None
+
+
+def _iterated(iterable: ast.expr) -> list[ast.expr]:
+    """What a loop iterates: the iterable itself, or the arguments of ``enumerate``/``zip``."""
+    if (isinstance(iterable, ast.Call) and isinstance(iterable.func, ast.Name)
+            and iterable.func.id in ("enumerate", "zip")):
+        return [a for arg in iterable.args for a in _iterated(arg)]
+    return [iterable]
 
 
 def _literal(index: ast.expr, int_keys_ok: bool) -> bool:

@@ -16,9 +16,10 @@ from tsfix.codemods.rules.modulelist_iter._common import (
 from tsfix.codemods.rules.modulelist_iter._loops import LoopAnalysis
 from tsfix.codemods.rules.modulelist_iter._moduledict import DictLookups
 from tsfix.codemods.rules.modulelist_iter._select import Selections
+from tsfix.codemods.rules.modulelist_iter._unpack import UnpackAnalysis
 
 
-class MethodAnalysis(LoopAnalysis, Selections, DictLookups):
+class MethodAnalysis(LoopAnalysis, UnpackAnalysis, Selections, DictLookups):
     """Plans the rewrites of one compiled method and reports every site: fixed or refused."""
 
     def analyse(self) -> MethodPlan:
@@ -27,7 +28,9 @@ class MethodAnalysis(LoopAnalysis, Selections, DictLookups):
                          for block in find_all(self.func.body, cst.IndentedBlock)
                          for statement in block.body}
         for loop in loops:
-            self.loop(loop, self.taken_names(loop, loops))
+            taken = self.taken_names(loop, loops)
+            self.loop(loop, taken)
+            self.unpack(loop, taken)
         self.defer_leftovers()
         self.select_sites(self.deferred)
         self.hoist_dict_calls()

@@ -13,6 +13,7 @@ CONTAINER_KINDS = {"ModuleList": "list", "Sequential": "list", "ModuleDict": "di
 
 TSF201 = "TSF201"
 TSF202 = "TSF202"
+TSF216 = "TSF216"
 
 
 # ---- plans -------------------------------------------------------------------------------------
@@ -72,8 +73,19 @@ class SelectPlan:
 
 
 @dataclass
+class UnpackPlan:
+    """``for attn, ff in self.layers``: each unpacking target becomes one loop variable, its
+    names bound from it by literal index at the top of the body."""
+    line: int
+    old_header: str
+    targets: dict[int, str]         # id of a target tuple -> the loop variable replacing it
+    prelude: list[str]              # ``attn = layer[0]``, ...
+
+
+@dataclass
 class MethodPlan:
     loops: dict[int, LoopPlan] = field(default_factory=dict)
+    unpacks: dict[int, UnpackPlan] = field(default_factory=dict)
     hoists: dict[int, Hoist] = field(default_factory=dict)
     selects: dict[int, SelectPlan] = field(default_factory=dict)
     # The sites these rewrites fix: (node, code, message), reported when the class is rewritten.

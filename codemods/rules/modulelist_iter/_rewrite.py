@@ -11,6 +11,7 @@ from tsfix.codemods.rules.modulelist_iter._common import (
     MethodPlan,
     Selection,
     SelectPlan,
+    UnpackPlan,
     single_index,
     source_key,
 )
@@ -52,6 +53,9 @@ class MethodRewriter(cst.CSTTransformer):
         self.plan = plan
 
     def leave_For(self, original_node: cst.For, updated_node: cst.For) -> cst.For:
+        unpack = self.plan.unpacks.get(id(original_node))
+        if unpack is not None:
+            updated_node = _unpacked(original_node, updated_node, unpack)
         plan = self.plan.loops.get(id(original_node))
         if plan is None:
             return updated_node
@@ -95,6 +99,35 @@ class MethodRewriter(cst.CSTTransformer):
         new[0] = new[0].with_changes(leading_lines=updated_node.leading_lines)
         new.append(statement.with_changes(leading_lines=[]))
         return cst.FlattenSentinel(new)
+
+
+def _unpacked(original: cst.For, updated: cst.For, plan: UnpackPlan) -> cst.For:
+    """The loop with each planned target tuple replaced by its loop variable, and the names it
+    bound picked from that variable at the top of the body."""
+    target = original.target.visit(TargetReplacer(plan.targets))
+    assert isinstance(target, cst.BaseAssignTargetExpression)
+    body = updated.body
+    if isinstance(body, cst.SimpleStatementSuite):
+        body = cst.IndentedBlock([cst.SimpleStatementLine(body.body)])
+    assert isinstance(body, cst.IndentedBlock)
+    picks = [cst.parse_statement(line + "\n") for line in plan.prelude]
+    return updated.with_changes(target=target, body=body.with_changes(body=[*picks, *body.body]))
+
+
+class TargetReplacer(cst.CSTTransformer):
+    """Replaces the target tuples named by id with a loop variable (parentheses dropped)."""
+
+    def __init__(self, targets: dict[int, str]) -> None:
+        self.targets = targets
+
+    def leave_Tuple(self, original_node: cst.Tuple,
+                    updated_node: cst.Tuple) -> cst.BaseExpression:
+        name = self.targets.get(id(original_node))
+        return updated_node if name is None else cst.Name(name)
+
+    def leave_List(self, original_node: cst.List, updated_node: cst.List) -> cst.BaseExpression:
+        name = self.targets.get(id(original_node))
+        return updated_node if name is None else cst.Name(name)
 
 
 class CallExtractor(cst.CSTTransformer):
