@@ -66,6 +66,7 @@ from tsfix.codemods.validation.worker import (
     rejected,
     saved_and_loaded,
     unverified,
+    verified_summary,
 )
 
 ONNX_NOT_CHECKED = "onnx: not checked (pip install 'tsfix[onnx]')"
@@ -390,22 +391,16 @@ def check_export(case: Case) -> str:
         raise unverified(f"{'; '.join(one_sided)} (add an input or configuration taking the "
                          f"other side); eager parity, export, save/load hold; {onnx_note}")
 
-    shape = (f" ({len(case.configs)} init x {case.n_calls // len(case.configs)} calls)"
-             if any(inst.many_calls for inst in case.configs) else "")
     programs_note = (f" (exported per input shape: {per_shape} programs)" if per_shape > 1
                      else "")
     conds = (f"both sides of {len(case.conds.sides)} cond(s)" if case.conds.sides
              else "no torch.cond")
-    summary = (f"{case.n_calls} configuration(s){shape}: eager parity, one exported program "
-               f"served {served_calls} of {case.n_calls}{programs_note}, {conds}, save/load "
-               f"({saved_calls} call(s)); {original_note}; {onnx_note}")
-    if case.configs[0].guessed:
-        summary = f"guessed input {case.configs[0].guessed}; {summary}"
+    steps = (f"eager parity, one exported program served {served_calls} of {case.n_calls}"
+             f"{programs_note}, {conds}, save/load ({saved_calls} call(s)); {original_note}; "
+             f"{onnx_note}")
     if separately:
-        summary += f"; exported on their own: {', '.join(separately)}"
-    if case.notes:
-        summary += f" (not comparable: {'; '.join(case.notes)})"
-    return summary
+        steps += f"; exported on their own: {', '.join(separately)}"
+    return verified_summary(case.configs, steps, case.notes)
 
 
 def check_call(case: Case, module: Any, k: int, j: int, step: str, settings: bool = True

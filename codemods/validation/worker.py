@@ -877,81 +877,9 @@ def check_class(original: types.ModuleType, rewritten: types.ModuleType,
     def recording() -> contextlib.AbstractContextManager[None]:
         return conds.recording() if conds is not None else contextlib.nullcontext()
 
-    # 1-2: build both, eager parity, for every instance and every call, and for its first
-    # call at a second batch size.
-    originals, rewrites, expected = [], [], []
-    varied: list[OtherBatch | None] = []
-    for inst in configs:
-        if conds is not None:
-            conds.config = inst.index
-        label = inst.label(show_init=True)
-        try:
-            orig = build(original_cls, inst.init)
-        except BaseException as exc:
-            raise unverified(f"the original constructor raised for {label}: "
-                             f"{short_error(exc)}") from exc
-        try:
-            new = build(rewritten_cls, inst.init)
-            new.load_state_dict(orig.state_dict())
-        except BaseException as exc:
-            raise rejected(f"build: the rewritten class fails for {label}: "
-                           f"{short_error(exc, rename)}") from exc
-        wanted = []
-        for j, (args, kwargs) in enumerate(inst.calls):
-            label = inst.label(j, show_init=True)
-            try:
-                want = call(orig, args, kwargs)
-            except BaseException as exc:
-                if inst.guessed:
-                    raise unverified(f"{COULD_NOT_INFER}: the guessed input ({inst.guessed}) "
-                                     f"fails in the original: {short_error(exc)}; "
-                                     f"{add_table(job_class.example.key)}") from exc
-                raise unverified(f"the original forward raised for {label}: "
-                                 f"{short_error(exc)}") from exc
-            if difference(want, call(orig, args, kwargs)) is not None:
-                raise unverified(f"nondeterministic model: two identical calls differ for "
-                                 f"{label}")
-            try:
-                with recording():
-                    got = call(new, args, kwargs)
-            except BaseException as exc:
-                raise rejected(f"eager parity: the rewritten forward raised for {label}: "
-                               f"{short_error(exc, rename)}") from exc
-            found = difference(want, got)
-            if found:
-                raise rejected(f"eager parity: {found} for {label}")
-            wanted.append(want)
-        varied.append(eager_at_other_batch(orig, new, inst, rename))
-        originals.append(orig)
-        rewrites.append(new)
-        expected.append(wanted)
-
-    # Which configurations one artifact must serve: those with the first one's parameter
-    # shapes and settings apart from the lifted attributes, and those whose init differs from
-    # the first only in what feeds a lifted attribute (the other settings they differ in are
-    # derived from it: evidence that the lift cannot serve them, not a reason to skip them).
-    notes = []
-    base_settings = plain_settings(rewrites[0], set(lifted.values()))
-    base_shapes = {k: v.shape for k, v in originals[0].state_dict().items()}
-    served = []
-    for k, inst in enumerate(configs):
-        shapes = {key: v.shape for key, v in originals[k].state_dict().items()}
-        settings = plain_settings(rewrites[k], set(lifted.values()))
-        differing = sorted(key for key in settings if settings[key] != base_settings.get(key))
-        derived = k > 0 and lifted and only_lifted_init(configs[0].init, inst.init,
-                                                         rewrites[0], rewrites[k], lifted)
-        if shapes != base_shapes:
-            if derived:
-                raise rejected(f"one artifact: {inst.label()} differs from init[0] only in the "
-                               f"lifted {', '.join(sorted(lifted))} and has other parameters "
-                               "or shapes: one instance cannot serve both (a structural "
-                               "setting)")
-            notes.append(f"{inst.label()} has other parameter shapes")
-            continue
-        if differing and not derived:
-            notes.append(f"{inst.label()} also differs in {', '.join(differing[:3])}")
-            continue
-        served.append(k)
+    originals, rewrites, expected, varied = eager_parity(
+        (original_cls, rewritten_cls), configs, rename, job_class.example.key, conds)
+    served, notes = served_configs(configs, originals, rewrites, lifted)
     served_calls = sum(len(configs[k].calls) for k in served)
 
     def lifted_values(k: int) -> dict[str, Any]:
@@ -998,24 +926,8 @@ def check_class(original: types.ModuleType, rewritten: types.ModuleType,
         ) + other_batch_note(varied, EXPORT_OTHER_BATCH)
 
     # 3: re-script every configuration.
-    scripted = []
-    for k, (new, inst) in enumerate(zip(rewrites, configs, strict=True)):
-        try:
-            artifact = script(new)
-        except BaseException as exc:
-            raise not_scripting(exc, originals[k], rename, eager_served) from exc
-        for j, (args, kwargs) in enumerate(inst.calls):
-            try:
-                got = call(artifact, args, kwargs)
-            except BaseException as exc:
-                raise rejected(f"re-script: the scripted module raised for {inst.label(j)}: "
-                               f"{short_error(exc, rename)}") from exc
-            found = difference(expected[k][j], got)
-            if found:
-                raise rejected(f"re-script: {found} for {inst.label(j)}")
-        at_other_batch(artifact, varied[k], "re-script", "the scripted module",
-                       inst.label(0), rename)
-        scripted.append(artifact)
+    scripted = rescript_each(configs, (originals, rewrites, expected, varied), rename,
+                             eager_served)
 
     # 4: one artifact serves every configuration through the lifted arguments.
     artifact = scripted[0]
@@ -1035,16 +947,147 @@ def check_class(original: types.ModuleType, rewritten: types.ModuleType,
         artifacts = [(artifact, lifted_values(k)) if k in served else (scripted[k], {})
                      for k in range(len(configs))]
         onnx_step = "; " + check_onnx(configs, originals, artifacts, expected, lifted, rename)
+    return verified_summary(
+        configs, f"eager parity, re-script, {save_step}; one artifact served {served_calls} of "
+        f"{n_calls}{onnx_step}{other_batch_note(varied, 'eager parity, re-script')}", notes)
+
+
+def verified_summary(configs: list[Instance], steps: str, notes: list[str]) -> str:
+    """A class job's verified reason: how many configurations held ``steps``, the guessed input
+    they ran on, and which configurations were not comparable (``notes``)."""
+    n_calls = sum(len(inst.calls) for inst in configs)
     shape = (f" ({len(configs)} init x {n_calls // len(configs)} calls)"
              if any(inst.many_calls for inst in configs) else "")
-    summary = (f"{n_calls} configuration(s){shape}: eager parity, re-script, {save_step}; one "
-               f"artifact served {served_calls} of {n_calls}{onnx_step}")
-    summary += other_batch_note(varied, "eager parity, re-script")
+    summary = f"{n_calls} configuration(s){shape}: {steps}"
     if configs[0].guessed:
         summary = f"guessed input {configs[0].guessed}; {summary}"
     if notes:
         summary += f" (not comparable: {'; '.join(notes)})"
     return summary
+
+
+def eager_parity(classes: tuple[type, type], configs: list[Instance], rename: dict[str, str],
+                 example_key: str, conds: Any) -> tuple[list[Any], list[Any], list[list[Any]],
+                                                        list[OtherBatch | None]]:
+    """Steps 1-2: both classes built for every configuration (the rewrite given the original's
+    weights) and the rewrite's eager outputs equal to the original's, for every call and for
+    the first call at a second batch size. ``conds`` (export target): the torch.cond recorder.
+    Returns the originals, the rewrites, the original's outputs and the second-size calls."""
+    original_cls, rewritten_cls = classes
+
+    def recording() -> contextlib.AbstractContextManager[None]:
+        return conds.recording() if conds is not None else contextlib.nullcontext()
+
+    # 1-2: build both, eager parity, for every instance and every call, and for its first
+    # call at a second batch size.
+    originals, rewrites, expected = [], [], []
+    varied: list[OtherBatch | None] = []
+    for inst in configs:
+        if conds is not None:
+            conds.config = inst.index
+        label = inst.label(show_init=True)
+        try:
+            orig = build(original_cls, inst.init)
+        except BaseException as exc:
+            raise unverified(f"the original constructor raised for {label}: "
+                             f"{short_error(exc)}") from exc
+        try:
+            new = build(rewritten_cls, inst.init)
+            new.load_state_dict(orig.state_dict())
+        except BaseException as exc:
+            raise rejected(f"build: the rewritten class fails for {label}: "
+                           f"{short_error(exc, rename)}") from exc
+        wanted = []
+        for j, (args, kwargs) in enumerate(inst.calls):
+            label = inst.label(j, show_init=True)
+            try:
+                want = call(orig, args, kwargs)
+            except BaseException as exc:
+                if inst.guessed:
+                    raise unverified(f"{COULD_NOT_INFER}: the guessed input ({inst.guessed}) "
+                                     f"fails in the original: {short_error(exc)}; "
+                                     f"{add_table(example_key)}") from exc
+                raise unverified(f"the original forward raised for {label}: "
+                                 f"{short_error(exc)}") from exc
+            if difference(want, call(orig, args, kwargs)) is not None:
+                raise unverified(f"nondeterministic model: two identical calls differ for "
+                                 f"{label}")
+            try:
+                with recording():
+                    got = call(new, args, kwargs)
+            except BaseException as exc:
+                raise rejected(f"eager parity: the rewritten forward raised for {label}: "
+                               f"{short_error(exc, rename)}") from exc
+            found = difference(want, got)
+            if found:
+                raise rejected(f"eager parity: {found} for {label}")
+            wanted.append(want)
+        varied.append(eager_at_other_batch(orig, new, inst, rename))
+        originals.append(orig)
+        rewrites.append(new)
+        expected.append(wanted)
+
+    return originals, rewrites, expected, varied
+
+
+def rescript_each(configs: list[Instance],
+                  run: tuple[list[Any], list[Any], list[list[Any]], list[OtherBatch | None]],
+                  rename: dict[str, str], eager_served: str) -> list[Any]:
+    """Step 3: every configuration's rewrite scripted and reproducing the original's outputs
+    (``run``: what :func:`eager_parity` returned), at the second batch size too."""
+    originals, rewrites, expected, varied = run
+    scripted = []
+    for k, (new, inst) in enumerate(zip(rewrites, configs, strict=True)):
+        try:
+            artifact = script(new)
+        except BaseException as exc:
+            raise not_scripting(exc, originals[k], rename, eager_served) from exc
+        for j, (args, kwargs) in enumerate(inst.calls):
+            try:
+                got = call(artifact, args, kwargs)
+            except BaseException as exc:
+                raise rejected(f"re-script: the scripted module raised for {inst.label(j)}: "
+                               f"{short_error(exc, rename)}") from exc
+            found = difference(expected[k][j], got)
+            if found:
+                raise rejected(f"re-script: {found} for {inst.label(j)}")
+        at_other_batch(artifact, varied[k], "re-script", "the scripted module",
+                       inst.label(0), rename)
+        scripted.append(artifact)
+    return scripted
+
+
+def served_configs(configs: list[Instance], originals: list[Any], rewrites: list[Any],
+                   lifted: dict[str, str]) -> tuple[list[int], list[str]]:
+    """Step 4's scope: the configurations one artifact must serve, and why each other one is
+    not comparable."""
+    # Which configurations one artifact must serve: those with the first one's parameter
+    # shapes and settings apart from the lifted attributes, and those whose init differs from
+    # the first only in what feeds a lifted attribute (the other settings they differ in are
+    # derived from it: evidence that the lift cannot serve them, not a reason to skip them).
+    notes: list[str] = []
+    base_settings = plain_settings(rewrites[0], set(lifted.values()))
+    base_shapes = {k: v.shape for k, v in originals[0].state_dict().items()}
+    served = []
+    for k, inst in enumerate(configs):
+        shapes = {key: v.shape for key, v in originals[k].state_dict().items()}
+        settings = plain_settings(rewrites[k], set(lifted.values()))
+        differing = sorted(key for key in settings if settings[key] != base_settings.get(key))
+        derived = k > 0 and lifted and only_lifted_init(configs[0].init, inst.init,
+                                                         rewrites[0], rewrites[k], lifted)
+        if shapes != base_shapes:
+            if derived:
+                raise rejected(f"one artifact: {inst.label()} differs from init[0] only in the "
+                               f"lifted {', '.join(sorted(lifted))} and has other parameters "
+                               "or shapes: one instance cannot serve both (a structural "
+                               "setting)")
+            notes.append(f"{inst.label()} has other parameter shapes")
+            continue
+        if differing and not derived:
+            notes.append(f"{inst.label()} also differs in {', '.join(differing[:3])}")
+            continue
+        served.append(k)
+    return served, notes
 
 
 # Under the export target the second batch size is checked in eager mode only: an exported
