@@ -196,6 +196,82 @@ def test_check_names_the_rule_where_it_fixes_and_the_reason_where_it_does_not() 
     assert found[8].fix is None and "takes no key function" in found[8].refused
 
 
+# ---- map of a named function, method or submodule ------------------------------------------------
+
+def test_a_mapped_submodule_method_and_function_become_comprehensions() -> None:
+    code = "def l2norm(t, dim: int = -1):\n    return t / t.norm(dim=dim, keepdim=True)\n\n\n" + (
+        HEADER + textwrap.indent(textwrap.dedent("""\
+            def merge(self, y, s: float = 1.0):
+                return y * s
+
+            def forward(self, x):
+                q, k, v = x.chunk(3, dim=-1)
+                q, k, v = map(self.split_heads, (q, k, v))
+                q, k = map(l2norm, (q, k))
+                a, b = tuple(map(self.merge, (q, k)))
+                return torch.cat(list(map(self.merge, (a, b), (2.0, 3.0))))
+            """), "    "))
+    result = rewrite(code)
+    assert result.text == code.replace(
+        "map(self.split_heads, (q, k, v))", "[self.split_heads(t) for t in (q, k, v)]").replace(
+        "map(l2norm, (q, k))", "[l2norm(t) for t in (q, k)]").replace(
+        "tuple(map(self.merge, (q, k)))", "[self.merge(y) for y in (q, k)]").replace(
+        "list(map(self.merge, (a, b), (2.0, 3.0)))",
+        "[self.merge(y, s) for y, s in zip((a, b), (2.0, 3.0))]")
+    assert result.skips == [] and result.fixes == []
+    assert result.changes[0].summary == "; ".join(
+        f"forward(): map({f}, ...) becomes a list comprehension"
+        for f in ("self.split_heads", "l2norm", "self.merge", "self.merge"))
+
+
+def test_a_mapped_nested_def_keeps_its_parameter_name_and_avoids_locals() -> None:
+    result = rewrite(forward("""\
+        def split_heads(t):
+            return t.unflatten(-1, (2, -1))
+
+        t = x * 2
+        q, k = map(split_heads, (x, t))
+        u, w = map(torch.sigmoid, (q, k))
+        return u + w
+        """))
+    assert result.text == forward("""\
+        def split_heads(t):
+            return t.unflatten(-1, (2, -1))
+
+        t = x * 2
+        q, k = [split_heads(t_item) for t_item in (x, t)]
+        u, w = map(torch.sigmoid, (q, k))
+        return u + w
+        """)
+
+
+@pytest.mark.parametrize(("body", "reason"), [
+    ("for y in map(self.proj, (x, x)):\n    x = x + y\nreturn x\n",
+     "map(self.proj, ...) in forward(); left as it is: its map() is not unpacked nor made a "
+     "list at once: the function runs while the result is consumed (a list would run it "
+     "before)"),
+    ("ys = tuple(map(self.proj, (x, x)))\nreturn ys\n",
+     "map(self.proj, ...) in forward(); left as it is: its map() is not unpacked nor made a "
+     "list at once: the function runs while the result is consumed (a list would run it "
+     "before)"),
+    ("a, b = map(self.proj, (x, x), *self.extra)\nreturn a\n",
+     "map(self.proj, ...) in forward(); left as it is: map() is passed no iterable, a keyword "
+     "or a *argument"),
+])
+def test_a_mapped_callable_refused_says_why(body: str, reason: str) -> None:
+    result = rewrite(forward(body))
+    assert not result.changed
+    assert [(s.code, s.reason) for s in result.skips] == [(None, reason)]
+
+
+def test_a_mapped_callable_under_a_re_bound_map_is_left_alone() -> None:
+    code = "from mytools import map\n" + forward("a, b = map(self.proj, (x, x))\nreturn a\n")
+    result = rewrite(code)
+    assert not result.changed
+    assert reasons(result) == ["map(self.proj, ...) in forward(); left as it is: map is "
+                               "re-bound in this file or method"]
+
+
 @pytest.mark.slow
 def test_a_bound_lambda_scripts_with_parity_after_nested_function(tmp_path: Path) -> None:
     folder = tmp_path / "models"

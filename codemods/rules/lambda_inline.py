@@ -1,6 +1,7 @@
 """``lambda-inline``: lambdas in compiled methods become the code TorchScript compiles: a
-``map(lambda ...)`` consumed at once becomes a list comprehension, a lambda bound to a name
-becomes a nested ``def`` (which ``nested-function`` then moves out of the method).
+``map(lambda ...)`` (or a ``map`` of a named function, method or submodule) consumed at once
+becomes a list comprehension, a lambda bound to a name becomes a nested ``def`` (which
+``nested-function`` then moves out of the method).
 
 What it does
     In compiled methods (``forward()``, ``@torch.jit.export`` methods and the methods they
@@ -16,6 +17,11 @@ What it does
       the comprehension's variable gets a fresh name (TorchScript gives a comprehension
       variable the type of the method's local of the same name: measured, ``t = 3`` then
       ``[t * 2 for t in qkv]`` scripts and fails when it runs);
+    * ``map(f, xs)`` with a named callable, ``f`` or ``self.f`` (a function, a nested ``def``,
+      a method, a submodule: ``q, k, v = map(self.split_heads, (q, k, v))``), consumed at once
+      the same way, becomes ``[f(t) for t in xs]``; the variable takes the name of the
+      ``def``'s parameter when the ``def`` is a method or in the method, else ``t`` (fresh when
+      the method has it). A ``map`` consumed lazily is reported and left;
     * ``name = lambda x: body``, a statement of the method's own body, only called afterwards
       (or mapped at once: ``q, k, v = map(name, (q, k, v))`` becomes ``[name(x) for x in (q,
       k, v)]``), becomes ``def name(x): return body``: ``nested-function`` (next in ``--rule
@@ -28,8 +34,10 @@ What it does
     returned or passed elsewhere.
 
 Why it breaks export
-    TorchScript compiles no lambda ("Lambda aren't supported", torch 2.13); it compiles list
-    comprehensions over lists and tuples (of tensors, ints, tuples), unpacking of the list
+    TorchScript compiles no lambda ("Lambda aren't supported", torch 2.13) and no function
+    value: ``map(self.split_heads, qkv)`` fails ("map(Tensor 0, Tensor 1) -> ..."). It compiles
+    calls of functions, methods and submodules inside list
+    comprehensions over lists and tuples (of tensors, ints, tuples), and unpacking of the list
     they build (``q, k, v = [f(t) for t in qkv]``, also nested: ``(a, b), (c, d) = [(t[:1],
     t[1:]) for t in xs]``) and comprehensions over ``zip``. ``torch.export`` traces lambdas as
     they are: the rule serves the TorchScript-based targets only.
@@ -53,7 +61,9 @@ Fix safety
     the lambda reads at that moment; ``map`` stops at its shortest iterable, as ``zip``
     does. ``torch.cat``/``torch.stack`` join a list as they join a tuple. A lambda bound to
     a name and a ``def`` of the same body are the same function (defaults evaluated where
-    the lambda was). Left alone: a lambda with defaults, ``*args``,
+    the lambda was). A named callable is looked up once per element instead of once
+    (``self.f`` is an attribute read, which changes nothing between elements), and not at
+    all when ``xs`` is empty. Left alone: a lambda with defaults, ``*args``,
     ``**kwargs`` or keyword-only parameters in a ``map``, a body with ``:=`` (in a
     comprehension it would bind the method's name) or ``yield``, a lambda holding another
     lambda, ``map``/``list``/``tuple``/``zip`` re-bound in the file or the method, and a bound
@@ -76,6 +86,8 @@ from tsfix.codemods.facts.syntax import (
     names_bound_in,
     names_used,
     qualified_name,
+    self_attr,
+    self_name,
     top_level_names,
 )
 from tsfix.codemods.rules.base import ClassChange, Code, Example, Rule
@@ -172,8 +184,9 @@ class LambdaInline(Rule):
              "Others (sorted/min/max with key=lambda, filter, a lambda stored or passed on): "
              "use a method or a module-level function, or write the loop."),
     )
-    summary = ("map(lambda ...) unpacked or made a list becomes a list comprehension; a lambda "
-               "bound to a name becomes a nested def (moved out by nested-function)")
+    summary = ("map(lambda ...) or map(function, ...) unpacked or made a list becomes a list "
+               "comprehension; a lambda bound to a name becomes a nested def (moved out by "
+               "nested-function)")
 
     VALID = (
         # No lambda in compiled code (one in __init__ is not compiled).
@@ -229,6 +242,37 @@ class Scale(torch.nn.Module):
         return double(x)
 """,
         ),
+        # A submodule mapped over a tuple (vit-pytorch's Attention).
+        Example(
+            """
+import torch
+class Split(torch.nn.Module):
+    def forward(self, t):
+        return t.unflatten(-1, (2, -1)).transpose(1, 2)
+class Attention(torch.nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.split_heads = Split()
+    def forward(self, x):
+        q, k, v = x.chunk(3, dim=-1)
+        q, k, v = map(self.split_heads, (q, k, v))
+        return q + k + v
+""",
+            """
+import torch
+class Split(torch.nn.Module):
+    def forward(self, t):
+        return t.unflatten(-1, (2, -1)).transpose(1, 2)
+class Attention(torch.nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.split_heads = Split()
+    def forward(self, x):
+        q, k, v = x.chunk(3, dim=-1)
+        q, k, v = [self.split_heads(t) for t in (q, k, v)]
+        return q + k + v
+""",
+        ),
         # Sorted by a key function: TorchScript's sorted() takes none; reported, left.
         Example(
             """
@@ -244,7 +288,11 @@ class Order(torch.nn.Module):
     def may_apply(cls, file: AstFile) -> bool:
         if file.tree is None:
             return True
-        return ast.Lambda in file.compiled_node_types
+        if ast.Lambda in file.compiled_node_types:
+            return True
+        return "map(" in file.text and any(
+            isinstance(node, ast.Call) and isinstance(node.func, ast.Name)
+            and node.func.id == "map" for _, func in file.compiled for node in ast.walk(func))
 
     def prepare(self, module: cst.Module) -> None:
         self._module_names = top_level_names(module)
@@ -258,6 +306,7 @@ class Order(torch.nn.Module):
         notes: list[str] = []
         for method, func in facts.compiled_methods():
             self._rewrite_method(facts, method, func, builders, parts, notes)
+            self._plan_named_maps(facts, method, func, builders, parts)
         if not builders:
             return cls
         rewritten = cls.visit(_Replace(builders))
@@ -386,7 +435,7 @@ class Order(torch.nn.Module):
             return wrapper
         if wrapper is None and unpacked:
             return call
-        raise _Refused("its map() is not unpacked nor made a list at once: the lambda runs "
+        raise _Refused("its map() is not unpacked nor made a list at once: the function runs "
                        "while the result is consumed (a list would run it before)")
 
     def _joined(self, value: cst.Call, parents: Mapping[int, cst.CSTNode],
@@ -479,10 +528,18 @@ class Order(torch.nn.Module):
         """``map(name, xs)`` consumed at once: registers ``[name(x) for x in xs]`` (the
         lambda's parameter names for the variables, fresh when the method has them)."""
         call = parents.get(id(arg))
-        if not (isinstance(call, cst.Call) and isinstance(call.func, cst.Name)
-                and call.func.value == "map" and call.args[0] is arg and arg.keyword is None
-                and not arg.star):
+        if not (isinstance(call, cst.Call) and _maps_with(call, arg)):
             return False
+        self._plan_mapped_call(call, use.value, _plain_params(lam.params) or [], taken,
+                               shadowed, func, parents, builders)
+        return True
+
+    def _plan_mapped_call(self, call: cst.Call, callee: str, preferred: list[str],
+                          taken: set[str], shadowed: set[str], func: cst.FunctionDef,
+                          parents: Mapping[int, cst.CSTNode],
+                          builders: dict[int, Callable[[cst.CSTNode], cst.CSTNode]]) -> None:
+        """``map(<callee>, xs)`` consumed at once: registers ``[<callee>(x) for x in xs]``, its
+        variables named ``preferred`` (fresh when the method or the callee has the name)."""
         if "map" in shadowed:
             raise _Refused("map is re-bound in this file or method")
         iterables = call.args[1:]
@@ -491,21 +548,82 @@ class Order(torch.nn.Module):
         if len(iterables) > 1 and "zip" in shadowed:
             raise _Refused("zip is re-bound in this file or method")
         replaced = self._consumer(call, parents, shadowed, func)
-        preferred = _plain_params(lam.params) or []
-        if len(preferred) != len(iterables):
-            preferred = ["item"] * len(iterables)
+        preferred = (preferred[:len(iterables)] if len(preferred) >= len(iterables)
+                     else ["item"] * len(iterables))
+        avoid = taken | names_used(cst.parse_expression(callee))
         chosen: list[str] = []
         for wanted in preferred:
-            chosen.append(fresh_name(wanted, f"{wanted}_item", taken=taken | set(chosen),
+            chosen.append(fresh_name(wanted, f"{wanted}_item", taken=avoid | set(chosen),
                                      numbered=f"{wanted}_item_"))
-        callee = use.value
 
         def build(updated: cst.CSTNode) -> cst.CSTNode:
             return _comprehension(updated, replaced is not call,
                                   lambda _: f"{callee}({', '.join(chosen)})", chosen)
 
         builders[id(replaced)] = build
-        return True
+
+    # -- map(function, ...) -------------------------------------------------------------------
+
+    def _plan_named_maps(self, facts: ClassFacts, method: str, func: cst.FunctionDef,
+                         builders: dict[int, Callable[[cst.CSTNode], cst.CSTNode]],
+                         parts: list[str]) -> None:
+        """``map(f, xs)`` / ``map(self.f, xs)`` (a function, a method or a submodule, named)
+        consumed at once becomes ``[f(t) for t in xs]``, as a mapped lambda does."""
+        parents = _parents(func)
+        taken = names_bound_in(func)
+        shadowed = {n for n in _BUILTINS if n in self._module_names or n in taken}
+        self_var = self_name(func)
+        in_lambdas = {id(n) for lam in find_all(func.body, cst.Lambda)
+                      for n in find_all(lam, cst.Call)}
+        for call in find_all(func.body, cst.Call):
+            if not call.args or id(call) in in_lambdas or not _maps_with(call, call.args[0]):
+                continue
+            mapped = call.args[0].value
+            if not (isinstance(mapped, cst.Name) or (
+                    self_var is not None and self_attr(mapped, self_var) is not None)):
+                continue
+            if isinstance(mapped, cst.Name) and mapped.value in self._lambda_names(func):
+                continue      # planned (or refused) with its lambda
+            callee = code_of(mapped)
+            message = f"map({callee}, ...) in {method}()"
+            try:
+                self._plan_mapped_call(call, callee, _parameter_names(mapped, facts, func),
+                                       taken, shadowed, func, parents, builders)
+            except _Refused as why:
+                self.skip(facts.name, call, f"{message}; left as it is: {why}")
+                continue
+            parts.append(f"{method}(): map({callee}, ...) becomes a list comprehension")
+
+    @staticmethod
+    def _lambda_names(func: cst.FunctionDef) -> set[str]:
+        """Names the method binds to a lambda (their maps are planned with the lambda)."""
+        return {t.target.value for a in find_all(func.body, cst.Assign)
+                if isinstance(a.value, cst.Lambda) for t in a.targets
+                if isinstance(t.target, cst.Name)}
+
+
+def _maps_with(call: cst.Call, arg: cst.Arg) -> bool:
+    """``call`` is ``map(<arg>, ...)`` with ``arg`` the plain first argument."""
+    return (isinstance(call.func, cst.Name) and call.func.value == "map" and bool(call.args)
+            and call.args[0] is arg and arg.keyword is None and not arg.star)
+
+
+def _parameter_names(mapped: cst.BaseExpression, facts: ClassFacts,
+                     func: cst.FunctionDef) -> list[str]:
+    """The parameter names of the mapped function when its ``def`` is at hand (a method of the
+    class, a ``def`` in the method), to name the comprehension's variables; else ``t``."""
+    definition: cst.FunctionDef | None = None
+    self_var = self_name(func)
+    attr = self_attr(mapped, self_var) if self_var is not None else None
+    if attr is not None:
+        definition = facts.methods.get(attr)
+    elif isinstance(mapped, cst.Name):
+        definition = next((d for d in find_all(func.body, cst.FunctionDef)
+                           if d.name.value == mapped.value), None)
+    if definition is None:
+        return ["t"]
+    names = [p.name.value for p in definition.params.params]
+    return names[1:] if attr is not None else names
 
 
 def _comprehension(updated: cst.CSTNode, wrapped: bool, element: Callable[[cst.Call], str],
