@@ -510,3 +510,26 @@ def top_level_names(module: cst.Module) -> set[str]:
                 statement, cst.SimpleStatementLine) else []:
             names.update(n.value for n in find_all(target.target, cst.Name))
     return names
+
+
+def parent_map(root: cst.CSTNode) -> dict[int, cst.CSTNode]:
+    """Each node under ``root`` (by ``id``) -> its parent."""
+    found: dict[int, cst.CSTNode] = {}
+    stack = [root]
+    while stack:
+        node = stack.pop()
+        for child in node.children:
+            found[id(child)] = node
+            stack.append(child)
+    return found
+
+
+class ReplaceById(cst.CSTTransformer):
+    """Replaces the nodes whose ``id`` (in the tree visited) is a key of ``replacements``."""
+
+    def __init__(self, replacements: Mapping[int, cst.CSTNode]) -> None:
+        self.replacements = replacements
+
+    def on_leave(self, original: cst.CSTNode, updated: cst.CSTNode  # type: ignore[override]
+                 ) -> cst.CSTNode:
+        return self.replacements.get(id(original), updated)

@@ -86,13 +86,14 @@ Fix safety
 from __future__ import annotations
 
 import ast
-from collections.abc import Iterator, Mapping
+from collections.abc import Iterator
 from dataclasses import dataclass
 
 import libcst as cst
 from tsfix.codemods.facts.classes import ClassFacts
 from tsfix.codemods.facts.prefilter import AstFile
 from tsfix.codemods.facts.syntax import (
+    ReplaceById,
     code_of,
     find_all,
     literal_type,
@@ -381,14 +382,6 @@ def _wrapped(node: cst.BaseExpression) -> cst.Call:
                     lpar=node.lpar, rpar=node.rpar)
 
 
-class _Replace(cst.CSTTransformer):
-    def __init__(self, replacements: Mapping[int, cst.BaseExpression]) -> None:
-        self.replacements = replacements
-
-    def on_leave(self, original: cst.CSTNode, updated: cst.CSTNode) -> cst.CSTNode:  # type: ignore[override]
-        return self.replacements.get(id(original), updated)
-
-
 class FloatArguments(Rule):
     __doc__ = __doc__
     name = "float-arguments"
@@ -530,7 +523,7 @@ class Up(nn.Module):
                 layers.append(code_of(call.func))
         if not replacements:
             return cls
-        rewritten = cls.visit(_Replace(replacements))
+        rewritten = cls.visit(ReplaceById(replacements))
         assert isinstance(rewritten, cst.ClassDef)
         notes = [f"{', '.join(dict.fromkeys(layers))} now store a float where they stored an "
                  "int: their repr shows it (p=0.0)"] if layers else []

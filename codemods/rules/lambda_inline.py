@@ -85,6 +85,7 @@ from tsfix.codemods.facts.syntax import (
     fresh_name,
     names_bound_in,
     names_used,
+    parent_map,
     qualified_name,
     self_attr,
     self_name,
@@ -112,17 +113,6 @@ def _outermost_lambdas(node: cst.CSTNode) -> Iterator[cst.Lambda]:
         return
     for child in node.children:
         yield from _outermost_lambdas(child)
-
-
-def _parents(root: cst.CSTNode) -> dict[int, cst.CSTNode]:
-    found: dict[int, cst.CSTNode] = {}
-    stack = [root]
-    while stack:
-        node = stack.pop()
-        for child in node.children:
-            found[id(child)] = node
-            stack.append(child)
-    return found
 
 
 def _plain_params(params: cst.Parameters) -> list[str] | None:
@@ -318,7 +308,7 @@ class Order(torch.nn.Module):
     def _rewrite_method(self, facts: ClassFacts, method: str, func: cst.FunctionDef,
                         builders: dict[int, Callable[[cst.CSTNode], cst.CSTNode]],
                         parts: list[str], notes: list[str]) -> None:
-        parents = _parents(func)
+        parents = parent_map(func)
         taken = names_bound_in(func)
         shadowed = {n for n in _BUILTINS if n in self._module_names or n in taken}
         message = f"lambda in {method}()"
@@ -569,7 +559,7 @@ class Order(torch.nn.Module):
                          parts: list[str]) -> None:
         """``map(f, xs)`` / ``map(self.f, xs)`` (a function, a method or a submodule, named)
         consumed at once becomes ``[f(t) for t in xs]``, as a mapped lambda does."""
-        parents = _parents(func)
+        parents = parent_map(func)
         taken = names_bound_in(func)
         shadowed = {n for n in _BUILTINS if n in self._module_names or n in taken}
         self_var = self_name(func)

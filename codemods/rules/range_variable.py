@@ -61,11 +61,13 @@ from collections.abc import Mapping
 import libcst as cst
 from tsfix.codemods.facts.prefilter import AstFile
 from tsfix.codemods.facts.syntax import (
+    ReplaceById,
     code_of,
     find_all,
     fresh_name,
     names_bound_in,
     names_used,
+    parent_map,
     top_level_names,
 )
 from tsfix.codemods.rules.base import ClassChange, Code, Example, Rule
@@ -73,17 +75,6 @@ from tsfix.codemods.rules.base import ClassChange, Code, Example, Rule
 
 class _Refused(Exception):
     """Why a name stays a range."""
-
-
-def _parents(root: cst.CSTNode) -> dict[int, cst.CSTNode]:
-    found: dict[int, cst.CSTNode] = {}
-    stack = [root]
-    while stack:
-        node = stack.pop()
-        for child in node.children:
-            found[id(child)] = node
-            stack.append(child)
-    return found
 
 
 def _range_call(value: cst.BaseExpression) -> cst.Call | None:
@@ -192,7 +183,7 @@ class Count(torch.nn.Module):
         replacements: dict[int, cst.CSTNode] = {}
         parts: list[str] = []
         for method, func in facts.compiled_methods():
-            parents = _parents(func)
+            parents = parent_map(func)
             taken = names_used(func) | self._module_names
             candidates, bound_otherwise = _range_names(func)
             for name, bindings in candidates.items():
@@ -215,7 +206,7 @@ class Count(torch.nn.Module):
                              f"({len(bindings)} bindings, {len(loops)} loop(s))")
         if not replacements:
             return cls
-        rewritten = cls.visit(_Replace(replacements))
+        rewritten = cls.visit(ReplaceById(replacements))
         assert isinstance(rewritten, cst.ClassDef)
         self.changes.append(ClassChange(self.name, cls.name.value, self.span_of(cls),
                                         "; ".join(parts)))
@@ -307,11 +298,3 @@ def _rewrite(name: str, bindings: list[cst.Assign], loops: list[cst.CSTNode],
         replacements[id(loop.iter)] = cst.parse_expression(f"range({', '.join(names)})")
     return replacements
 
-
-class _Replace(cst.CSTTransformer):
-    def __init__(self, replacements: Mapping[int, cst.CSTNode]) -> None:
-        self.replacements = replacements
-
-    def on_leave(self, original: cst.CSTNode, updated: cst.CSTNode  # type: ignore[override]
-                 ) -> cst.CSTNode:
-        return self.replacements.get(id(original), updated)

@@ -18,7 +18,7 @@ from dataclasses import dataclass
 
 import libcst as cst
 from tsfix.codemods.facts.classes import TENSOR_CONSTRUCTORS
-from tsfix.codemods.facts.syntax import find_all, parameters_of, qualified_name
+from tsfix.codemods.facts.syntax import find_all, parameters_of, parent_map, qualified_name
 from tsfix.codemods.facts.value_types import TENSOR, is_complete, unify_all, without_none
 from tsfix.codemods.rules.annotate._callees import callee_type
 from tsfix.codemods.rules.annotate._common import is_name, own
@@ -44,7 +44,7 @@ def refinement(method: MethodState, name: str) -> Refinement:
     body = method.func.body
     if _tested_or_rebound(body, name):
         return Refinement(needed=False)
-    parents = _parents(body)
+    parents = parent_map(body)
     uses = [n for n in find_all(body, cst.Name) if n.value == name and _is_read(n, parents)]
     if not uses:
         return Refinement(needed=False)
@@ -78,7 +78,7 @@ def optional_locals(method: MethodState) -> list[tuple[cst.Assign, str]]:
             if isinstance(target.target, cst.Name):
                 assigns.setdefault(target.target.value, []).append(assign)
     found: list[tuple[cst.Assign, str]] = []
-    parents = _parents(body)
+    parents = parent_map(body)
     for name, named in assigns.items():
         if name in parameters or not is_name(named[0].value, "None") or \
                 len(named[0].targets) != 1 or _bound_otherwise(body, name):
@@ -100,18 +100,6 @@ def optional_locals(method: MethodState) -> list[tuple[cst.Assign, str]]:
 
 
 # -- helpers --------------------------------------------------------------------------------------
-
-def _parents(body: cst.CSTNode) -> dict[int, cst.CSTNode]:
-    parents: dict[int, cst.CSTNode] = {}
-
-    def walk(node: cst.CSTNode) -> None:
-        for child in node.children:
-            parents[id(child)] = node
-            walk(child)
-
-    walk(body)
-    return parents
-
 
 def _tested_or_rebound(body: cst.CSTNode, name: str) -> bool:
     for comparison in find_all(body, cst.Comparison):
