@@ -308,11 +308,14 @@ class Order(torch.nn.Module):
     def _rewrite_method(self, facts: ClassFacts, method: str, func: cst.FunctionDef,
                         builders: dict[int, Callable[[cst.CSTNode], cst.CSTNode]],
                         parts: list[str], notes: list[str]) -> None:
+        lambdas = list(_outermost_lambdas(func.body))
+        if not lambdas:
+            return      # most methods: no parent map to build
         parents = parent_map(func)
         taken = names_bound_in(func)
         shadowed = {n for n in _BUILTINS if n in self._module_names or n in taken}
         message = f"lambda in {method}()"
-        for lam in _outermost_lambdas(func.body):
+        for lam in lambdas:
             try:
                 for inner in find_all(lam.body, cst.Lambda):
                     self.skip(facts.name, inner, f"{message}; left as it is: it is inside "
@@ -559,14 +562,18 @@ class Order(torch.nn.Module):
                          parts: list[str]) -> None:
         """``map(f, xs)`` / ``map(self.f, xs)`` (a function, a method or a submodule, named)
         consumed at once becomes ``[f(t) for t in xs]``, as a mapped lambda does."""
+        maps = [call for call in find_all(func.body, cst.Call)
+                if call.args and _maps_with(call, call.args[0])]
+        if not maps:
+            return      # most methods: no parent map to build
         parents = parent_map(func)
         taken = names_bound_in(func)
         shadowed = {n for n in _BUILTINS if n in self._module_names or n in taken}
         self_var = self_name(func)
         in_lambdas = {id(n) for lam in find_all(func.body, cst.Lambda)
                       for n in find_all(lam, cst.Call)}
-        for call in find_all(func.body, cst.Call):
-            if not call.args or id(call) in in_lambdas or not _maps_with(call, call.args[0]):
+        for call in maps:
+            if id(call) in in_lambdas:
                 continue
             mapped = call.args[0].value
             if not (isinstance(mapped, cst.Name) or (

@@ -183,9 +183,11 @@ class Count(torch.nn.Module):
         replacements: dict[int, cst.CSTNode] = {}
         parts: list[str] = []
         for method, func in facts.compiled_methods():
+            candidates, bound_otherwise = _range_names(func)
+            if not candidates:
+                continue
             parents = parent_map(func)
             taken = names_used(func) | self._module_names
-            candidates, bound_otherwise = _range_names(func)
             for name, bindings in candidates.items():
                 message = f"range kept in {name}, bound on several paths in {method}()"
                 reads = _reads(func, name, bindings)
