@@ -97,17 +97,23 @@ def _rewrite(text: str, path: str, rules: Sequence[type[Rule]], line_length: int
              observed: Observations | None, module: cst.Module | None = None,
              output: bool = True, compiled_functions: frozenset[str] = frozenset()
              ) -> Rewrite:
+    # The prefilter reads what this file's own classes compile: a function compiled from
+    # another file is not among it, so then every rule runs.
+    file = AstFile(text) if not compiled_functions else None
     if module is None:
-        file = AstFile(text)
-        # The prefilter reads what this file's own classes compile: a function compiled from
-        # another file is not among it.
-        if (file.tree is not None and not compiled_functions
+        if (file is not None and file.tree is not None
                 and not any(rule.may_apply(file) for rule in rules)):
             return Rewrite(text)        # nothing any rule looks at: no LibCST parse
         module = parse(text, path)
     original_classes = [s for s in module.body if isinstance(s, cst.ClassDef)]
     result = Rewrite(text)
     for rule_class in rules:
+        # Only the rules that may apply traverse the module (a rule costs a full LibCST
+        # traversal, most rules apply to few files). An earlier rule's rewrite may bring in
+        # what a later rule looks at (lambda-inline writes a nested def), so the prefilter
+        # looks again at the text as rewritten so far.
+        if file is not None and not rule_class.may_apply(file):
+            continue
         rule = rule_class(CodemodContext(filename=path),
                           skip_classes.get(rule_class.name, frozenset()),
                           unsafe_fixes=unsafe_fixes, observed=observed,
@@ -118,6 +124,8 @@ def _rewrite(text: str, path: str, rules: Sequence[type[Rule]], line_length: int
         rule.original_classes = original_classes
         before = module
         module = rule.transform_module(module)
+        if file is not None and rule.changes:
+            file = AstFile(module.code)
         if rule.changes and output:
             safe = safe_classes(before, module, {c.class_name for c in rule.changes})
             for change in rule.changes:
