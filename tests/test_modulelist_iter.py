@@ -1301,6 +1301,15 @@ def test_unpacked_elements_in_enumerate_and_zip_and_a_one_line_body() -> None:
     (("self.layers = nn.ModuleList([])", "self.layers = nn.ModuleList(make_layers())"),
      UNPACKED, "the length of each element of self.layers is not proven: its elements come "
      "from `nn.ModuleList(make_layers())`"),
+    # A scripted ModuleList drops None entries: `layer[1]` would pick another module.
+    (("[nn.Linear(dim, dim), nn.Linear(dim, dim)]",
+      "[nn.Linear(dim, dim) if depth > 1 else None, nn.Linear(dim, dim)]"), UNPACKED,
+     "the length of each element of self.layers is not proven: an element holds "
+     "`nn.Linear(dim, dim) if depth > 1 else None`, which may be None, and a scripted "
+     "ModuleList drops its None entries"),
+    (("[nn.Linear(dim, dim), nn.Linear(dim, dim)]", "[None, nn.Linear(dim, dim)]"), UNPACKED,
+     "the length of each element of self.layers is not proven: an element holds `None`, which "
+     "may be None, and a scripted ModuleList drops its None entries"),
     (None, UNPACKED.replace("attn, ff", "attn, *rest").replace("ff(x)", "rest[0](x)"),
      "'attn, *rest' is not a tuple of plain names (a starred or nested part has no "
      "literal-index equivalent)"),

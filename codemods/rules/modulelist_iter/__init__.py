@@ -77,9 +77,11 @@ What it does
     Every element must provably hold as many modules as the target names: each is a
     ``nn.ModuleList([...])`` or ``nn.Sequential(...)`` literal of that length, given to the
     constructor (a list or a comprehension) or appended in ``__init__``, and nothing else adds
-    to the list or its elements. Otherwise the loop is refused with the reason (an element
-    built by a helper, a length that differs, a list a base class builds, a starred or nested
-    target part).
+    to the list or its elements, and no entry of an element is or may be ``None``
+    (``nn.Linear(d, d) if last else None``: a scripted ModuleList drops None entries, so the
+    indexes would shift). Otherwise the loop is refused with the reason (an element built by a
+    helper, a length that differs, an entry that may be None, a list a base class builds, a
+    starred or nested target part).
 
     Containers are recognised from their assignment in ``__init__`` (``nn.ModuleList(...)``,
     ``torch.nn.Sequential(*[...])``, ``ModuleDict`` imported from ``torch.nn``, or an empty

@@ -138,6 +138,12 @@ def element_lengths(cls: ClassAnalysis, attr: str) -> tuple[set[int], str | None
             elements.append(added[0])
     lengths: set[int] = set()
     for element in elements:
+        entry = _entry_that_may_be_none(element, cls)
+        if entry is not None:
+            # Scripting drops the None entries of a ModuleList: the literal indexes would
+            # shift, and pick another module or run past the end (vit-pytorch's simple_uvit).
+            return set(), (f"an element holds `{short_source(entry)}`, which may be None, and "
+                           "a scripted ModuleList drops its None entries")
         found = _literal_lengths(element, cls)
         if found is None:
             return set(), (f"an element is `{short_source(element)}`, not a ModuleList or "
@@ -183,6 +189,25 @@ def _literal_lengths(expr: cst.BaseExpression, cls: ClassAnalysis) -> set[int] |
         return None
     comprehension = any(isinstance(a.value, cst.ListComp | cst.GeneratorExp) for a in expr.args)
     return None if comprehension else {len(elements)}
+
+
+def _entry_that_may_be_none(expr: cst.BaseExpression,
+                            cls: ClassAnalysis) -> cst.BaseExpression | None:
+    """An entry of the container literal ``expr`` (either branch of a conditional expression)
+    that is None or may be None, if there is one."""
+    if isinstance(expr, cst.IfExp):
+        return (_entry_that_may_be_none(expr.body, cls)
+                or _entry_that_may_be_none(expr.orelse, cls))
+    if not isinstance(expr, cst.Call) or _container_name(expr, cls) is None:
+        return None
+    entries, _ = _constructor_elements(expr, cls)
+    return next((entry for entry in entries if _may_be_none(entry)), None)
+
+
+def _may_be_none(expr: cst.BaseExpression) -> bool:
+    if isinstance(expr, cst.IfExp):
+        return _may_be_none(expr.body) or _may_be_none(expr.orelse)
+    return isinstance(expr, cst.Name) and expr.value == "None"
 
 
 def _container_name(call: cst.Call, cls: ClassAnalysis) -> str | None:
