@@ -149,9 +149,10 @@ def main() -> None:
               help="Report a configured model (a class with an example table) that does not "
                    "script after the run without failing the run (default: exit 3). Default: "
                    "[tool.tsfix] allow-unscriptable, else off.")
-@click.option("--fix-rounds", type=click.IntRange(min=0), default=5, show_default=True,
-              help="Rounds of the fix loop per configured model that stops in a file of the "
-                   "tree outside PATHS (0: no loop).")
+@click.option("--fix-rounds", type=click.IntRange(min=0), default=12, show_default=True,
+              help="Rounds of the repair loop per configured model that does not script "
+                   "(export) after the rules: each rewrites the place the compiler names, in "
+                   "any file of the model's tree (0: no loop).")
 @click.option("-q", "--quiet", is_flag=True, help="Only errors (and the diff with --dry-run).")
 @click.option("-v", "--verbose", is_flag=True,
               help="Also say what each rewrite did and why candidates were skipped.")
@@ -227,7 +228,7 @@ def _apply(state: _ApplyState, paths: tuple[Path, ...], rule_names: tuple[str, .
            require_verified: bool | None, unsafe_fixes: bool | None, report_path: Path | None,
            config_path: Path | None, jobs: int, no_cache: bool, timeout: float | None,
            target: Target | None, quiet: bool, verbose: bool,
-           allow_unscriptable: bool | None = None, fix_rounds: int = 5,
+           allow_unscriptable: bool | None = None, fix_rounds: int = 12,
            timeout_total: float | None = None) -> int:
     """``tsfix apply``; returns the exit code."""
     from tsfix.cli.progress import ProgressDisplay
@@ -438,8 +439,13 @@ def _print_outcome(result: RunResult, *, quiet: bool, verbose: bool,
         shown = p(file.display)
         for note in file.notes:
             click.echo(f"{shown}: note: {p(note)}", err=True)
+        # A configured model's line says what its classes' rewrites came to: their own lines
+        # are for -v (and the report), but for a rejected rewrite, which fails the run.
+        modelled = bool(file.models or file.depends or file.fix_loop) and not verbose
         for c in file.classes:
             if summarised and (c.verdict, reason_headline(c.reason)) in summarised:
+                continue
+            if modelled and c.verdict != REJECTED:
                 continue
             verdict = click.style(c.verdict + (" (not written)" if c.withheld else ""),
                                   fg=colour.get(c.verdict))
@@ -456,7 +462,7 @@ def _print_outcome(result: RunResult, *, quiet: bool, verbose: bool,
                            f"{p(s.reason)}", err=True)
         if file.status == "changed":
             action = "rewrote" if file.written else "would rewrite"
-            loop = " (the fix loop: a configured model imports it)" if file.fix_loop else ""
+            loop = " (the repair loop: a configured model imports it)" if file.fix_loop else ""
             click.echo(f"{action} {shown}{loop}", err=True)
     for group in repeated:
         click.secho(p(group.line()), err=True, fg=colour.get(group.verdict))
@@ -474,9 +480,9 @@ def _print_outcome(result: RunResult, *, quiet: bool, verbose: bool,
         if not model.ok and model.message and verbose:
             for line in model.message.splitlines():
                 click.echo(f"    | {p(line)}", err=True)
-        if verbose or (not model.ok and model.rounds):
+        if verbose:
             for line in model.rounds:
-                click.echo(f"    fix loop: {p(line)}", err=True)
+                click.echo(f"    repair loop: {p(line)}", err=True)
     if (not quiet and not result.allow_unscriptable
             and any(m.status == "fails" for m in result.models())):
         click.echo(f"a configured model that does not {result.model_verb()} fails the run "

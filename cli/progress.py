@@ -26,7 +26,7 @@ _UNITS = {"observe": "models", "rewrite": "files", "validate": "classes", "trial
 _LABELS = {"observe": "observing", "rewrite": "rewriting", "validate": "validating",
            "trials": "rewriting without each rule", "recheck": "rechecking",
            "final": "leaving rejected rewrites out", "models": "scripting configured models",
-           "fix": "fix loop", "explain": "explaining where models stop"}
+           "fix": "repair loop", "explain": "explaining where models stop"}
 
 
 def describe(progress: Progress, elapsed: float) -> str:

@@ -79,7 +79,8 @@ def test_the_rule_that_breaks_the_class_is_dropped(project: Project, register: C
     project.pyproject(EXAMPLES)
     project.write("model.py", MODEL)
 
-    result = project.cli("apply", "-j", "1", "--report", "report.json", ".")
+    # -v: the model's file's class lines (without it the model's line stands for them).
+    result = project.cli("apply", "-j", "1", "-v", "--report", "report.json", ".")
 
     no_traceback(result)
     assert result.exit_code == 3, result.output           # a rewrite was rejected

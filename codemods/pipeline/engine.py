@@ -78,6 +78,7 @@ import os
 import signal
 import sys
 import threading
+import time
 from collections.abc import Callable, Collection, Iterator, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass, replace
@@ -154,8 +155,8 @@ class Options:
     # A configured model that does not script end to end is reported without failing the run.
     # None: [tool.tsfix] allow-unscriptable.
     allow_unscriptable: bool | None = None
-    # Rounds of the fix loop per configured model (0: no loop, the model verdict only).
-    fix_rounds: int = 5
+    # Rounds of the repair loop per configured model (0: no loop, the model verdict only).
+    fix_rounds: int = 12
     # Seconds for the whole run: then it stops as on Ctrl-C, keeping the files decided by then
     # (Interrupted with ``time_limit``). None: [tool.tsfix] timeout-total, else no limit.
     # Measured from the call; only in the main thread (a timer signal, SIGALRM).
@@ -274,7 +275,11 @@ def _run(paths: list[Path], options: Options, config: Config) -> RunResult:
                 rule_names, config, require_verified, unsafe_fixes, target,
                 verify=options.verify, workers=options.jobs or os.cpu_count() or 1,
                 timeout=options.timeout or config.timeout, progress=options.progress,
-                fix_rounds=options.fix_rounds, decided=write_decided)
+                fix_rounds=options.fix_rounds, decided=write_decided,
+                # The repair loop starts no round it cannot finish before the time limit.
+                deadline=(time.monotonic() + limit
+                          if (limit := options.timeout_total or config.timeout_total)
+                          else None))
             try:
                 outcomes, extra = phases.run_phases(
                     [phases.File(i, f, resolved[i], displays[i]) for i, f in todo.items()],

@@ -16,13 +16,21 @@ What the run does with them (validation on), besides validating each rewritten c
    (file:line, TorchScript's message, and what ``tsfix explain`` says about that line). A
    configured model that does not script fails the run (exit 3) unless ``--allow-unscriptable``
    (``[tool.tsfix] allow-unscriptable = true``).
-3. **The fix loop.** When the model stops in a file of the tree that is not among the paths of
-   the run (a helper module, a base class in another file), the selected rules are run on the
-   class that holds the blocker (only that class: the diff stays what the model needs), the
-   rewrite is validated through the model, and the model is scripted again; until it scripts,
-   the blocker is in code the run already rewrote, no rule changes the class, or
-   ``Options.fix_rounds`` rounds are done. Each round is one line of the record (``-v`` shows
-   them). A file the loop rewrote is reported and written like the others, marked ``fix_loop``.
+3. **The repair loop** (:mod:`~tsfix.codemods.pipeline.phases.fix_loop`). A model that
+   stops is scripted (exported) on the tree as the run leaves it; its blocker (the innermost
+   frame in the tree, its line, and the ``tsfix check`` code :func:`error_code` gives its
+   message) is rewritten by the selected rules that declare that code (``Rule.CODES``; every
+   selected rule when those leave it as it is), on the class or module-level function that
+   holds it, in any file of the tree (a file of the run from the run's text of it). A
+   parameter type the compiler's message names joins the observed types for that round. The
+   model runs again: the rewrite is kept when the model scripts, or stops at another place,
+   with every configuration's eager output unchanged; else rolled back. Until the model
+   scripts, no rule offers a fix, ``Options.fix_rounds`` rounds are done or the run's time
+   budget would be exceeded. The model's record names the rounds kept (``repairs``), the
+   run's own rewrites of its classes (``rewrites``) and why the loop stopped (``stopped``);
+   ``rounds`` has one line per round (``-v``). A file the loop rewrote outside the run is
+   reported and written like the others, marked ``fix_loop``; the files a model that stops
+   imports are decided only once its loop is over.
 
 Which models: the tables of the files in the run. The tree: the folder of the configuration
 (``pyproject.toml``), else the package of the model's file; files of the Python installation are
@@ -253,15 +261,13 @@ def located(result: ModelResult, texts: Mapping[str, str],
     ``tsfix check`` finding of the construct the message matches, in a class the model holds
     an instance of, in the tree files it imports. Unchanged when none is found."""
     from tsfix.codemods.lint.check import CheckSyntaxError, check_source
-    from tsfix.codemods.lint.explain import EXPORT_ERRORS, KNOWN_ERRORS
 
     verdict = result.model
     if verdict is None or verdict.blocker is None or verdict.blocker.path is not None:
         return result
     message = verdict.blocker.message
-    table = EXPORT_ERRORS if target == "export" else KNOWN_ERRORS
-    known = next((k for k in table if re.search(k.pattern, message)), None)
-    if known is None or known.code is None:
+    code = error_code(message, target)
+    if code is None:
         return result
     for path in sorted(result.reached):
         text = texts.get(path)
@@ -276,11 +282,22 @@ def located(result: ModelResult, texts: Mapping[str, str],
             continue
         reached = set(result.reached[path])
         for finding in findings:
-            if finding.code == known.code and finding.class_name in reached:
+            if finding.code == code and finding.class_name in reached:
                 scope = ".".join(filter(None, (finding.class_name, finding.method)))
                 blocker = Blocker(path, finding.line, scope or None, message)
                 return replace(result, model=replace(verdict, blocker=blocker))
     return result
+
+
+def error_code(message: str, target: str = "torchscript") -> str | None:
+    """The ``tsfix check`` code of a TorchScript (``target`` "export": torch.export) error:
+    the first pattern of ``tsfix explain``'s table (KNOWN_ERRORS, EXPORT_ERRORS) found in
+    ``message``; None when no pattern is, or the one found names no code."""
+    from tsfix.codemods.lint.explain import EXPORT_ERRORS, KNOWN_ERRORS
+
+    table = EXPORT_ERRORS if target == "export" else KNOWN_ERRORS
+    known = next((k for k in table if re.search(k.pattern, message)), None)
+    return None if known is None else known.code
 
 
 def explain_blocker(blocker: Blocker, text: str | None, shown: str,
@@ -365,7 +382,8 @@ def with_verdicts(classes: Iterable[ClassResult], verdicts: Mapping[str, ClassVe
     return out
 
 
-__all__ = ["Configured", "Observations", "class_at", "configured_models", "explain_blocker",
+__all__ = ["Configured", "Observations", "class_at", "configured_models", "error_code",
+           "explain_blocker",
            "function_at",
            "located",
            "merge_types", "merged_verdicts", "model_class", "model_job", "observe",

@@ -139,32 +139,45 @@ class ModelRecord:
     scope: str | None = None                # the class, method or function there
     message: str = ""                       # TorchScript's message, first lines
     explain: str = ""                       # tsfix explain's answer: construct, fix or hand fix
-    # The fix loop: one line per round (what blocked, what was rewritten, the outcome).
+    # The repair loop: one line per round (what blocked, what was rewritten, the outcome).
     rounds: list[str] = field(default_factory=list)
     python_only: bool = False
     duration_s: float = 0.0
     # "export": status "scripts" means every configuration exports with torch.export and its
     # programs match the original's eager outputs; scripted_before: the original exports.
     target: str = "torchscript"
+    # The run's own rewrites of the classes the model holds ("file:Class rule"): its first
+    # round, when there are any.
+    rewrites: list[str] = field(default_factory=list)
+    # The repair loop's rounds kept, one each ("file:line rule": where the model stopped and
+    # the rule that got it past there).
+    repairs: list[str] = field(default_factory=list)
+    # Why the repair loop stopped while the model still stops ("" when it did not run).
+    stopped: str = ""
 
     @property
     def ok(self) -> bool:
         return self.status == MODEL_SCRIPTS
 
     def line(self) -> str:
-        """The one line the run prints for the model."""
+        """The one line the run prints for the model: its verdict, the rounds that got it
+        there (the run's rewrites, then each repair), and where it stops and why."""
         verb, did = (("export", "exported") if self.target == "export"
                      else ("script", "scripted"))
         before = ("" if self.scripted_before is None else
                   f" ({did} before tsfix)" if self.scripted_before else
                   f" (did not {verb} before tsfix)")
+        rounds = ([", ".join(self.rewrites)] if self.rewrites else []) + self.repairs
+        after = (f" after {len(rounds)} round{'s' if len(rounds) != 1 else ''} "
+                 f"({'; '.join(rounds)})" if self.repairs else "")
         if self.ok:
-            return f"{self.model}: model {verb}s{before}: {self.reason}"
+            return f"{self.model}: model {verb}s{before}{after}: {self.reason}"
         if self.status == MODEL_ERROR:
             return f"{self.model}: model not checked: {self.reason}"
         where = f" at {self.blocker}" + (f" ({self.scope})" if self.scope else "")
-        return (f"{self.model}: model does not {verb}{before}"
-                f"{where if self.blocker else ''}: {self.reason}")
+        stopped = f"; {self.stopped}" if self.stopped else ""
+        return (f"{self.model}: model does not {verb}{before}{after}"
+                f"{where if self.blocker else ''}: {self.reason}{stopped}")
 
     def to_json(self) -> dict[str, Any]:
         """The record; under the export target a model that exports has status "exports"."""

@@ -94,7 +94,18 @@ def run_phases(todo: list[File], session: Session) -> tuple[dict[int, Outcome], 
         if models:
             found_models = verdicts_on_final_tree(
                 models, todo, pending, final_by_index, validated, observations, session, pool,
-                rewriters, rechecked, answered=lambda: decisions.tell(todo, complete=False))
+                rewriters, rechecked, answered=lambda held: decisions.tell(
+                    (file for file in todo if str(file.resolved) not in held),
+                    complete=False))
+    for index, (final, source) in found_models.finals.items():
+        # A file of the run the repair loop rewrote (or whose verdicts its model measured
+        # again): decided now, again when it was decided while the models ran (its text
+        # then, the run's, was written whole; now the loop's is).
+        final_by_index[index] = final
+        if rewritten[index].source is None:
+            rewritten[index] = replace(rewritten[index], source=source)
+    decisions.tell((by_index[index] for index in found_models.finals), complete=False,
+                   again=True)
     outcomes = {}
     for file in todo:
         outcome = _outcome(file, rewritten[file.index], observed, final_by_index.get(file.index))
@@ -136,12 +147,13 @@ class _Decisions:
         self.told: set[int] = set()
 
     def tell(self, files: Iterable[File], *, complete: bool = True,
-             finals: Mapping[int, Final] | None = None) -> None:
+             finals: Mapping[int, Final] | None = None, again: bool = False) -> None:
         """``complete``: no model reaches these files (nothing will be added to them).
-        ``finals``: their final texts, known before the phase that computes them all."""
+        ``finals``: their final texts, known before the phase that computes them all.
+        ``again``: also the files told before (the repair loop changed them since)."""
         if self.session.decided is None:
             return
-        ready = [file for file in files if file.index not in self.told]
+        ready = [file for file in files if again or file.index not in self.told]
         self.told.update(file.index for file in ready)
         if ready:
             self.session.decided({file.index: self.outcome(file, (finals or {}).get(file.index))

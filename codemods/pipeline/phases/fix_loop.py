@@ -1,10 +1,14 @@
-"""The fix loop: a configured model that stops in a file of the tree outside the run gets the
-class or function that blocks it rewritten, validated through the model, round by round
-(:mod:`~tsfix.codemods.pipeline.models`' docstring).
+"""The repair loop: a configured model that stops gets the place the compiler names rewritten
+by the rules that answer its error, in any file of the tree, round by round, while the model
+gets further with its eager outputs unchanged (:mod:`~tsfix.codemods.pipeline.models`'
+docstring).
 """
 
 from __future__ import annotations
 
+import re
+import time
+from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import TYPE_CHECKING
@@ -13,7 +17,6 @@ from tsfix.codemods.pipeline import models as configured
 from tsfix.codemods.pipeline.phases.records import by_class, internal_error, skip_set_of
 from tsfix.codemods.pipeline.phases.session import Session
 from tsfix.codemods.pipeline.report import (
-    MODEL_FAILS,
     MODEL_SCRIPTS,
     REJECTED,
     UNVERIFIED,
@@ -23,182 +26,377 @@ from tsfix.codemods.pipeline.report import (
 from tsfix.codemods.pipeline.sources import SourceError, SourceText, read_source
 from tsfix.codemods.validation.pool import WorkerPool
 from tsfix.codemods.validation.protocol import (
+    Blocker,
     ClassVerdict,
     ModelResult,
+    TypeTable,
     function_change_name,
 )
 
 if TYPE_CHECKING:
-
-    pass
+    from tsfix.codemods.rules.base import Rule
 
 
 @dataclass
 class LoopFile:
-    """A file of the tree outside the run that the fix loop rewrote."""
+    """A file of the tree the repair loop rewrote: a file of the run (starting from the text
+    the run leaves it with) or one outside it (starting from its own text)."""
 
     source: SourceText
     display: str
-    classes: set[str] = field(default_factory=set)      # classes the loop rewrote in it
-    functions: set[str] = field(default_factory=set)    # module-level functions, likewise
-    text: str = ""
+    base: str                                # the text the loop started from
+    in_run: bool = False
+    functions: set[str] = field(default_factory=set)    # module-level functions it rewrote
+    text: str = ""                           # the loop's text ("": nothing kept yet)
     results: list[ClassResult] = field(default_factory=list)
 
-
-def _blocked_in(result: ModelResult, path: str, class_name: str | None, function: str | None,
-                text: str) -> bool:
-    """The model's blocker is in ``class_name`` (else the module-level ``function``) of
-    ``path`` (whose text is ``text``)."""
-    assert result.model is not None and result.model.blocker is not None
-    blocker = result.model.blocker
-    if blocker.path != path:
-        return False
-    found = configured.class_at(text, blocker.line, blocker.scope)
-    if class_name is not None:
-        return found == class_name
-    return found is None and configured.function_at(text, blocker.line,
-                                                    blocker.scope) == function
+    @property
+    def current(self) -> str:
+        return self.text or self.base
 
 
-def _function_verdict(owner: str, answer: ModelResult, shown: str) -> ClassVerdict:
-    """The verdict on a module-level function the fix loop rewrote: no class of its own to
-    script, so the model's answer is its verdict. The model checks eager parity before it
-    scripts, so a model that stops at a place TorchScript names has matched the original."""
-    verdict = answer.model
-    if verdict is None:
-        return ClassVerdict(owner, UNVERIFIED, "the model job gave no verdict")
-    if verdict.status == MODEL_SCRIPTS:
-        return ClassVerdict(owner, VERIFIED, f"the model scripts with it ({verdict.reason})")
-    if verdict.status == MODEL_FAILS and verdict.blocker is not None:
-        blocker = verdict.blocker
-        place = (f"at {configured.shown(blocker.path)}"
-                 + (f":{blocker.line}" if blocker.line else "") if blocker.path
-                 else f"({blocker.message.splitlines()[0] if blocker.message else '?'})")
-        return ClassVerdict(owner, UNVERIFIED, f"the model's eager outputs match the "
-                                               f"original's with it, and it still stops "
-                                               f"scripting {place}: its scripted "
-                                               "outputs cannot be compared yet")
-    if verdict.status == MODEL_FAILS:
-        return ClassVerdict(owner, REJECTED, f"the model with {owner} in {shown}: "
-                                             f"{verdict.reason}")
-    return ClassVerdict(owner, UNVERIFIED, f"the model: {verdict.reason}")
+@dataclass
+class LoopOutcome:
+    """What the loop made of one model: its last answer, the rounds kept ("file:line rule")
+    and, when the model still stops, why the loop stopped."""
+
+    result: ModelResult
+    repairs: list[str] = field(default_factory=list)
+    stopped: str = ""
 
 
 def model_stops(result: ModelResult) -> bool:
     """The model does not script, at a known place."""
     return (result.failure is None and result.model is not None
-            and result.model.status == MODEL_FAILS and result.model.blocker is not None
+            and result.model.status == "fails" and result.model.blocker is not None
             and result.model.blocker.path is not None)
 
 
+# How the model job says the rewritten tree does not import: a blocker, but no eager run.
+_NOT_IMPORTED = "the rewritten tree does not import"
+
+
+def _eager_parity_held(answer: ModelResult) -> bool:
+    """The model job measured eager parity for every configuration: it checks it before it
+    scripts, so a model that scripts, or stops at a place the compiler names after its tree
+    imported, matched the original."""
+    verdict = answer.model
+    if verdict is None or answer.failure is not None:
+        return False
+    return verdict.status == MODEL_SCRIPTS or (
+        model_stops(answer) and not verdict.reason.startswith(_NOT_IMPORTED))
+
+
+_FRAME_LINE = re.compile(r'^\s*File "[^"]*", line \d+')
+_UNDERLINE = re.compile(r"^\s*~+")
+
+
+def _moved(before: Blocker, after: Blocker, target: str) -> bool:
+    """Progress: the model stops at another place than ``before``: another file, another
+    error class, or another line with another error or another construct marked (the same
+    construct a rewrite only shifted down is not a move)."""
+    if before.path != after.path or (configured.error_code(before.message, target)
+                                     != configured.error_code(after.message, target)):
+        return True
+    return before.line != after.line and _comparable(before.message) != _comparable(
+        after.message)
+
+
+def _comparable(message: str) -> list[str]:
+    """What a message says apart from where: its text before the first frame, and the code
+    lines TorchScript underlines (``~~~~ <--- HERE``), without the context it shows around
+    them, addresses or spacing."""
+    lines = message.splitlines()
+    first = next((i for i, line in enumerate(lines) if _FRAME_LINE.match(line)), len(lines))
+    marked = [lines[i - 1] for i, line in enumerate(lines) if i and _UNDERLINE.match(line)]
+    return [" ".join(re.sub(r"0x[0-9a-fA-F]+", "0x?", line).split())
+            for line in [*lines[:first], *marked]]
+
+
+# "forward(__torch__.pkg.blocks.Inner self, Tensor x, Tensor lengths=...) -> Tensor:
+#  Expected a value of type 'Tensor (inferred)' for argument 'lengths' but instead found
+#  type 'Optional[Tensor]'." (torch 2.13): the callee's unannotated parameter, and the type
+#  its caller passes.
+_CALLEE = re.compile(r"^(?P<method>\w+)\(__torch__\.(?P<qualified>[\w.]+) self\b", re.MULTILINE)
+_PASSED = re.compile(r"Expected a value of type '[^']*\(inferred\)' for argument '(?P<param>\w+)'"
+                     r" but instead found type '(?P<found>[^']+)'")
+
+
+@dataclass(frozen=True)
+class _Typed:
+    """A parameter's type from the compiler's message: ``path``'s class ``class_name``,
+    ``method``'s ``param`` takes ``kind``."""
+
+    path: str
+    class_name: str
+    method: str
+    param: str
+    kind: str
+
+
+def typed_by_message(message: str, reached: Mapping[str, tuple[str, ...]]) -> _Typed | None:
+    """The unannotated parameter of a tree class that TorchScript took for a Tensor while its
+    caller passes another type, when the message names both (the callee's signature and the
+    type found); None otherwise, or when the class's file is not known for certain."""
+    callee, passed = _CALLEE.search(message), _PASSED.search(message)
+    if callee is None or passed is None or "NoneType" in passed["found"]:
+        return None
+    class_name = callee["qualified"].rsplit(".", 1)[-1]
+    paths = [path for path, classes in reached.items() if class_name in classes]
+    if len(paths) != 1:
+        return None
+    return _Typed(paths[0], class_name, callee["method"], passed["param"], passed["found"])
+
+
+def _with_type(table: TypeTable, typed: _Typed) -> TypeTable:
+    """``table`` with ``typed``'s parameter type, unless a complete type was observed."""
+    params = dict(table.get(typed.class_name, {}).get(typed.method, {}))
+    seen = params.get(typed.param)
+    if seen is not None and seen not in ("None", "NoneType"):
+        return table
+    params[typed.param] = typed.kind
+    methods = {**table.get(typed.class_name, {}), typed.method: params}
+    return {**table, typed.class_name: methods}
+
+
+def answering_rules(session: Session, code: str | None) -> tuple[type[Rule], ...]:
+    """The selected rules that declare ``code`` (``Rule.CODES``): those that answer it."""
+    if code is None:
+        return ()
+    return tuple(rule for rule in session.rules if any(c.code == code for c in rule.CODES))
+
+
+def _loop_file(path: str, tree: dict[str, LoopFile], overlay: Mapping[str, str],
+               run_files: Mapping[str, str]) -> LoopFile:
+    """The loop's record of ``path``: the one it has, else a new one starting from the run's
+    text of that file (a file of the run) or from the file itself. Raises SourceError."""
+    known = tree.get(path)
+    if known is not None:
+        return known
+    source = read_source(Path(path))
+    in_run = path in run_files
+    return LoopFile(source, run_files.get(path) or configured.shown(path),
+                    overlay.get(path, source.text), in_run)
+
+
 def run_fix_loop(model: configured.Configured, result: ModelResult, overlay: dict[str, str],
-              loop_files: dict[str, LoopFile], run_paths: set[str],
-              observations: configured.Observations, session: Session, pool: WorkerPool,
-              rounds: list[str]) -> ModelResult:
-    """Rewrite the class that blocks ``model`` in a file of the tree outside the run, validate
-    that through the model, script it again; ``rounds`` gets one line per round. Returns the
-    last model job's answer."""
+                 tree: dict[str, LoopFile], run_files: Mapping[str, str],
+                 run_classes: Mapping[str, list[ClassResult]],
+                 observations: configured.Observations, session: Session, pool: WorkerPool,
+                 rounds: list[str], deadline: float | None = None) -> LoopOutcome:
+    """The repair loop for ``model``, which stops where ``result`` says: each round rewrites
+    the class (or module-level function) the compiler names with the selected rules that
+    answer its error, in any file of the tree (``tree``: the files the loop rewrote so far,
+    shared between models; ``run_files``: resolved path -> display of the run's files, whose
+    texts in ``overlay`` the loop starts from; ``run_classes``: their rewritten classes, given
+    to the model job again so that their verdicts are those of the tree the loop leaves),
+    runs the model again, and keeps the rewrite only when the model scripts or stops further
+    on with every configuration's eager output unchanged. ``rounds`` gets one line per round.
+    Stops when the model scripts, no rule offers a fix, a rewrite is rolled back, after
+    ``session.fix_rounds`` rounds, or at ``deadline`` (``time.monotonic()``)."""
+    outcome = LoopOutcome(result)
+    before = {path: (f.text, list(f.results), set(f.functions)) for path, f in tree.items()}
+    works = "exports" if session.target == "export" else "scripts"
     for number in range(1, session.fix_rounds + 1):
-        if not model_stops(result):
+        if not model_stops(outcome.result):
             break
-        assert result.model is not None and result.model.blocker is not None
-        blocker = result.model.blocker
-        path = str(blocker.path)
-        loop_file = loop_files.get(path)
-        shown = loop_file.display if loop_file else configured.shown(path)
-        where = f"{shown}:{blocker.line}" if blocker.line else shown
-        if path in run_paths:
-            rounds.append(f"round {number}: not tried: {where} is in a file of this run "
-                          "(every selected rule ran on it)")
+        if deadline is not None and time.monotonic() + session.timeout > deadline:
+            outcome.stopped = "the run's time budget is spent"
+            rounds.append(f"round {number}: not tried: {outcome.stopped}")
             break
-        if loop_file is None:
-            try:
-                source = read_source(Path(path))
-            except SourceError as exc:
-                rounds.append(f"round {number}: blocked at {where}: {exc}; the loop stops")
-                break
-            loop_file = LoopFile(source, shown)
-        current = loop_file.text or loop_file.source.text
+        assert outcome.result.model is not None and outcome.result.model.blocker is not None
+        blocker = outcome.result.model.blocker
+        stop = _round(number, model, blocker, outcome, overlay, tree, run_files, run_classes,
+                      observations, session, pool, rounds, works)
+        if stop:
+            outcome.stopped = stop
+            break
+    else:
+        if model_stops(outcome.result):
+            outcome.stopped = f"the round budget ({session.fix_rounds}) is spent"
+    if (session.require_verified and outcome.repairs
+            and any(c.verdict != VERIFIED for f in tree.values() for c in f.results)):
+        # --require-verified writes nothing unproven: a model left short of scripting keeps
+        # none of its repairs.
+        for path in list(tree):
+            if path in before:
+                text, results, functions = before[path]
+                tree[path].text, tree[path].results = text, results
+                tree[path].functions = functions
+            else:
+                del tree[path]
+        rounds.append("the repairs are not kept: --require-verified, and the model does not "
+                      f"{works.removesuffix('s')} with them")
+        outcome = LoopOutcome(result, stopped=(outcome.stopped or "") + (
+            "; its repairs are not kept (--require-verified)"))
+    return outcome
+
+
+def _round(number: int, model: configured.Configured, blocker: Blocker, outcome: LoopOutcome,
+           overlay: Mapping[str, str], tree: dict[str, LoopFile],
+           run_files: Mapping[str, str], run_classes: Mapping[str, list[ClassResult]],
+           observations: configured.Observations, session: Session, pool: WorkerPool,
+           rounds: list[str], works: str) -> str:
+    """One round of :func:`run_fix_loop`; returns why the loop stops ("": go on)."""
+    path = str(blocker.path)
+    known = tree.get(path)
+    shown = known.display if known else run_files.get(path) or configured.shown(path)
+    where = f"{shown}:{blocker.line}" if blocker.line else shown
+    code = configured.error_code(blocker.message, session.target)
+    typed = (typed_by_message(blocker.message, outcome.result.reached)
+             if session.target != "export" else None)
+    if typed is not None:
+        # The compiler names the callee's parameter and the type passed: that is the place.
+        path = typed.path
+        code = "TSF207" if typed.kind.startswith("Optional[") else "TSF206"
+    try:
+        loop_file = _loop_file(path, tree, overlay, run_files)
+    except SourceError as exc:
+        rounds.append(f"round {number}: stops at {where}: {exc}")
+        return f"{shown} cannot be read"
+    current = loop_file.current
+    if typed is not None:
+        class_name: str | None = typed.class_name
+        function = None
+    else:
         class_name = configured.class_at(current, blocker.line, blocker.scope)
         function = (configured.function_at(current, blocker.line, blocker.scope)
                     if class_name is None else None)
-        if class_name is None and function is None:
-            rounds.append(f"round {number}: blocked at {where}, outside any class or "
-                          "module-level function; the loop stops")
-            break
-        # A function is rewritten as compiled from another file (annotate's entries), its
-        # change reported under function_change_name: the model's verdict is its verdict.
-        owner = class_name if class_name is not None else function_change_name(str(function))
-        if owner in loop_file.classes | {function_change_name(f) for f in loop_file.functions}:
-            rounds.append(f"round {number}: blocked at {where} in {owner}, which the "
-                          "loop rewrote already; the loop stops")
-            break
-        chosen = loop_file.classes | ({class_name} if class_name is not None else set())
-        functions = loop_file.functions | ({function} if function is not None else set())
-        owners = {function_change_name(f) for f in functions}
-        others = frozenset(configured.top_level_classes(loop_file.source.text)) - chosen
-        skip = skip_set_of(dict.fromkeys(session.rule_names, others))
+    if class_name is None and function is None:
+        rounds.append(f"round {number}: stops at {where}, outside any class or module-level "
+                      "function")
+        return "no rule offers a fix (outside any class or function)"
+    # A function is rewritten as compiled from another file (annotate's entries), its change
+    # reported under function_change_name: the model's verdict is its verdict.
+    owner = class_name if class_name is not None else function_change_name(str(function))
+    functions = loop_file.functions | ({function} if function is not None else set())
+    others = frozenset(configured.top_level_classes(current)) - {class_name}
+    types = observations.types.get(path, {})
+    if typed is not None:
+        types = _with_type(types, typed)
+    error = code or "an error tsfix does not know"
+    answering = answering_rules(session, code)
+    # The rules that answer the error first; else every selected rule on that place: the
+    # table names one construct per message, and a message listing every overload of a
+    # call names several (any rule that gets the model further is kept, on proof).
+    tried: list[tuple[type[Rule], ...]] = [answering] if answering else []
+    if set(session.rules) - set(answering):
+        tried.append(session.rules)
+    text, names = current, ""
+    classes: tuple[ClassResult, ...] = ()
+    for rules in tried:
+        names = (", ".join(rule.name for rule in rules) if rules is answering
+                 else "every selected rule")
+        skip = skip_set_of(dict.fromkeys((rule.name for rule in rules), others))
+        settings = replace(session.settings, rules=rules)
         try:
-            text, classes, _ = session.settings.rewrite(
-                loop_file.source.text, shown, observations.types.get(path, {}), skip,
-                frozenset(functions))
+            text, classes, _ = settings.rewrite(current, loop_file.display, types, skip,
+                                                frozenset(functions))
         except Exception as exc:
-            rounds.append(f"round {number}: rewriting {owner} in {shown} failed: "
-                          f"{internal_error(shown, exc)}; the loop stops")
+            rounds.append(f"round {number}: rewriting {owner} in {loop_file.display} failed: "
+                          f"{internal_error(loop_file.display, exc)}")
+            return "a rule failed (internal error)"
+        if text != current and any(c.class_name == owner for c in classes):
             break
-        changed = [c for c in classes if c.class_name == owner]
-        if not changed:
-            rounds.append(f"round {number}: blocked at {where} in {owner}; no selected "
-                          "rule changes it; the loop stops")
-            break
-        wanted = [configured.model_class(Path(path), name, group)
-                  for name, group in by_class(classes).items() if name not in owners]
-        trial_overlay = {**overlay, **{p: f.text for p, f in loop_files.items() if f.text},
-                         path: text}
-        answer = pool.models([configured.model_job(0, model, session, overlay=trial_overlay,
-                                                   classes=wanted)],
-                             timeout=session.timeout).get(0)
-        if answer is None or answer.failure is not None:
-            why = answer.failure if answer is not None else "no answer from the worker"
-            rounds.append(f"round {number}: {owner} rewritten, not validated ({why}); "
-                          "the loop stops")
-            break
-        answer = configured.located(answer, trial_overlay, session.target)
-        verdicts = {found.verdict.name: found.verdict for found in answer.classes
-                    if found.path == path}
-        verdicts.update({name: _function_verdict(name, answer, shown) for name in owners})
-        judged = [c if c.reason else replace(
-                      c, reason=f"not validated: the fix loop rewrote {shown} "
-                                f"for model {model.display}, which does not reach this class; "
-                                "give it an example table")
-                  for c in configured.with_verdicts(classes, verdicts)]
-        bad = [c for c in judged if c.class_name == owner and (
-            c.verdict == REJECTED or (session.require_verified and c.verdict != VERIFIED))]
-        rules = ", ".join(dict.fromkeys(c.rule for c in changed))
-        if bad:
-            rounds.append(f"round {number}: blocked at {where} in {owner}; the rewrite "
-                          f"by {rules} is {bad[0].verdict}: {bad[0].reason}; not kept, the "
-                          "loop stops")
-            break
-        verdict = verdicts.get(owner)
-        if (model_stops(answer) and (verdict is None or verdict.verdict != VERIFIED)
-                and _blocked_in(answer, path, class_name, function, text)):
-            # Not proven, and the model stops in the same place: the rewrite got it nowhere.
-            rounds.append(f"round {number}: blocked at {where} in {owner}; the rewrite by "
-                          f"{rules} leaves the model stopping in {owner}: not kept, the "
-                          "loop stops")
-            break
-        if class_name is not None:
-            loop_file.classes.add(class_name)
-        if function is not None:
-            loop_file.functions.add(function)
-        loop_file.text = text
-        loop_file.results = judged
-        loop_files[path] = loop_file
-        status = answer.model.status if answer.model else "not checked"
-        works = "exports" if session.target == "export" else "scripts"
-        rounds.append(f"round {number}: blocked at {where} in {owner}; rewritten by "
-                      f"{rules} ({verdict.verdict if verdict else UNVERIFIED}); the model now "
-                      f"{works if status == MODEL_SCRIPTS else status}")
-        result = answer
-    return result
+    changed = [c for c in classes if c.class_name == owner]
+    if text == current or not changed:
+        rounds.append(f"round {number}: stops at {where} ({error}) in {owner}: "
+                      f"{names or 'no selected rule'} leave(s) it as it is")
+        return f"no rule offers a fix ({error}; {names or 'no rule'} leave(s) {owner} as it is)"
+    fixed_rules = ", ".join(dict.fromkeys(c.rule for c in changed))
+    # A class a rule rewrites again in a later round is reported once, as it ends.
+    results = [*(c for c in loop_file.results
+                 if (c.rule, c.class_name) not in {(n.rule, n.class_name) for n in classes}),
+               *classes]
+    texts = {**overlay, **{p: f.text for p, f in tree.items() if f.text}, path: text}
+    owners = {function_change_name(f) for f in functions}
+    wanted = [configured.model_class(Path(p), name, group)
+              for p, file_results in _measured(tree, path, results, run_classes,
+                                               outcome.result.files).items()
+              for name, group in by_class(file_results).items() if name not in owners]
+    answer = pool.models([configured.model_job(0, model, session, overlay=texts,
+                                               classes=wanted)],
+                         timeout=session.timeout).get(0)
+    if answer is None or answer.failure is not None:
+        why = answer.failure if answer is not None else "no answer from the worker"
+        rounds.append(f"round {number}: {owner} rewritten by {fixed_rules}, not validated "
+                      f"({why}); rolled back")
+        return f"the rewrite by {fixed_rules} could not be validated"
+    answer = configured.located(answer, texts, session.target)
+    verdicts = {found.verdict.name: found.verdict for found in answer.classes
+                if found.path == path}
+    verdicts.update({name: _function_verdict(name, answer) for name in owners})
+    bad = next((found.verdict for found in answer.classes
+                if found.verdict.verdict == REJECTED), None)
+    status = answer.model.status if answer.model else "not checked"
+    now = (works if status == MODEL_SCRIPTS else
+           f"stops at {_place(answer)}" if model_stops(answer) else status)
+    if bad is not None:
+        rounds.append(f"round {number}: stops at {where} in {owner}; the rewrite by "
+                      f"{fixed_rules} is rejected ({bad.name}: {bad.reason}); rolled back")
+        return f"the rewrite by {fixed_rules} at {where} is rejected: {bad.reason}"
+    if not _eager_parity_held(answer):
+        reason = answer.model.reason if answer.model else "no model verdict"
+        rounds.append(f"round {number}: stops at {where} in {owner}; with the rewrite by "
+                      f"{fixed_rules} the model fails: {reason}; rolled back")
+        return f"the rewrite by {fixed_rules} at {where} is rolled back: {reason}"
+    assert answer.model is not None
+    if status != MODEL_SCRIPTS and answer.model.blocker is not None and not _moved(
+            blocker, answer.model.blocker, session.target):
+        rounds.append(f"round {number}: stops at {where} in {owner}; the rewrite by "
+                      f"{fixed_rules} leaves the model stopping there; rolled back")
+        return f"the rewrite by {fixed_rules} does not get the model past {where}"
+    loop_file.text = text
+    loop_file.functions = functions
+    loop_file.results = [c if c.reason else replace(
+        c, reason=f"not validated: the repair loop rewrote {loop_file.display} for model "
+                  f"{model.display}, which does not reach this class; give it an example "
+                  "table")
+        for c in configured.with_verdicts(results, verdicts)]
+    tree[path] = loop_file
+    outcome.result = answer
+    elsewhere = (f" ({loop_file.display}:{owner})" if path != blocker.path
+                 or (class_name or function) != (blocker.scope or "").split(".")[0] else "")
+    outcome.repairs.append(f"{where} {fixed_rules}{elsewhere}")
+    rounds.append(f"round {number}: stops at {where} ({code}) in {owner}; rewritten by "
+                  f"{fixed_rules}; the model now {now}")
+    return ""
+
+
+def _measured(tree: Mapping[str, LoopFile], path: str, results: list[ClassResult],
+              run_classes: Mapping[str, list[ClassResult]], files: Iterable[str]
+              ) -> dict[str, list[ClassResult]]:
+    """The rewritten classes a round's model job gives verdicts to, by file: every class the
+    loop rewrote (``results`` for ``path``: this round's with the earlier ones), and the run's
+    own rewrites in the files the model imports (``files``): the tree they were checked on
+    changed, and their verdicts are to be those of the tree written."""
+    measured = {p: list(run_classes[p]) for p in files if p in run_classes}
+    for p, f in tree.items():
+        measured[p] = [*run_classes.get(p, []), *f.results]
+    measured[path] = [*run_classes.get(path, []), *results]
+    return measured
+
+
+def _place(answer: ModelResult) -> str:
+    assert answer.model is not None and answer.model.blocker is not None
+    blocker = answer.model.blocker
+    shown = configured.shown(str(blocker.path))
+    return f"{shown}:{blocker.line}" if blocker.line else shown
+
+
+def _function_verdict(owner: str, answer: ModelResult) -> ClassVerdict:
+    """The verdict on a module-level function the loop rewrote: no class of its own to
+    script, so the model's answer is its verdict (the model checks eager parity before it
+    scripts)."""
+    verdict = answer.model
+    if verdict is None:
+        return ClassVerdict(owner, UNVERIFIED, "the model job gave no verdict")
+    if verdict.status == MODEL_SCRIPTS:
+        return ClassVerdict(owner, VERIFIED, f"the model scripts with it ({verdict.reason})")
+    if _eager_parity_held(answer):
+        return ClassVerdict(owner, UNVERIFIED, f"the model's eager outputs match the "
+                                               f"original's with it, and it still stops at "
+                                               f"{_place(answer)}: its scripted outputs "
+                                               "cannot be compared yet")
+    return ClassVerdict(owner, UNVERIFIED, f"the model: {verdict.reason}")
+

@@ -6,24 +6,33 @@ they stop (:mod:`.explain`).
 from __future__ import annotations
 
 from collections.abc import Callable, Mapping
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import TYPE_CHECKING
 
 from tsfix.codemods.pipeline import models as configured
 from tsfix.codemods.pipeline.phases.explain import explain_blockers, explain_key
 from tsfix.codemods.pipeline.phases.finals import final_overlay
-from tsfix.codemods.pipeline.phases.fix_loop import LoopFile, model_stops, run_fix_loop
+from tsfix.codemods.pipeline.phases.fix_loop import (
+    LoopFile,
+    LoopOutcome,
+    model_stops,
+    run_fix_loop,
+)
 from tsfix.codemods.pipeline.phases.processes import Rewriters
-from tsfix.codemods.pipeline.phases.records import File, Final, Outcome, Pending
+from tsfix.codemods.pipeline.phases.records import File, Final, Outcome, Pending, by_class
 from tsfix.codemods.pipeline.phases.session import Session
 from tsfix.codemods.pipeline.report import (
     REJECTED,
+    VERIFIED,
+    ClassResult,
     FileResult,
     ModelRecord,
 )
+from tsfix.codemods.pipeline.sources import SourceText
 from tsfix.codemods.validation.pool import WorkerPool
 from tsfix.codemods.validation.protocol import (
+    ClassVerdict,
     ModelResult,
 )
 
@@ -40,6 +49,9 @@ class Models:
     records: dict[int, list[ModelRecord]] = field(default_factory=dict)
     depends: dict[int, set[str]] = field(default_factory=dict)
     extra: list[Outcome] = field(default_factory=list)
+    # Files of the run the repair loop rewrote: by index, their final record and the file
+    # as read (an unchanged file of the run has no such record before).
+    finals: dict[int, tuple[Final, SourceText]] = field(default_factory=dict)
 
 
 def verdicts_on_final_tree(models: list[configured.Configured], todo: list[File],
@@ -48,12 +60,13 @@ def verdicts_on_final_tree(models: list[configured.Configured], todo: list[File]
                     observations: configured.Observations, session: Session,
                     pool: WorkerPool, rewriters: Rewriters,
                     rechecked: Mapping[str, tuple[dict[str, str], ModelResult]] | None = None,
-                    answered: Callable[[], None] | None = None) -> Models:
-    """Each configured model's verdict on the tree as the run leaves it, and the fix loop for
-    a model that stops in a file of the tree outside the run (models.py's docstring).
+                    answered: Callable[[set[str]], None] | None = None) -> Models:
+    """Each configured model's verdict on the tree as the run leaves it, and the repair loop
+    for a model that stops (models.py's docstring).
     ``rechecked``: a model's answer on an overlay of its own (recheck_not_checked).
-    ``answered``: called once every model has its verdict on the final texts (the fix loop
-    and the explanations change only files outside the run, and the records)."""
+    ``answered``: called once every model has its verdict on the final texts, with the files
+    the repair loop may still rewrite (those a model that stops imports); the others are
+    final then."""
     validated_overlay = {str(item.file.resolved): item.text for item in pending}
     overlay = final_overlay(pending, finals)
     results: dict[str, ModelResult] = {}
@@ -86,31 +99,47 @@ def verdicts_on_final_tree(models: list[configured.Configured], todo: list[File]
 
     for key, found in results.items():
         results[key] = configured.located(found, overlay, session.target)
+    failing = [m for m in models if model_stops(results[m.display])] if session.fix_rounds \
+        else []
+    # The files a model that stops imports may be rewritten by the repair loop: they are
+    # decided once it is over; the others now.
+    held = {path for m in failing for path in (str(m.file.resolved),
+                                                *results[m.display].files)}
     if answered is not None:
-        answered()
-    run_paths = {str(file.resolved) for file in todo}
-    display = {str(file.resolved): file.display for file in todo}
-    loop_files: dict[str, LoopFile] = {}
+        answered(held)
+    run_files = {str(file.resolved): file.display for file in todo}
+    display = dict(run_files)
+    # The run's rewrites the loop measures again when it rewrites their file (written ones).
+    run_classes = {str(item.file.resolved): [c for c in final.classes if c.written]
+                   for item in pending if (final := finals.get(item.index)) is not None
+                   and final.status == "changed"}
+    tree: dict[str, LoopFile] = {}
     out = Models()
-    failing = [m for m in models if model_stops(results[m.display])]
-    fix_report = session.reporter("fix", len(failing)) if session.fix_rounds else None
+    fix_report = session.reporter("fix", len(failing)) if failing else None
     finished: list[tuple[configured.Configured, ModelResult, list[str], str | None]] = []
+    loops: dict[str, LoopOutcome] = {}
     resolved = [(file, str(file.resolved)) for file in todo]
     for model in models:
         result = results[model.display]
         rounds: list[str] = []
-        if session.fix_rounds and model_stops(result):
-            result = run_fix_loop(model, result, overlay, loop_files, run_paths, observations,
-                               session, pool, rounds)
+        if model in failing:
+            if any(tree[path].text for path in result.files if path in tree):
+                # An earlier model's repairs changed files this one imports.
+                result = _again(model, result, overlay, tree, session, pool)
+            if model_stops(result):
+                loop = run_fix_loop(model, result, overlay, tree, run_files, run_classes,
+                                    observations, session, pool, rounds, session.deadline)
+                loops[model.display] = loop
+                result = loop.result
             if fix_report is not None:
                 fix_report()
-        display.update({path: f.display for path, f in loop_files.items()})
+        display.update({path: f.display for path, f in tree.items()})
         blocker = configured.to_explain(result)
-        # The blocker's file as this model's job saw it (a later fix loop may rewrite it).
+        # The blocker's file as this model's job saw it (a later loop may rewrite it).
         text = None
         if blocker is not None and blocker.path is not None:
-            loop_file = loop_files.get(blocker.path)
-            text = loop_file.text if loop_file and loop_file.text else overlay.get(blocker.path)
+            loop_file = tree.get(blocker.path)
+            text = loop_file.current if loop_file else overlay.get(blocker.path)
         finished.append((model, result, rounds, text))
         for file, path in resolved:
             if file.index == model.file.index or path in result.files:
@@ -129,18 +158,103 @@ def verdicts_on_final_tree(models: list[configured.Configured], todo: list[File]
         blocker = configured.to_explain(result)
         explanation = None if blocker is None else explanations.get(explain_key(blocker, text))
         texts = {blocker.path: text} if blocker and blocker.path and text is not None else {}
-        out.records.setdefault(model.file.index, []).append(
-            configured.record_of(model, result, texts=texts, display=display, rounds=rounds,
-                                 target=session.target, explanation=explanation))
-    for path, loop_file in loop_files.items():
+        kept = loops.get(model.display)
+        record = configured.record_of(model, result, texts=texts, display=display,
+                                      rounds=rounds, target=session.target,
+                                      explanation=explanation)
+        out.records.setdefault(model.file.index, []).append(replace(
+            record, rewrites=_rewrites_reached(result, pending, finals),
+            repairs=kept.repairs if kept else [],
+            stopped=kept.stopped if kept and not record.ok else ""))
+    # The verdicts of the loops' last model jobs, on the tree the loops leave (the one
+    # written), for the rewrites they measured: the run's, in the files those models import,
+    # and the loops' own.
+    measured = configured.merged_verdicts((m, done.result) for m, done in loops.items()
+                                          if done.repairs)
+    for item in pending:
+        final = finals.get(item.index)
+        path = str(item.file.resolved)
+        if final is not None and final.status == "changed" and path not in tree and any(
+                key[0] == path for key in measured):
+            out.finals[item.index] = (replace(final, classes=tuple(
+                _remeasured(path, list(final.classes), measured))), item.source)
+    by_path = {str(item.file.resolved): item for item in pending}
+    for path, loop_file in tree.items():
         if not loop_file.text or loop_file.text == loop_file.source.text:
+            continue
+        loop_results = _remeasured(path, loop_file.results, measured)
+        if loop_file.in_run:
+            index = next(file.index for file, p in resolved if p == path)
+            changed = by_path.get(path)
+            final = finals.get(changed.index) if changed is not None else None
+            run_results = _remeasured(path, list(final.classes) if final else [], measured)
+            run_results, loop_results = _superseded(run_results, loop_results)
+            out.finals[index] = (Final("changed", (*run_results, *loop_results),
+                                       text=loop_file.text), loop_file.source)
             continue
         from tsfix.codemods.pipeline.rewrite import unified_diff
 
         result_file = FileResult(Path(path), loop_file.display, "changed",
-                                 classes=loop_file.results,
+                                 classes=loop_results,
                                  diff=unified_diff(loop_file.source.text, loop_file.text,
                                                    loop_file.display),
                                  new_text=loop_file.text, fix_loop=True)
         out.extra.append(Outcome(result_file, loop_file.text, loop_file.source))
     return out
+
+
+def _again(model: configured.Configured, result: ModelResult, overlay: Mapping[str, str],
+           tree: Mapping[str, LoopFile], session: Session, pool: WorkerPool) -> ModelResult:
+    """``model``'s answer on the tree as the loops so far leave it."""
+    texts = {**overlay, **{p: f.text for p, f in tree.items() if f.text}}
+    answer = pool.models([configured.model_job(0, model, session, overlay=texts,
+                                               reads=configured.reads_of(result))],
+                         timeout=session.timeout).get(0)
+    if answer is None:
+        return ModelResult(0, failure="no answer from the worker")
+    return configured.located(answer, texts, session.target)
+
+
+def _rewrites_reached(result: ModelResult, pending: list[Pending],
+                      finals: Mapping[int, Final]) -> list[str]:
+    """The run's written rewrites of the classes the model holds, "file:Class rule, rule"."""
+    found = []
+    for item in pending:
+        final = finals.get(item.index)
+        reached = set(result.reached.get(str(item.file.resolved), ()))
+        if final is None or final.status != "changed" or not reached:
+            continue
+        for name, group in by_class(c for c in final.classes if c.written).items():
+            if name in reached:
+                rules = ", ".join(dict.fromkeys(c.rule for c in group))
+                found.append(f"{item.file.display}:{name} {rules}")
+    return found
+
+
+def _superseded(run_results: list[ClassResult], loop_results: list[ClassResult]
+                ) -> tuple[list[ClassResult], list[ClassResult]]:
+    """A rewrite the run rejected that the loop made again, by the same rule on the same class
+    from the run's text, is replaced by the loop's (which the model proved): the run's record
+    goes, its reason becomes a note of the loop's."""
+    redone = {(c.rule, c.class_name) for c in loop_results}
+    replaced = {(c.rule, c.class_name): c.reason for c in run_results
+                if c.verdict == REJECTED and (c.rule, c.class_name) in redone}
+    if not replaced:
+        return run_results, loop_results
+    kept = [c for c in run_results if (c.rule, c.class_name) not in replaced or c.written]
+    noted = [replace(c, notes=[*c.notes, f"replaces the run's rewrite of {c.class_name} by "
+                                         f"{c.rule}, rejected: {why}"])
+             if (why := replaced.get((c.rule, c.class_name))) is not None else c
+             for c in loop_results]
+    return kept, noted
+
+
+def _remeasured(path: str, classes: list[ClassResult],
+                measured: Mapping[tuple[str, str], ClassVerdict]) -> list[ClassResult]:
+    """``classes`` of ``path`` with the verdicts the loops' last model jobs gave them on the
+    tree the loops leave (the one written); a verified class stays verified (a model that
+    still stops cannot script it there, which proves nothing against its own check)."""
+    verdicts = {name: v for (p, name), v in measured.items() if p == path}
+    # A rewrite left out of the text (rejected, withheld) was not measured.
+    return [c if c.verdict == VERIFIED or not c.written else next(iter(
+        configured.with_verdicts([c], verdicts))) for c in classes]

@@ -64,7 +64,9 @@ class Session:
     # Running totals for the progress display: "rewrites" and one entry per verdict.
     counts: dict[str, int] = field(default_factory=dict)
     processes: int = 0                      # other processes that rewrote files
-    fix_rounds: int = 5                     # per configured model (models.py)
+    fix_rounds: int = 12                    # per configured model (models.py)
+    # time.monotonic() when the run's time budget (--timeout-total) ends; None: no limit.
+    deadline: float | None = None
     # Called in this process with the outcomes of files as they are decided (their final
     # text known and every configured model reaching them answered), so that the engine
     # writes them before the run is over: a run stopped later keeps them. By file index;
