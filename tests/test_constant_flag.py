@@ -617,3 +617,161 @@ def test_guarded_attribute_rewrite_scripts_saves_and_loads_for_every_configurati
             torch.jit.save(torch.jit.script(rewritten), str(saved))
             loaded_back = torch.jit.load(str(saved))
         assert torch.equal(loaded_back(x), original(x)), pool_type
+
+
+# ---- a local bound under a test of a setting, read under a later test of it (TSF242) --------
+
+ENC = """\
+import torch
+from torch import nn
+class Enc(nn.Module):
+    def __init__(self, freq: bool = True):
+        super().__init__()
+        self.freq = freq
+        self.mix = nn.Conv1d(4, 4, 1)
+    def forward(self, y):
+        if self.freq:
+            B, C, Fr, T = y.shape
+            y = y.permute(0, 2, 1, 3).reshape(-1, C, T)
+        y = self.mix(y)
+        if self.freq:
+            y = y.view(B, Fr, C, T).permute(0, 2, 1, 3)
+        return y
+"""
+
+
+def test_a_setting_whose_tests_bind_and_read_a_local_becomes_constant() -> None:
+    result = rewrite(ENC)
+    assert result.text == ENC.replace(
+        "class Enc(nn.Module):\n",
+        f"class Enc(nn.Module):\n{COMMENT}    __constants__ = [\"freq\"]\n\n")
+    assert [(f.code, f.line, f.message) for f in result.fixes] == [(
+        "TSF242", 9, "`B`, `C`, `Fr`, `T` are bound only where `self.freq` is true and read "
+        "under a later `self.freq`; TorchScript compiles both branches of each test (\"B is "
+        "not defined in the false branch\")")]
+    assert result.changes[0].summary == (
+        "self.freq named in __constants__: `B`, `C`, `Fr`, `T` bound under it are read under "
+        "a later test of it, and TorchScript compiles only the branch a constant bool test "
+        "takes")
+
+
+def test_an_else_branch_and_another_setting_kind_get_a_copy() -> None:
+    source = ENC.replace("freq: bool = True", "n_freqs=4").replace(
+        "self.freq = freq", "self.n_freqs = n_freqs").replace(
+        "        if self.freq:\n            B,",
+        "        if not self.n_freqs:\n            y = y.flatten(2)\n        else:\n"
+        "            B,").replace("if self.freq:", "if self.n_freqs:")
+    result = rewrite(source)
+    assert result.text == source.replace(
+        "class Enc(nn.Module):\n",
+        f"class Enc(nn.Module):\n{COMMENT}    __constants__ = [\"has_n_freqs\"]\n\n").replace(
+        "self.n_freqs = n_freqs\n",
+        "self.n_freqs = n_freqs\n        self.has_n_freqs = bool(self.n_freqs)\n").replace(
+        "if not self.n_freqs:", "if not self.has_n_freqs:").replace(
+        "if self.n_freqs:", "if self.has_n_freqs:")
+    assert [(f.code, f.line) for f in result.fixes] == [("TSF242", 9)]
+    assert "is false and read under a later `self.n_freqs`" in result.fixes[0].message
+
+
+def test_a_comparison_of_settings_gets_a_copy_of_the_test() -> None:
+    source = ENC.replace("freq: bool = True", "layout='2d'").replace(
+        "self.freq = freq", "self.layout = layout").replace(
+        "if self.freq:", "if self.layout == '2d':")
+    result = rewrite(source)
+    assert result.text == source.replace(
+        "class Enc(nn.Module):\n",
+        f"class Enc(nn.Module):\n{COMMENT}    __constants__ = [\"layout_is_2d\"]\n\n").replace(
+        "self.layout = layout\n",
+        "self.layout = layout\n        self.layout_is_2d = self.layout == \"2d\"\n").replace(
+        "if self.layout == '2d':", "if self.layout_is_2d:")
+    assert [f.code for f in result.fixes] == ["TSF242"]
+
+
+BRANCH_NAME_REFUSED = {
+    "another_setting": ("if self.freq:", "if self.other:",
+                        "`B` is also read under `self.other`, another test than the one that "
+                        "binds it: a constant does not make it bound there"),
+    "no_test": ("if self.freq:", "if y.dim() == 3:",
+                "`B` is also read where `self.freq` may be false: a constant does not make it "
+                "bound there"),
+}
+
+
+@pytest.mark.parametrize("case", BRANCH_NAME_REFUSED)
+def test_a_read_under_no_test_of_the_binding_side_is_refused(case: str) -> None:
+    first, second, reason = BRANCH_NAME_REFUSED[case]
+    source = textwrap.dedent(f"""\
+        import torch
+        class M(torch.nn.Module):
+            def __init__(self, freq: bool = True, other: bool = True):
+                super().__init__()
+                self.freq = freq
+                self.other = other
+            def forward(self, y):
+                {first}
+                    B = y.size(0)
+                y = y + 1
+                {second}
+                    y = y.view(B, -1)
+                return y
+        """)
+    result = rewrite_source(source, "m.py", [ConstantFlag])
+    assert result.text == source and not result.changes
+    assert [(s.code, s.line, s.reason) for s in result.skips] == [("TSF242", 8, reason)]
+    [finding] = [f for f in check_source(source, "m.py") if f.code == "TSF242"]
+    assert finding.fix is None and reason in finding.refused
+
+
+@pytest.mark.parametrize("change", [
+    # Bound before the test: bound on both paths, TorchScript compiles it.
+    ("    def forward(self, y):\n",
+     "    def forward(self, y):\n        B, C, Fr, T = 0, 0, 0, 0\n"),
+    # Bound again before the read.
+    ("        y = self.mix(y)\n", "        y = self.mix(y)\n        B, C, Fr, T = 1, 1, 1, 1\n"),
+    # Bound on both paths of the test.
+    ("        y = self.mix(y)\n",
+     "        else:\n            B, C, Fr, T = 1, 1, 1, 1\n        y = self.mix(y)\n"),
+    # The other branch never goes on (paritybench's XceptionBlock: `else: raise ...`).
+    ("        y = self.mix(y)\n",
+     "        else:\n            raise ValueError(\"4-d input only\")\n        y = self.mix(y)\n"),
+    # A test of data, not of a setting.
+    ("if self.freq:", "if y.dim() == 4:"),
+])
+def test_locals_bound_on_every_path_or_under_data_tests_are_no_site(
+        change: tuple[str, str]) -> None:
+    source = ENC.replace(*change)
+    assert source != ENC
+    result = rewrite(source)
+    assert result.text == source and not result.fixes and not result.skips
+
+
+@pytest.mark.slow
+def test_branch_name_rewrite_scripts_with_parity_for_every_configuration(
+        tmp_path: Path) -> None:
+    """Measured: the original fails ("B is not defined in the false branch"); the rewrite
+    scripts for both values and survives save/load with the eager output."""
+    torch = pytest.importorskip("torch")
+    modules = []
+    for index, text in enumerate((ENC, rewrite(ENC).text)):
+        path = tmp_path / f"constant_flag_names_{index}.py"
+        path.write_text(text)
+        spec = importlib.util.spec_from_file_location(path.stem, path)
+        assert spec is not None and spec.loader is not None
+        loaded = importlib.util.module_from_spec(spec)
+        sys.modules[path.stem] = loaded
+        spec.loader.exec_module(loaded)
+        modules.append(loaded)
+    for freq, x in ((True, torch.randn(2, 4, 3, 5)), (False, torch.randn(2, 4, 5))):
+        torch.manual_seed(0)
+        original = modules[0].Enc(freq).eval()
+        torch.manual_seed(0)
+        rewritten = modules[1].Enc(freq).eval()
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore")
+            if freq:    # a failed class cannot be scripted again in this process
+                with pytest.raises(Exception, match="B is not defined in the false branch"):
+                    torch.jit.script(original)
+            saved = tmp_path / f"{freq}.pt"
+            torch.jit.save(torch.jit.script(rewritten), str(saved))
+            loaded_back = torch.jit.load(str(saved))
+        assert torch.equal(loaded_back(x), original(x)), freq

@@ -262,6 +262,9 @@ KNOWN_ERRORS = (
     KnownError(r"for argument '\w+' but instead found type 'Optional\[", "TSF228"),
     # The error points at the later assignment; the fix is at the ``= None`` (TSF229).
     KnownError(r"previously had type NoneType but is now being assigned", "TSF229"),
+    # A local bound under one test of a setting and read under a later test of it: the error
+    # points at the first test, where constant-flag makes the setting a constant (TSF242).
+    KnownError(r"\w+ is not defined in the (true|false) branch", "TSF242"),
     # A local a loop carries between iterations: the error points at its read, the fix is a
     # binding before the loop (TSF230, placed at the loop). A name bound nowhere says the
     # same: without a TSF230 finding in the class, explain gives torch's message alone.

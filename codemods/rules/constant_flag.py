@@ -39,6 +39,11 @@ What it does
     (pytorch-tabnet's ``EmbeddingGenerator``); a bool setting may be assigned once per branch
     there (``self.skip = True`` / ``False``).
 
+    The same again for a local bound in one branch of a compiled ``if`` whose test reads only
+    settings and read by a later statement of the same block under a test of the same side
+    (TSF242; ``if self.freq: B, C, F, T = y.shape`` ... ``if self.freq: y = y.view(B, F, C,
+    T)``, also ``if not self.freq:`` ... ``else:``): both tests are made constant as above.
+
 Why it breaks export
     TorchScript compiles both branches of an ``if`` on a plain module attribute, so the
     method's returns must merge: "Previous return statement returned a value of type Tensor
@@ -53,8 +58,13 @@ Why it breaks export
     attribute's type. For the same reason an attribute built only for some configurations
     fails every instance that lacks it ("Module 'Pool' has no attribute 'max_pool'"), unless
     the test that guards its read is a constant bool (measured: scripts for every
-    configuration, and survives ``torch.jit.save``/``load``). ``torch.export`` runs the Python
-    code and takes the instance's path, so the original exports as it is.
+    configuration, and survives ``torch.jit.save``/``load``). A local bound under one test of a
+    setting and read under a later test of it fails the same way, on the path Python never
+    takes: "B is not defined in the false branch" (or "true branch" when it is bound in the
+    ``else``), pointing at the first test; with the setting a constant bool it scripts
+    (measured on a demucs-style encoder layer: parity for every configuration).
+    ``torch.export`` runs the Python code and takes the instance's path, so the original
+    exports as it is.
 
 Example
     Before::
@@ -108,7 +118,11 @@ Fix safety
     would be hidden by a list here). For a guarded attribute (TSF231), also refused: a read
     outside any test of settings, or under a test that reads something else (a tensor, a
     local, a call), and a setting the copy reads that ``__init__`` sets inside a block; the
-    class is fixed whole or not at all (one test left undecided still fails). Run before
+    class is fixed whole or not at all (one test left undecided still fails). For a local
+    bound under a test (TSF242), also refused: a read of it under no test of the side that
+    binds it, or under another test of settings (a constant does not make it bound there),
+    whole or not at all too; a local bound before the test, or read only after a statement
+    that binds it again, is no such site. Run before
     ``lift-branch`` (order 70), which leaves the settings named in ``__constants__`` alone:
     lifting one into a forward argument would make the test undecided again.
 """
@@ -117,20 +131,24 @@ from __future__ import annotations
 
 import ast
 from collections.abc import Callable, Iterator, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 
 import libcst as cst
 from libcst.helpers import get_full_name_for_node
 from tsfix.codemods.facts.classes import ClassFacts
 from tsfix.codemods.facts.prefilter import AstFile
+from tsfix.codemods.facts.statements import definitely_assigned
 from tsfix.codemods.facts.syntax import (
     AttrAssignment,
+    bound_names,
     code_of,
     contains,
     find_all,
     parameters_of,
+    parent_map,
     self_attr,
     self_name,
+    target_names,
 )
 from tsfix.codemods.facts.type_flow import (
     ReturnConflict,
@@ -143,6 +161,7 @@ from tsfix.codemods.rules.base import ClassChange, Code, Example, Rule
 
 _LIST = "__constants__"
 _GUARD_CODE = "TSF231"
+_NAME_CODE = "TSF242"
 _COMMENT = "# TorchScript compiles only the branch a constant bool test takes."
 _NOTE = ("the scripted module bakes {flags} per instance (TorchScript compiles only the "
          "branch the constant takes): it decides the submodules and the return type, so one "
@@ -190,6 +209,18 @@ class _Guard:
 
 
 @dataclass
+class _BranchName:
+    """Locals bound in one branch of ``site`` (a compiled ``if`` whose test reads only
+    settings) and read under a later test of the same settings, ``read_under``; ``bound_when``
+    is the test's value on the branch that binds it."""
+
+    site: cst.If
+    names: tuple[str, ...]
+    bound_when: bool
+    read_under: cst.BaseExpression | None = None
+
+
+@dataclass
 class _Plan:
     flags: dict[str, _Flag] = field(default_factory=dict)
     # (node, message): the TSF118 returns the plan fixes
@@ -203,6 +234,10 @@ class _Plan:
     guard_fixed: list[_Guard] = field(default_factory=list)
     guard_refused: list[tuple[_Guard, str]] = field(default_factory=list)
     guard_flags: list[str] = field(default_factory=list)    # flags only the guards need
+    # Locals bound under a test of settings and read under a later test of them (TSF242).
+    names_fixed: list[_BranchName] = field(default_factory=list)
+    names_refused: list[tuple[_BranchName, str]] = field(default_factory=list)
+    name_flags: list[str] = field(default_factory=list)     # flags only those locals need
 
 
 def _truth_reads(test: cst.BaseExpression, self_var: str) -> list[cst.Attribute]:
@@ -530,6 +565,86 @@ def _bool_valued(expr: cst.BaseExpression) -> bool:
     return False
 
 
+# ---- locals bound under a test of settings, read under a later test of them (TSF242) --------
+
+def _branch_assigned(branch: cst.BaseSuite | cst.If | cst.Else | None) -> set[str] | None:
+    """The names one branch of an ``if`` binds on every path through it that goes on after
+    the ``if``; None when no path does (every one ends in ``return`` or ``raise``)."""
+    if branch is None:
+        return set()
+    if isinstance(branch, cst.If):
+        body, other = _branch_assigned(branch.body), _branch_assigned(branch.orelse)
+        return other if body is None else body if other is None else body & other
+    if isinstance(branch, cst.Else):
+        branch = branch.body
+    statements: Sequence[cst.BaseStatement] = (
+        [cst.SimpleStatementLine(body=branch.body)] if isinstance(branch, cst.SimpleStatementSuite)
+        else branch.body if isinstance(branch, cst.IndentedBlock) else [])
+    found: set[str] = set()
+    for statement in statements:
+        if isinstance(statement, cst.SimpleStatementLine) and any(
+                isinstance(small, cst.Return | cst.Raise) for small in statement.body):
+            return None
+        if isinstance(statement, cst.If):
+            bound = _branch_assigned(statement)
+            if bound is None:
+                return None
+            found |= bound
+        else:
+            found |= definitely_assigned(statement)
+    return found
+
+
+def _test_side(test: cst.BaseExpression, value: bool) -> tuple[str, bool]:
+    """``test`` being ``value`` as (the test without its ``not``s and brackets, the value
+    that has): ``not self.freq`` false and ``self.freq`` true are the same side."""
+    while isinstance(test, cst.UnaryOperation) and isinstance(test.operator, cst.Not):
+        test, value = test.expression, not value
+    bare = test.with_changes(lpar=[], rpar=[]) if hasattr(test, "lpar") else test
+    return " ".join(code_of(bare).split()), value
+
+
+def _conditions(parents: dict[int, cst.CSTNode], node: cst.CSTNode, top: cst.CSTNode
+                ) -> list[tuple[cst.BaseExpression, bool]]:
+    """The tests of the ``if`` statements and ``x if t else y`` expressions between ``top``
+    and ``node`` whose branches hold ``node``, with the value each test has there."""
+    found: list[tuple[cst.BaseExpression, bool]] = []
+    child = node
+    while child is not top and id(child) in parents:
+        parent = parents[id(child)]
+        if isinstance(parent, cst.If | cst.IfExp):
+            if child is parent.body:
+                found.append((parent.test, True))
+            elif child is parent.orelse:
+                found.append((parent.test, False))
+        child = parent
+    return found
+
+
+def _name_reads(statement: cst.CSTNode, name: str) -> list[cst.Name]:
+    """The reads of the local ``name`` in ``statement`` (not assignment targets, attribute
+    names or keywords of a call)."""
+    skipped = {id(a.attr) for a in find_all(statement, cst.Attribute)}
+    skipped |= {id(a.keyword) for a in find_all(statement, cst.Arg) if a.keyword is not None}
+    for node in find_all(statement, cst.AssignTarget, cst.AnnAssign, cst.For, cst.CompFor):
+        skipped |= {id(n) for n in target_names(node.target)}
+    return [n for n in find_all(statement, cst.Name) if n.value == name and id(n) not in skipped]
+
+
+def _binding_nodes(root: cst.CSTNode) -> list[cst.CSTNode]:
+    return find_all(root, cst.AssignTarget, cst.AnnAssign, cst.AugAssign, cst.For,
+                    cst.CompFor, cst.NamedExpr, cst.AsName)
+
+
+def _bound_by(node: cst.CSTNode) -> set[str]:
+    if isinstance(node, cst.AssignTarget | cst.CompFor):
+        return {n.value for n in target_names(node.target)}
+    if isinstance(node, cst.AsName):
+        return {n.value for n in target_names(node.name)} if isinstance(
+            node.name, cst.BaseExpression) else set()
+    return bound_names(node)
+
+
 class _RenameSelf(cst.CSTTransformer):
     """``self`` of one method -> ``self`` of another (a test of forward evaluated in
     __init__)."""
@@ -623,9 +738,20 @@ class ConstantFlag(Rule):
              "itself). By hand: the same, or `hasattr(self, 'avg_pool')` as the test, or build "
              "the attribute on every path (`nn.Identity()`). torch.export is not affected: it "
              "traces the path taken."),
+        Code(_NAME_CODE, "name-bound-under-setting",
+             "local bound under a test of a setting, read under a later test of it",
+             "TorchScript compiles both branches of `if self.freq: B, C, F, T = y.shape` and "
+             "of a later `if self.freq: y = y.view(B, F, C, T)`, so the name is unbound on "
+             "the path where the first test is false and read on the path where the second "
+             "is true, which Python never takes (\"B is not defined in the false branch\"). "
+             "Only a test that is a constant bool is decided when the instance is scripted. "
+             "`constant-flag` names the setting (or a bool copy of it) in `__constants__`. By "
+             "hand: the same, or bind the name on both paths before the first test (`B = 0`) "
+             "when its type allows. torch.export is not affected: it traces the path taken."),
     )
-    summary = ("a constructor setting whose test chooses between returns of different types "
-               "or guards an attribute __init__ builds only under a test is made a constant "
+    summary = ("a constructor setting whose test chooses between returns of different types, "
+               "guards an attribute __init__ builds only under a test, or binds a local read "
+               "under a later test of it is made a constant "
                "(the setting, or a bool copy, in __constants__), so TorchScript compiles only "
                "the configured path")
 
@@ -780,6 +906,12 @@ class Pool(nn.Module):
                         for statement in ast.walk(branch) if isinstance(statement, ast.Assign)
                         for target in statement.targets):
                     return True
+                # Two `if` statements, one testing an attribute: a local bound under a test of
+                # a setting may be read under a later test (TSF242).
+                tests = [branch.test for branch in ast.walk(item) if isinstance(branch, ast.If)]
+                if len(tests) > 1 and any(isinstance(node, ast.Attribute) for test in tests
+                                          for node in ast.walk(test)):
+                    return True
         return False
 
     def prepare(self, module: cst.Module) -> None:
@@ -809,7 +941,10 @@ class Pool(nn.Module):
             if plan.refused:
                 continue        # returns that stay apart fail to script whatever this does
             self._guards_plan(cls, plan)
-            if plan.copies or plan.guard_fixed or plan.guard_refused or plan.flags:
+            # Locals bound under a test of settings and read under a later test of them.
+            self._branch_names_plan(cls, plan)
+            if (plan.copies or plan.guard_fixed or plan.guard_refused or plan.flags
+                    or plan.names_refused):
                 self.plans[name] = plan
 
     # ---- analysis ------------------------------------------------------------------------
@@ -931,6 +1066,120 @@ class Pool(nn.Module):
         plan.guard_flags = [attr for attr in work.flags if attr not in plan.flags]
         plan.flags = work.flags
         plan.copies = work.copies
+
+    def _branch_names_plan(self, cls: cst.ClassDef, plan: _Plan) -> None:
+        """Make constant the tests of settings under which a local is bound in one branch only
+        and read under a later test of the same settings (``if self.freq: B, C, F, T =
+        y.shape`` ... ``if self.freq: y = y.view(B, F, C, T)``)."""
+        facts = self.class_facts(cls)
+        work = _Plan(flags=dict(plan.flags),
+                     copies={k: replace(c, tests=list(c.tests)) for k, c in plan.copies.items()})
+        fixed: list[_BranchName] = []
+        refused: list[tuple[_BranchName, str]] = []
+        for method, func in facts.compiled_methods():
+            self_var = self_name(func)
+            if self_var is None or not any(
+                    _comparison_settings(node.test, self_var)
+                    for node in find_all(func.body, cst.If)):
+                continue
+            for site, tests, reason in self._branch_names(facts, method, func, self_var):
+                for test in tests:
+                    if reason is not None:
+                        break
+                    settings = _comparison_settings(test, self_var) or [""]
+                    reason = self._guard_test(facts, test, self_var, settings[0], work)
+                if reason is not None:
+                    refused.append((site, reason))
+                else:
+                    fixed.append(site)
+        if refused:
+            # Fixed whole or not at all: one name left unbound on a compiled path still fails.
+            plan.names_refused = refused
+            return
+        if fixed:
+            plan.name_flags = [attr for attr in work.flags if attr not in plan.flags]
+            plan.flags = work.flags
+            plan.copies = work.copies
+            plan.names_fixed = fixed
+
+    def _branch_names(self, facts: ClassFacts, method: str, func: cst.FunctionDef,
+                      self_var: str
+                      ) -> Iterator[tuple[_BranchName, list[cst.BaseExpression], str | None]]:
+        """Each compiled ``if`` of settings binding locals in one branch only that later
+        statements of its block read: the site, the tests to make constant, and why not (or
+        None)."""
+        order = {id(node): index for index, node in enumerate(
+            find_all(func.body, cst.CSTNode))}  # type: ignore[type-abstract]
+        parameters = set(parameters_of(func))
+        bindings = _binding_nodes(func.body)
+        parents: dict[int, cst.CSTNode] | None = None
+        for block in find_all(func.body, cst.IndentedBlock):
+            for index, site in enumerate(block.body):
+                if (not isinstance(site, cst.If) or not facts.is_compiled(method, site)
+                        or _comparison_settings(site.test, self_var) is None):
+                    continue
+                if _setting_test(site.test, self_var) == []:
+                    continue        # `is None` tests only: decided by the attribute's type
+                body, other = _branch_assigned(site.body), _branch_assigned(site.orelse)
+                if body is None or other is None:
+                    continue        # only the other branch goes on: what it binds is bound
+                before = parameters | {name for node in bindings
+                                       if order.get(id(node), -1) < order[id(site)]
+                                       for name in _bound_by(node)}
+                names = sorted((body ^ other) - before)
+                if not names:
+                    continue
+                if parents is None:
+                    parents = parent_map(func.body)
+                read: list[str] = []
+                tests: list[cst.BaseExpression] = []
+                why: str | None = None
+                for name in names:
+                    found = self._later_reads(block.body[index + 1:], name, parents, order,
+                                              (site.test, name in body), self_var)
+                    if found is None:
+                        continue
+                    read.append(name)
+                    tests += [test for test in found[0] if all(test is not t for t in tests)]
+                    why = why or found[1]
+                if read:
+                    branch = _BranchName(site, tuple(read), read[0] in body,
+                                         tests[0] if tests else None)
+                    yield branch, [site.test, *tests], why
+
+    @staticmethod
+    def _later_reads(statements: Sequence[cst.BaseStatement], name: str,
+                     parents: dict[int, cst.CSTNode], order: dict[int, int],
+                     bound: tuple[cst.BaseExpression, bool], self_var: str
+                     ) -> tuple[list[cst.BaseExpression], str | None] | None:
+        """The later tests that guard the reads of ``name`` in ``statements`` (up to one that
+        binds it on every path), and why they cannot be made constant (or None); None when
+        nothing there reads it before binding it."""
+        side = _test_side(*bound)
+        tests: list[cst.BaseExpression] = []
+        reads = False
+        for statement in statements:
+            bindings = [order[id(node)] for node in _binding_nodes(statement)
+                        if name in _bound_by(node)]
+            for read in _name_reads(statement, name):
+                if bindings and min(bindings) < order.get(id(read), 0):
+                    continue        # bound again in this statement first
+                reads = True
+                guard = next((test for test, value in _conditions(parents, read, statement)
+                              if _test_side(test, value) == side), None)
+                if guard is None:
+                    settings = [test for test, _ in _conditions(parents, read, statement)
+                                if _comparison_settings(test, self_var) is not None]
+                    where = (f"under `{code_of(settings[0])}`, another test than the one that "
+                             "binds it" if settings else f"where `{code_of(bound[0])}` may be "
+                             f"{str(not bound[1]).lower()}")
+                    return tests, (f"`{name}` is also read {where}: a constant does not make "
+                                   "it bound there")
+                if all(test is not guard for test in tests):
+                    tests.append(guard)
+            if name in definitely_assigned(statement):
+                break
+        return (tests, None) if reads else None
 
     def _conditional_attributes(self, cls: cst.ClassDef,
                                 facts: ClassFacts) -> dict[str, cst.CSTNode]:
@@ -1057,6 +1306,9 @@ class Pool(nn.Module):
         for guard, reason in plan.guard_refused:
             self.skip(name, guard.site, reason, code=_GUARD_CODE,
                       message=self._guard_message(guard))
+        for branch, reason in plan.names_refused:
+            self.skip(name, branch.site, reason, code=_NAME_CODE,
+                      message=_branch_message(branch))
         if not plan.flags and not plan.copies:
             return cls
         wanted = [flag.constant for flag in plan.flags.values()]
@@ -1076,6 +1328,9 @@ class Pool(nn.Module):
             for guard in plan.guard_fixed:
                 self.skip(name, guard.site, why, code=_GUARD_CODE,
                           message=self._guard_message(guard))
+            for branch in plan.names_fixed:
+                self.skip(name, branch.site, why, code=_NAME_CODE,
+                          message=_branch_message(branch))
             return cls
         replaced: tuple[cst.CSTNode, cst.CSTNode] | None = None
         if existing is not None:
@@ -1116,18 +1371,25 @@ class Pool(nn.Module):
                 self.fixed(node, code, message)
         for guard in plan.guard_fixed:
             self.fixed(guard.site, _GUARD_CODE, self._guard_message(guard))
+        for branch in plan.names_fixed:
+            self.fixed(branch.site, _NAME_CODE, _branch_message(branch))
         described = ", ".join(
             [f"self.{f.attr}" if f.derived is None else f"self.{f.attr} (as self.{f.derived})"
              for f in plan.flags.values()]
             + [f"`{key}` (as self.{c.name})" for key, c in plan.copies.items()])
         whys = []
-        if any(attr not in plan.guard_flags for attr in plan.flags):
+        if any(attr not in plan.guard_flags and attr not in plan.name_flags
+               for attr in plan.flags):
             whys.append("its returns differ by it" if plan.callee is None
                         else f"it unpacks {plan.callee}'s result by it")
         if plan.guard_fixed:
             built = sorted({guard.attr for guard in plan.guard_fixed})
             whys.append(f"it guards {', '.join(f'self.{a}' for a in built)}, which __init__ "
                         "builds only under a test")
+        if plan.names_fixed:
+            bound = sorted({n for branch in plan.names_fixed for n in branch.names})
+            whys.append(f"{', '.join(f'`{n}`' for n in bound)} bound under it "
+                        f"{'is' if len(bound) == 1 else 'are'} read under a later test of it")
         self.changes.append(ClassChange(
             self.name, name, self.span_of(cls),
             f"{described} named in {_LIST}: {'; '.join(whys)}, and TorchScript compiles only "
@@ -1171,6 +1433,17 @@ class Pool(nn.Module):
             if found is not None:
                 return list(found.names)
         return []
+
+
+def _branch_message(branch: _BranchName) -> str:
+    other = "false" if branch.bound_when else "true"
+    read = ("after it" if branch.read_under is None
+            else f"under a later `{code_of(branch.read_under)}`")
+    names = ", ".join(f"`{name}`" for name in branch.names)
+    return (f"{names} {'is' if len(branch.names) == 1 else 'are'} bound only where "
+            f"`{code_of(branch.site.test)}` is {str(branch.bound_when).lower()} and read {read}; "
+            "TorchScript compiles both branches of each test (\""
+            f"{branch.names[0]} is not defined in the {other} branch\")")
 
 
 def _branches(node: cst.If) -> list[cst.BaseSuite]:
