@@ -213,7 +213,7 @@ class KnownError:
 # of the attribute, fixed at the test that guards it).
 _PLACED_BY_FINDING = frozenset({"TSF229", "TSF230", "TSF231"})
 # Codes whose TorchScript message other constructs share: named only when check found one.
-_NEEDS_FINDING = frozenset({"TSF230", "TSF231"})
+_NEEDS_FINDING = frozenset({"TSF230", "TSF231", "TSF244"})
 
 # Measured on torch 2.13 (fixtures/check/blockers.py has one class for each). Order matters:
 # the first pattern found in the message wins.
@@ -258,6 +258,10 @@ KNOWN_ERRORS = (
     # parameter annotation (measured on fixtures/sum-tensors/wavenet.in.py).
     KnownError(r"(?s)(?=.*\bsum\b).*for argument 'self' but instead found type "
                r"'(List|Tuple)\[Tensor", "TSF215"),
+    # A one-line None helper (`exists(val)`) compiled with `val` a Tensor, called with an
+    # Optional: written out at the call by none-helpers (TSF244) when check finds the call.
+    KnownError(r"\w+\([^)]*\) -> [^\n]*:\nExpected a value of type 'Tensor \(inferred\)' for "
+               r"argument '\w+' but instead found type 'Optional\[", "TSF244"),
     # An Optional value used where its type is needed (annotate's refinement, TSF228).
     KnownError(r"for argument '\w+' but instead found type 'Optional\[", "TSF228"),
     # The error points at the later assignment; the fix is at the ``= None`` (TSF229).
