@@ -319,3 +319,21 @@ def test_an_undefined_name_is_a_carried_local_only_where_check_found_one() -> No
     unknown = _explain(_outcome(message, BLOCKERS), "CarriedLocal", "blockers.py", BLOCKERS,
                        text, [], [])
     assert unknown.code is None and unknown.line == read_line
+
+
+def test_an_optional_passed_to_an_untyped_none_parameter_is_the_callees_annotation() -> None:
+    # Measured on torch 2.13: the message names the callee's signature; the fix is there
+    # (annotate's TSF207), not a None test at the caller (TSF228).
+    path = BLOCKERS
+    text = path.read_text()
+    message = ("\n\nforward(__torch__.Block self, Tensor x, Tensor lengths=[ Tensor (undefined) ])"
+               " -> Tensor:\nExpected a value of type 'Tensor (inferred)' for argument "
+               "'lengths' but instead found type 'Optional[Tensor]'.\nInferred 'lengths' to be "
+               "of type 'Tensor' because it was not annotated with an explicit type.\n:\n"
+               f'  File "{path}", line 3\n')
+    result = _explain(_outcome(message, path), "Outer", "blockers.py", path, text, [], [])
+    assert result.code == "TSF207"
+    annotated = message.replace("Tensor lengths=[ Tensor (undefined) ]",
+                                "Tensor? lengths=None").replace("Tensor (inferred)", "Tensor")
+    assert _explain(_outcome(annotated, path), "Outer", "blockers.py", path, text, [],
+                    []).code == "TSF228"

@@ -262,6 +262,11 @@ KNOWN_ERRORS = (
     # Optional: written out at the call by none-helpers (TSF244) when check finds the call.
     KnownError(r"\w+\([^)]*\) -> [^\n]*:\nExpected a value of type 'Tensor \(inferred\)' for "
                r"argument '\w+' but instead found type 'Optional\[", "TSF244"),
+    # An Optional passed on to a callee whose parameter is unannotated with a None default
+    # (speechbrain's ECAPA_TDNN passes `lengths` down a chain of blocks): the fix is the
+    # callee's annotation (TSF207), not a None test at the call.
+    KnownError(r"=\[ Tensor \(undefined\) \][^\n]*\nExpected a value of type 'Tensor "
+               r"\(inferred\)' for argument '\w+' but instead found type 'Optional\[", "TSF207"),
     # An Optional value used where its type is needed (annotate's refinement, TSF228).
     KnownError(r"for argument '\w+' but instead found type 'Optional\[", "TSF228"),
     # The error points at the later assignment; the fix is at the ``= None`` (TSF229).
