@@ -655,6 +655,36 @@ def test_a_setting_whose_tests_bind_and_read_a_local_becomes_constant() -> None:
         "takes")
 
 
+def test_a_binding_under_an_earlier_test_of_data_does_not_hide_the_site() -> None:
+    # demucs' HEncLayer: B, C, Fr, T are also bound under `not self.freq and x.dim() == 4`,
+    # on some paths only.
+    source = ENC.replace("    def forward(self, y):\n", (
+        "    def forward(self, y):\n        if not self.freq and y.dim() == 4:\n"
+        "            B, C, Fr, T = y.shape\n            y = y.view(B, -1, T)\n"))
+    result = rewrite(source)
+    assert result.text == source.replace(
+        "class Enc(nn.Module):\n",
+        f"class Enc(nn.Module):\n{COMMENT}    __constants__ = [\"freq\"]\n\n")
+    assert [(f.code, f.line) for f in result.fixes] == [("TSF242", 12)]
+
+
+def test_a_read_under_an_and_of_the_setting_and_data_is_guarded() -> None:
+    # demucs' HDemucs: `if self.hybrid and idx < len(self.tencoder): xt = tenc(xt)`; a
+    # constant False operand folds the `and` (measured on torch 2.13).
+    source = ENC.replace("freq: bool = True", "n_freqs=4").replace(
+        "self.freq = freq", "self.n_freqs = n_freqs").replace(
+        "if self.freq:", "if self.n_freqs:", 1).replace(
+        "if self.freq:", "if y.dim() == 3 and self.n_freqs:")
+    result = rewrite(source)
+    assert result.text == source.replace(
+        "class Enc(nn.Module):\n",
+        f"class Enc(nn.Module):\n{COMMENT}    __constants__ = [\"has_n_freqs\"]\n\n").replace(
+        "self.n_freqs = n_freqs\n",
+        "self.n_freqs = n_freqs\n        self.has_n_freqs = bool(self.n_freqs)\n").replace(
+        "self.n_freqs:", "self.has_n_freqs:")
+    assert [(f.code, f.line) for f in result.fixes] == [("TSF242", 9)]
+
+
 def test_an_else_branch_and_another_setting_kind_get_a_copy() -> None:
     source = ENC.replace("freq: bool = True", "n_freqs=4").replace(
         "self.freq = freq", "self.n_freqs = n_freqs").replace(

@@ -42,7 +42,9 @@ What it does
     The same again for a local bound in one branch of a compiled ``if`` whose test reads only
     settings and read by a later statement of the same block under a test of the same side
     (TSF242; ``if self.freq: B, C, F, T = y.shape`` ... ``if self.freq: y = y.view(B, F, C,
-    T)``, also ``if not self.freq:`` ... ``else:``): both tests are made constant as above.
+    T)``, also ``if not self.freq:`` ... ``else:``, or a later ``if self.freq and i < n:``,
+    whose branch TorchScript skips when the constant is False): those tests (the setting's
+    operand of such an ``and``) are made constant as above.
 
 Why it breaks export
     TorchScript compiles both branches of an ``if`` on a plain module attribute, so the
@@ -121,8 +123,10 @@ Fix safety
     class is fixed whole or not at all (one test left undecided still fails). For a local
     bound under a test (TSF242), also refused: a read of it under no test of the side that
     binds it, or under another test of settings (a constant does not make it bound there),
-    whole or not at all too; a local bound before the test, or read only after a statement
-    that binds it again, is no such site. Run before
+    also a read in a test's own operand (``if self.hybrid and i >= offset:``: TorchScript
+    compiles the right operand of ``and`` even when the left one is a constant False, while
+    it skips the branch of such a test), whole or not at all too; a local bound before the
+    test, or read only after a statement that binds it again, is no such site. Run before
     ``lift-branch`` (order 70), which leaves the settings named in ``__constants__`` alone:
     lifting one into a forward argument would make the test undecided again.
 """
@@ -604,6 +608,20 @@ def _test_side(test: cst.BaseExpression, value: bool) -> tuple[str, bool]:
     return " ".join(code_of(bare).split()), value
 
 
+def _implied(test: cst.BaseExpression, value: bool) -> list[tuple[cst.BaseExpression, bool]]:
+    """``(part, its value)`` for ``test`` and each part of it whose value follows from
+    ``test`` having ``value``: the operands of a true ``and`` or a false ``or``, through
+    ``not``. TorchScript folds ``and``/``or`` with a constant bool operand (measured on torch
+    2.13: ``if self.hybrid and i < n:`` is not compiled for a constant False)."""
+    found = [(test, value)]
+    if isinstance(test, cst.UnaryOperation) and isinstance(test.operator, cst.Not):
+        found += _implied(test.expression, not value)
+    elif isinstance(test, cst.BooleanOperation) and (
+            isinstance(test.operator, cst.And) if value else isinstance(test.operator, cst.Or)):
+        found += [*_implied(test.left, value), *_implied(test.right, value)]
+    return found
+
+
 def _conditions(parents: dict[int, cst.CSTNode], node: cst.CSTNode, top: cst.CSTNode
                 ) -> list[tuple[cst.BaseExpression, bool]]:
     """The tests of the ``if`` statements and ``x if t else y`` expressions between ``top``
@@ -629,6 +647,24 @@ def _name_reads(statement: cst.CSTNode, name: str) -> list[cst.Name]:
     for node in find_all(statement, cst.AssignTarget, cst.AnnAssign, cst.For, cst.CompFor):
         skipped |= {id(n) for n in target_names(node.target)}
     return [n for n in find_all(statement, cst.Name) if n.value == name and id(n) not in skipped]
+
+
+def _bound_before(node: cst.CSTNode, top: cst.CSTNode, parents: dict[int, cst.CSTNode]
+                  ) -> set[str]:
+    """The names every path from the start of ``top`` to ``node`` binds (the statements
+    before it in its block and in each enclosing block; a binding under a test counts only
+    when every branch that goes on makes it)."""
+    found: set[str] = set()
+    child = node
+    while child is not top and id(child) in parents:
+        parent = parents[id(child)]
+        if isinstance(parent, cst.IndentedBlock):
+            for statement in parent.body:
+                if statement is child:
+                    break
+                found |= _branch_assigned(cst.IndentedBlock(body=[statement])) or set()
+        child = parent
+    return found
 
 
 def _binding_nodes(root: cst.CSTNode) -> list[cst.CSTNode]:
@@ -1111,7 +1147,6 @@ class Pool(nn.Module):
         order = {id(node): index for index, node in enumerate(
             find_all(func.body, cst.CSTNode))}  # type: ignore[type-abstract]
         parameters = set(parameters_of(func))
-        bindings = _binding_nodes(func.body)
         parents: dict[int, cst.CSTNode] | None = None
         for block in find_all(func.body, cst.IndentedBlock):
             for index, site in enumerate(block.body):
@@ -1123,14 +1158,12 @@ class Pool(nn.Module):
                 body, other = _branch_assigned(site.body), _branch_assigned(site.orelse)
                 if body is None or other is None:
                     continue        # only the other branch goes on: what it binds is bound
-                before = parameters | {name for node in bindings
-                                       if order.get(id(node), -1) < order[id(site)]
-                                       for name in _bound_by(node)}
-                names = sorted((body ^ other) - before)
-                if not names:
-                    continue
                 if parents is None:
                     parents = parent_map(func.body)
+                names = sorted((body ^ other) - parameters
+                               - _bound_before(site, func.body, parents))
+                if not names:
+                    continue
                 read: list[str] = []
                 tests: list[cst.BaseExpression] = []
                 why: str | None = None
@@ -1165,8 +1198,10 @@ class Pool(nn.Module):
                 if bindings and min(bindings) < order.get(id(read), 0):
                     continue        # bound again in this statement first
                 reads = True
-                guard = next((test for test, value in _conditions(parents, read, statement)
-                              if _test_side(test, value) == side), None)
+                guard = next((part for test, value in _conditions(parents, read, statement)
+                              for part, holds in _implied(test, value)
+                              if _test_side(part, holds) == side
+                              and (part is test or _setting_test(part, self_var))), None)
                 if guard is None:
                     settings = [test for test, _ in _conditions(parents, read, statement)
                                 if _comparison_settings(test, self_var) is not None]
