@@ -38,6 +38,7 @@ def test_exported_method_gets_its_left_out_defaults_by_keyword() -> None:
          "`dims`, `on`: TorchScript keeps no defaults for it (\"Argument mask not provided\")")]
     assert result.changes[0].summary == (
         "line 9: self.project() is passed mask=None, dims=(0, -1), on=True")
+    assert not result.changes[0].python_only
 
 
 def test_ignored_and_unused_methods_get_them_positionally() -> None:
@@ -56,6 +57,8 @@ def test_ignored_and_unused_methods_get_them_positionally() -> None:
     assert result.text == HEADER + source.replace(
         "self.debug(self.log(x, 3.0))", 'self.debug(self.log(x, 3.0, "x"), -1)')
     assert [f.line for f in result.fixes] == [12, 12]
+    # Validation expects the artifact not to save: the call runs Python.
+    assert result.changes[0].python_only
 
 
 def test_calls_that_keep_their_defaults_are_left_alone() -> None:

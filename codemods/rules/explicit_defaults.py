@@ -46,7 +46,9 @@ Fix safety
     such a literal (a list, an expression, a name: it may be mutable or evaluate to another
     value at the call), a call with ``*args``/``**kwargs``, a left-out positional-only
     parameter, and a call of an ignored method that passes a keyword argument already. If the
-    method's default is changed later, the rewritten call keeps passing the old value.
+    method's default is changed later, the rewritten call keeps passing the old value. A
+    class that calls an ``@torch.jit.ignore`` method scripts and runs from Python but cannot
+    be saved (``torch.jit.save`` fails on the Python call), so validation expects that.
 """
 
 from __future__ import annotations
@@ -58,6 +60,7 @@ from tsfix.codemods.facts.classes import is_exported, is_ignored
 from tsfix.codemods.facts.prefilter import AstFile
 from tsfix.codemods.facts.syntax import (
     code_of,
+    decorator_names,
     find_all,
     literal_type,
     self_attr,
@@ -200,6 +203,7 @@ class M(nn.Module):
             return cls
         added: dict[int, list[cst.Arg]] = {}
         parts: list[str] = []
+        ignored_called = False
         for method, func in facts.compiled_methods():
             self_var = self_name(func)
             if self_var is None:
@@ -211,6 +215,8 @@ class M(nn.Module):
                 extra = self._left_out(cls.name.value, method, call, callees[callee])
                 if extra:
                     added[id(call)] = extra
+                    ignored_called |= any(name.endswith("jit.ignore")
+                                          for name in decorator_names(callees[callee]))
                     passed = ", ".join(code_of(arg).rstrip(", ") for arg in extra)
                     parts.append(f"line {self.line_of(call)}: self.{callee}() is passed "
                                  f"{passed}")
@@ -218,8 +224,9 @@ class M(nn.Module):
             return cls
         rewritten = cls.visit(_AddArguments(added))
         assert isinstance(rewritten, cst.ClassDef)
+        # A call of an ignored method runs from Python only: the artifact cannot be saved.
         self.changes.append(ClassChange(self.name, cls.name.value, self.span_of(cls),
-                                        "; ".join(parts)))
+                                        "; ".join(parts), python_only=ignored_called))
         return rewritten
 
     def _left_out(self, where: str, method: str, call: cst.Call,
