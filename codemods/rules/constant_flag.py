@@ -168,8 +168,9 @@ _GUARD_CODE = "TSF231"
 _NAME_CODE = "TSF242"
 _COMMENT = "# TorchScript compiles only the branch a constant bool test takes."
 _NOTE = ("the scripted module bakes {flags} per instance (TorchScript compiles only the "
-         "branch the constant takes): it decides the submodules and the return type, so one "
-         "scripted artifact cannot serve another value; script one per configuration")
+         "branch the constant takes): the code compiled for one value (its submodules, "
+         "return type, locals) does not compile for another, so one scripted artifact cannot "
+         "serve another value; script one per configuration")
 # Kinds of values a bool copy cannot follow (in-place changes) or that are not settings.
 _NOT_SETTINGS = ("Tensor", "List[", "Dict[", "Optional[Tensor]")
 
