@@ -46,7 +46,14 @@ class LoopFile:
     display: str
     base: str                                # the text the loop started from
     in_run: bool = False
-    functions: set[str] = field(default_factory=set)    # module-level functions it rewrote
+    # What the loop's rounds rewrote, all again from ``base`` each round (so that a rule
+    # sees the classes it rewrites together as they were: constant-flag makes a block's
+    # setting constant and, in a later round, the class that unpacks the block's output):
+    # class -> the rules run on it, the module-level functions, and the types the
+    # compiler's messages gave.
+    chosen: dict[str, set[str]] = field(default_factory=dict)
+    functions: set[str] = field(default_factory=set)
+    types: TypeTable = field(default_factory=dict)
     text: str = ""                           # the loop's text ("": nothing kept yet)
     results: list[ClassResult] = field(default_factory=list)
 
@@ -78,13 +85,13 @@ _NOT_IMPORTED = "the rewritten tree does not import"
 
 def _eager_parity_held(answer: ModelResult) -> bool:
     """The model job measured eager parity for every configuration: it checks it before it
-    scripts, so a model that scripts, or stops at a place the compiler names after its tree
-    imported, matched the original."""
+    scripts, so a model that scripts, or whose scripting (exporting) failed once its tree
+    imported (a blocker, placed in the tree or not), matched the original."""
     verdict = answer.model
     if verdict is None or answer.failure is not None:
         return False
     return verdict.status == MODEL_SCRIPTS or (
-        model_stops(answer) and not verdict.reason.startswith(_NOT_IMPORTED))
+        verdict.blocker is not None and not verdict.reason.startswith(_NOT_IMPORTED))
 
 
 _FRAME_LINE = re.compile(r'^\s*File "[^"]*", line \d+')
@@ -159,6 +166,16 @@ def _with_type(table: TypeTable, typed: _Typed) -> TypeTable:
     return {**table, typed.class_name: methods}
 
 
+def _merged(observed: TypeTable, given: TypeTable) -> TypeTable:
+    """The observed types, with those the compiler's messages gave in earlier rounds."""
+    table = observed
+    for class_name, methods in given.items():
+        for method, params in methods.items():
+            for param, kind in params.items():
+                table = _with_type(table, _Typed("", class_name, method, param, kind))
+    return table
+
+
 def answering_rules(session: Session, code: str | None) -> tuple[type[Rule], ...]:
     """The selected rules that declare ``code`` (``Rule.CODES``): those that answer it."""
     if code is None:
@@ -195,7 +212,8 @@ def run_fix_loop(model: configured.Configured, result: ModelResult, overlay: dic
     Stops when the model scripts, no rule offers a fix, a rewrite is rolled back, after
     ``session.fix_rounds`` rounds, or at ``deadline`` (``time.monotonic()``)."""
     outcome = LoopOutcome(result)
-    before = {path: (f.text, list(f.results), set(f.functions)) for path, f in tree.items()}
+    before = {path: replace(f, chosen=dict(f.chosen), functions=set(f.functions),
+                            results=list(f.results)) for path, f in tree.items()}
     works = "exports" if session.target == "export" else "scripts"
     for number in range(1, session.fix_rounds + 1):
         if not model_stops(outcome.result):
@@ -214,17 +232,16 @@ def run_fix_loop(model: configured.Configured, result: ModelResult, overlay: dic
     else:
         if model_stops(outcome.result):
             outcome.stopped = f"the round budget ({session.fix_rounds}) is spent"
+    last = outcome.result.model
+    if (not outcome.stopped and last is not None and last.blocker is not None
+            and not model_stops(outcome.result)):
+        outcome.stopped = "no rule offers a fix (the compiler names no line of the tree)"
     if (session.require_verified and outcome.repairs
             and any(c.verdict != VERIFIED for f in tree.values() for c in f.results)):
         # --require-verified writes nothing unproven: a model left short of scripting keeps
         # none of its repairs.
-        for path in list(tree):
-            if path in before:
-                text, results, functions = before[path]
-                tree[path].text, tree[path].results = text, results
-                tree[path].functions = functions
-            else:
-                del tree[path]
+        tree.clear()
+        tree.update(before)
         rounds.append("the repairs are not kept: --require-verified, and the model does not "
                       f"{works.removesuffix('s')} with them")
         outcome = LoopOutcome(result, stopped=(outcome.stopped or "") + (
@@ -270,8 +287,8 @@ def _round(number: int, model: configured.Configured, blocker: Blocker, outcome:
     # reported under function_change_name: the model's verdict is its verdict.
     owner = class_name if class_name is not None else function_change_name(str(function))
     functions = loop_file.functions | ({function} if function is not None else set())
-    others = frozenset(configured.top_level_classes(current)) - {class_name}
-    types = observations.types.get(path, {})
+    classes_of_file = frozenset(configured.top_level_classes(loop_file.base))
+    types = _merged(observations.types.get(path, {}), loop_file.types)
     if typed is not None:
         types = _with_type(types, typed)
     error = code or "an error tsfix does not know"
@@ -284,14 +301,21 @@ def _round(number: int, model: configured.Configured, blocker: Blocker, outcome:
         tried.append(session.rules)
     text, names = current, ""
     classes: tuple[ClassResult, ...] = ()
+    chosen = loop_file.chosen
     for rules in tried:
         names = (", ".join(rule.name for rule in rules) if rules is answering
                  else "every selected rule")
-        skip = skip_set_of(dict.fromkeys((rule.name for rule in rules), others))
-        settings = replace(session.settings, rules=rules)
+        chosen = dict(loop_file.chosen)
+        if class_name is not None:
+            chosen[class_name] = chosen.get(class_name, set()) | {r.name for r in rules}
+        used = {name for names_of in chosen.values() for name in names_of}
+        everyone = tuple(r for r in session.rules if r.name in used or r in rules)
+        skip = skip_set_of({r.name: classes_of_file - {c for c, on in chosen.items()
+                                                      if r.name in on} for r in everyone})
+        settings = replace(session.settings, rules=everyone)
         try:
-            text, classes, _ = settings.rewrite(current, loop_file.display, types, skip,
-                                                frozenset(functions))
+            text, classes, _ = settings.rewrite(loop_file.base, loop_file.display, types,
+                                                skip, frozenset(functions))
         except Exception as exc:
             rounds.append(f"round {number}: rewriting {owner} in {loop_file.display} failed: "
                           f"{internal_error(loop_file.display, exc)}")
@@ -304,10 +328,8 @@ def _round(number: int, model: configured.Configured, blocker: Blocker, outcome:
                       f"{names or 'no selected rule'} leave(s) it as it is")
         return f"no rule offers a fix ({error}; {names or 'no rule'} leave(s) {owner} as it is)"
     fixed_rules = ", ".join(dict.fromkeys(c.rule for c in changed))
-    # A class a rule rewrites again in a later round is reported once, as it ends.
-    results = [*(c for c in loop_file.results
-                 if (c.rule, c.class_name) not in {(n.rule, n.class_name) for n in classes}),
-               *classes]
+    # Every rewrite of the loop in this file, from its base: the earlier rounds' again.
+    results = list(classes)
     texts = {**overlay, **{p: f.text for p, f in tree.items() if f.text}, path: text}
     owners = {function_change_name(f) for f in functions}
     wanted = [configured.model_class(Path(p), name, group)
@@ -326,11 +348,18 @@ def _round(number: int, model: configured.Configured, blocker: Blocker, outcome:
     verdicts = {found.verdict.name: found.verdict for found in answer.classes
                 if found.path == path}
     verdicts.update({name: _function_verdict(name, answer) for name in owners})
+    # Rolled back: the rewritten class rejected, or any class the model reaches whose
+    # instances' eager outputs changed. Another class whose own re-script fails now (the run
+    # rewrote it, and scripting gets further into it) says nothing against this rewrite.
     bad = next((found.verdict for found in answer.classes
-                if found.verdict.verdict == REJECTED), None)
+                if found.verdict.verdict == REJECTED and (
+                    (found.verdict.name == owner and found.path == path)
+                    or found.verdict.reason.startswith("eager parity"))), None)
     status = answer.model.status if answer.model else "not checked"
     now = (works if status == MODEL_SCRIPTS else
-           f"stops at {_place(answer)}" if model_stops(answer) else status)
+           f"stops at {_place(answer)}" if model_stops(answer) else
+           "stops where the compiler names no line of the tree" if answer.model
+           and answer.model.blocker is not None else status)
     if bad is not None:
         rounds.append(f"round {number}: stops at {where} in {owner}; the rewrite by "
                       f"{fixed_rules} is rejected ({bad.name}: {bad.reason}); rolled back")
@@ -348,17 +377,30 @@ def _round(number: int, model: configured.Configured, blocker: Blocker, outcome:
         return f"the rewrite by {fixed_rules} does not get the model past {where}"
     loop_file.text = text
     loop_file.functions = functions
-    loop_file.results = [c if c.reason else replace(
-        c, reason=f"not validated: the repair loop rewrote {loop_file.display} for model "
-                  f"{model.display}, which does not reach this class; give it an example "
-                  "table")
+    loop_file.chosen = chosen
+    if typed is not None:
+        loop_file.types = _with_type(loop_file.types, typed)
+    # An earlier round's class keeps its verdict unless measured again, and when its own
+    # re-script rejects it now (see `bad`).
+    previous = {(c.rule, c.class_name): c for c in loop_file.results}
+    verdicts = {name: v for name, v in verdicts.items()
+                if v.verdict != REJECTED or name == owner}
+    loop_file.results = [
+        c if c.reason else
+        replace(c, verdict=earlier.verdict, reason=earlier.reason,
+                duration_s=earlier.duration_s)
+        if (earlier := previous.get((c.rule, c.class_name))) is not None else
+        replace(c, reason=f"not validated: the repair loop rewrote {loop_file.display} for "
+                          f"model {model.display}, which does not reach this class; give it "
+                          "an example table")
         for c in configured.with_verdicts(results, verdicts)]
     tree[path] = loop_file
     outcome.result = answer
     elsewhere = (f" ({loop_file.display}:{owner})" if path != blocker.path
                  or (class_name or function) != (blocker.scope or "").split(".")[0] else "")
-    outcome.repairs.append(f"{where} {fixed_rules}{elsewhere}")
-    rounds.append(f"round {number}: stops at {where} ({code}) in {owner}; rewritten by "
+    outcome.repairs.append(f"{where} {'+'.join(dict.fromkeys(c.rule for c in changed))}"
+                           f"{elsewhere}")
+    rounds.append(f"round {number}: stops at {where} ({error}) in {owner}; rewritten by "
                   f"{fixed_rules}; the model now {now}")
     return ""
 

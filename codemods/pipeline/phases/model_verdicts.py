@@ -217,7 +217,7 @@ def _again(model: configured.Configured, result: ModelResult, overlay: Mapping[s
 
 def _rewrites_reached(result: ModelResult, pending: list[Pending],
                       finals: Mapping[int, Final]) -> list[str]:
-    """The run's written rewrites of the classes the model holds, "file:Class rule, rule"."""
+    """The run's written rewrites of the classes the model holds, "file:Class rule+rule"."""
     found = []
     for item in pending:
         final = finals.get(item.index)
@@ -226,7 +226,7 @@ def _rewrites_reached(result: ModelResult, pending: list[Pending],
             continue
         for name, group in by_class(c for c in final.classes if c.written).items():
             if name in reached:
-                rules = ", ".join(dict.fromkeys(c.rule for c in group))
+                rules = "+".join(dict.fromkeys(c.rule for c in group))
                 found.append(f"{item.file.display}:{name} {rules}")
     return found
 
@@ -252,9 +252,11 @@ def _superseded(run_results: list[ClassResult], loop_results: list[ClassResult]
 def _remeasured(path: str, classes: list[ClassResult],
                 measured: Mapping[tuple[str, str], ClassVerdict]) -> list[ClassResult]:
     """``classes`` of ``path`` with the verdicts the loops' last model jobs gave them on the
-    tree the loops leave (the one written); a verified class stays verified (a model that
-    still stops cannot script it there, which proves nothing against its own check)."""
-    verdicts = {name: v for (p, name), v in measured.items() if p == path}
+    tree the loops leave (the one written), where those prove more: verified. Any other
+    measurement leaves the class's own verdict (a model that still stops, or a class that
+    scripts further into its code now, proves nothing against it)."""
+    verdicts = {name: v for (p, name), v in measured.items()
+                if p == path and v.verdict == VERIFIED}
     # A rewrite left out of the text (rejected, withheld) was not measured.
     return [c if c.verdict == VERIFIED or not c.written else next(iter(
         configured.with_verdicts([c], verdicts))) for c in classes]
