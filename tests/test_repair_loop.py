@@ -16,7 +16,7 @@ import libcst as cst
 import pytest
 from conftest import Project, no_traceback
 from tsfix.codemods.pipeline.phases.fix_loop import _moved, typed_by_message
-from tsfix.codemods.pipeline.report import ModelRecord
+from tsfix.codemods.pipeline.report import ModelRecord, repeated_models
 from tsfix.codemods.rules import registry
 from tsfix.codemods.rules.base import ClassChange, Code, Rule
 from tsfix.codemods.validation.protocol import Blocker
@@ -340,9 +340,10 @@ def test_a_rewrite_that_gets_the_model_nowhere_is_rolled_back(
     assert not any(f.fix_loop for f in result.files)
 
 
-# The issue's reproduction: none-module-test fixes line 21, then the compiler stops at
-# line 22 ("B is not defined in the false branch": a name bound under one `if self.freq:`
-# and read under a later one), which constant-flag answers.
+# The issue's reproduction: `if self.mix:` (line 21) hides "B is not defined in the false
+# branch" (line 22: a name bound under one `if self.freq:` and read under a later one).
+# none-module-test and constant-flag fix both in the run; the model, with both
+# configurations, scripts end to end.
 ENC = textwrap.dedent("""\
     import torch
     from torch import nn
@@ -376,8 +377,6 @@ ENC = textwrap.dedent("""\
 
 
 @pytest.mark.slow
-@pytest.mark.xfail(strict=True, reason="constant-flag does not answer 'is not defined in the "
-                                       "false branch' yet (another change of issue 27)")
 def test_the_issue_reproduction_scripts_with_parity_for_both_configurations(
         project: Project) -> None:
     project.pyproject({"enc.py:EncLayer": {"init": [{"freq": True}, {"freq": True, "mix": False}],
@@ -387,13 +386,21 @@ def test_the_issue_reproduction_scripts_with_parity_for_both_configurations(
     outcome = project.cli("apply", "--rule", "all", "-j", "1", "--report", "r.json", ".")
 
     no_traceback(outcome)
+    assert outcome.exit_code == 0, outcome.output
     [model] = json.loads(Path("r.json").read_text())["models"]
-    assert model["status"] == "scripts", model
+    assert model["status"] == "scripts" and model["scripted_before"] is False, model
     assert model["reason"].startswith("2 configuration(s): eager parity, script, parity with "
                                       "the original, save/load"), model["reason"]
-    assert outcome.exit_code == 0, outcome.output
+    # Model first: the model's line, and no line per class (they are under -v).
+    assert ("enc.py:EncLayer: model scripts (did not script before tsfix) after 1 round "
+            "(enc.py:EncLayer none-module-test+constant-flag): 2 configuration(s)"
+            ) in outcome.output
+    assert "EncLayer [" not in outcome.output
+    text = project.bytes("enc.py").decode()
+    assert "if self.mix is not None:" in text and '__constants__ = ["freq"]' in text
     again = project.run(rules=["all"], jobs=1, cache=False)
     assert [f.status for f in again.files] == ["unchanged"]
+    assert [m.ok for m in again.models()] == [True]
 
 
 # ---- pieces, without torch -----------------------------------------------------------------
@@ -464,12 +471,16 @@ def test_the_model_line_names_each_round_and_why_the_loop_stopped() -> None:
                         stopped="no rule offers a fix (an error tsfix does not know; every "
                                 "selected rule leave(s) EncLayer as it is)")
     assert stops.line() == (
-        "enc.py:EncLayer: model does not script (did not script before tsfix) at enc.py:22 "
-        "(EncLayer.forward): B is not defined in the false branch; no rule offers a fix (an "
-        "error tsfix does not know; every selected rule leave(s) EncLayer as it is)")
-    # Without repairs the line is what it always was (models alike are said once).
-    alone = ModelRecord("m.py:Net", "scripts", "1 configuration(s): eager parity",
-                        scripted_before=True, rewrites=["m.py:Net annotate"])
-    assert alone.line() == ("m.py:Net: model scripts (scripted before tsfix): 1 "
-                            "configuration(s): eager parity")
+        "enc.py:EncLayer: model does not script (did not script before tsfix) after 1 round "
+        "(enc.py:EncLayer none-module-test) at enc.py:22 (EncLayer.forward): B is not defined "
+        "in the false branch; no rule offers a fix (an error tsfix does not know; every "
+        "selected rule leave(s) EncLayer as it is)")
     assert ModelRecord.from_json(json.loads(json.dumps(scripts.to_json()))) == scripts
+    # Models alike but for their rounds are said once (without -v).
+    alike = [ModelRecord(f"m.py:Net{k}", "scripts", "1 configuration(s): eager parity",
+                         scripted_before=False, rewrites=[f"m.py:Net{k} annotate"])
+             for k in range(3)]
+    assert alike[0].line() == ("m.py:Net0: model scripts (did not script before tsfix) after "
+                               "1 round (m.py:Net0 annotate): 1 configuration(s): eager parity")
+    [group] = repeated_models(alike)
+    assert group.classes == ("m.py:Net0", "m.py:Net1", "m.py:Net2")

@@ -169,7 +169,7 @@ class ModelRecord:
                   f" (did not {verb} before tsfix)")
         rounds = ([", ".join(self.rewrites)] if self.rewrites else []) + self.repairs
         after = (f" after {len(rounds)} round{'s' if len(rounds) != 1 else ''} "
-                 f"({'; '.join(rounds)})" if self.repairs else "")
+                 f"({'; '.join(rounds)})" if rounds else "")
         if self.ok:
             return f"{self.model}: model {verb}s{before}{after}: {self.reason}"
         if self.status == MODEL_ERROR:
@@ -499,7 +499,9 @@ def model_headline(model: ModelRecord) -> tuple[str, str] | None:
     blocker and comes with an explanation: always said)."""
     if model.status == MODEL_FAILS:
         return None
-    verdict, _, headline = model.line().removeprefix(f"{model.model}: ").partition(": ")
+    # Models alike but for the rewrites that got each there are said once too.
+    line = replace(model, rewrites=[], repairs=[]).line()
+    verdict, _, headline = line.removeprefix(f"{model.model}: ").partition(": ")
     return verdict, " ".join(_NUMBER.sub("N", headline).split())
 
 
