@@ -12,6 +12,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from tsfix.codemods.validation.case import setting_value
 from tsfix.codemods.validation.export import headline, string_codes
 from tsfix.codemods.validation.pool import WorkerPool
 from tsfix.codemods.validation.protocol import (
@@ -23,7 +24,6 @@ from tsfix.codemods.validation.protocol import (
     ModelResult,
     ValidationJob,
 )
-from tsfix.codemods.validation.worker import setting_value
 
 DATA = Path(__file__).resolve().parent / "data" / "export"
 HAS_ONNX = all(importlib.util.find_spec(name) is not None

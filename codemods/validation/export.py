@@ -2,8 +2,8 @@
 
 Imported by the validation worker only, for jobs whose target is ``export``. The worker has
 already done steps 1, 2 and the eager one-artifact step (:func:`~tsfix.codemods.validation.
-worker.check_class`), with lifted settings given as 0-d tensors (:func:`~tsfix.codemods.
-validation.worker.setting_value`) and every ``torch.cond`` call of the rewritten file
+verifier.check_class`), with lifted settings given as 0-d tensors (:func:`~tsfix.codemods.
+validation.verifier.setting_value`) and every ``torch.cond`` call of the rewritten file
 recorded (:class:`CondRecorder`). Then :func:`check_export`:
 
 3. exports the instance built from the first configuration ONCE (``torch.export.export``, non
@@ -54,6 +54,14 @@ from typing import Any
 
 import torch
 from torch.utils import _pytree as pytree
+from tsfix.codemods.validation.case import ClassCase, Pair, ReachedCase
+from tsfix.codemods.validation.verifier import (
+    Check,
+    fingerprint,
+    reproduces,
+    saved_and_loaded,
+    verified_summary,
+)
 from tsfix.codemods.validation.worker import (
     _INSTALLATION,
     _SITE,
@@ -61,12 +69,9 @@ from tsfix.codemods.validation.worker import (
     call,
     comparable_text,
     difference,
-    fingerprint,
     fresh,
     rejected,
-    saved_and_loaded,
     unverified,
-    verified_summary,
 )
 
 ONNX_NOT_CHECKED = "onnx: not checked (pip install 'tsfix[onnx]')"
@@ -300,29 +305,7 @@ def reloaded_program(program: Any, rename: dict[str, str]) -> Any:
         raise rejected(f"save/load: {describe(exc, rename)}") from exc
 
 
-@dataclass
-class Case:
-    """What the worker's steps 1-2 and the eager one-artifact step leave for the export
-    steps (see :func:`tsfix.codemods.validation.worker.check_class`)."""
-
-    original: types.ModuleType
-    rewritten: types.ModuleType
-    rename: dict[str, str]
-    configs: list[Any]              # worker.Instance
-    originals: list[Any]
-    rewrites: list[Any]
-    expected: list[list[Any]]
-    served: list[int]
-    lifted: dict[str, str]
-    values: Callable[[int], dict[str, Any]]
-    first: Any
-    conds: CondRecorder
-    notes: list[str]
-    n_calls: int
-    eager_served: str
-
-
-def check_export(case: Case) -> str:
+def check_export(case: ClassCase) -> str:
     """Steps 3-6; the verified reason, or raises :class:`~tsfix.codemods.validation.worker.
     Verdict`."""
     rename = case.rename
@@ -403,27 +386,17 @@ def check_export(case: Case) -> str:
     return verified_summary(case.configs, steps, case.notes)
 
 
-def check_call(case: Case, module: Any, k: int, j: int, step: str, settings: bool = True
-               ) -> None:
+def check_call(case: ClassCase, module: Any, k: int, j: int, step: str,
+               settings: bool = True) -> None:
     """``module`` with configuration ``k``'s weights (and settings) reproduces call ``j``."""
-    inst = case.configs[k]
-    args, kwargs = inst.calls[j]
-    values = case.values(k) if settings else {}
     module.load_state_dict(case.originals[k].state_dict())
-    shown = {name: v.item() if isinstance(v, torch.Tensor) else v for name, v in values.items()}
-    with_values = f" with {shown}" if shown else ""
-    try:
-        with quiet():
-            got = call(module, args, kwargs, values)
-    except Exception as exc:
-        raise rejected(f"{step}: the exported program raised for {inst.label(j)}{with_values}: "
-                       f"{describe(exc, case.rename)}") from exc
-    found = difference(case.expected[k][j], got)
-    if found:
-        raise rejected(f"{step}: {found} for {inst.label(j)}{with_values}")
+    check = Check(f"{step}: the exported program raised for {{label}}{{with_values}}: "
+                  "{error}", f"{step}: {{found}} for {{label}}{{with_values}}", case.rename,
+                  describe, quiet)
+    reproduces(module, [case.calls(k)[j]], check, case.values(k) if settings else {})
 
 
-def failed_export(case: Case, exc: BaseException, k: int, j: int, own: bool = False
+def failed_export(case: ClassCase, exc: BaseException, k: int, j: int, own: bool = False
                   ) -> Verdict:
     """The verdict for a rewrite that does not export: the original is exported with the same
     call (without the lifted settings it does not take)."""
@@ -434,7 +407,7 @@ def failed_export(case: Case, exc: BaseException, k: int, j: int, own: bool = Fa
         export(case.originals[k], args, kwargs)
     except Exception as original_exc:
         # The original did not export either: no regression, whichever error comes first
-        # (worker.not_scripting decides alike for TorchScript).
+        # (verifier.not_scripting decides alike for TorchScript).
         before = describe(original_exc, {})
         return unverified(f"does not export either: the rewrite fails with: {error} for "
                           f"{label} (the original fails with: {before}); {case.eager_served}")
@@ -443,7 +416,7 @@ def failed_export(case: Case, exc: BaseException, k: int, j: int, own: bool = Fa
                     f"the original does: {error}")
 
 
-def original_exports(case: Case) -> str:
+def original_exports(case: ClassCase) -> str:
     """Whether the original exports with the first call: with lifted settings, its program
     then keeps the first configuration's path only (what lift-branch fixes)."""
     args, kwargs = case.configs[0].calls[0]
@@ -472,7 +445,7 @@ def onnx_model(model: Any, args: tuple[Any, ...], kwargs: dict[str, Any]) -> Any
     return exported.model_proto
 
 
-def check_onnx(case: Case, program: Any, first_key: str) -> str:
+def check_onnx(case: ClassCase, program: Any, first_key: str) -> str:
     """Step 6 for the calls the first program serves: one ONNX model per distinct weights
     (the exporter bakes them in), its ``If`` nodes and onnxruntime outputs."""
     from tsfix.codemods.validation import onnx_export as ox
@@ -526,7 +499,7 @@ def check_onnx(case: Case, program: Any, first_key: str) -> str:
     return f"{reason}, onnxruntime parity for {compared} call(s)"
 
 
-def check_branches(case: Case, model: Any, if_count: int) -> None:
+def check_branches(case: ClassCase, model: Any, if_count: int) -> None:
     """At least one ``If`` per torch.cond site the first configuration reached, and an ``If``
     deciding on each lifted setting: else the ONNX file keeps one path only."""
     from tsfix.codemods.validation import onnx_export as ox
@@ -541,7 +514,7 @@ def check_branches(case: Case, model: Any, if_count: int) -> None:
                        "exported graph (the export keeps one path only)")
 
 
-def onnx_failure(case: Case, exc: BaseException) -> Verdict:
+def onnx_failure(case: ClassCase, exc: BaseException) -> Verdict:
     """The ONNX exporter fails on a program torch.export made: the rewrite's fault only when
     the original converts."""
     error = describe(exc, case.rename)
@@ -605,56 +578,55 @@ def check_model(configs: list[Any], models: list[Any], outputs: list[list[Any]],
                       "parity with the original, save/load")
 
 
-def check_reached(first: Any, served: list[Any], called: list[Any],
-                  values: Callable[[Any], dict[str, Any]], rename: dict[str, str],
-                  where: Callable[[Any, int], str]) -> str:
-    """A class a configured model reaches, under the export target: the first instance
-    exported (lifted settings as tensor arguments) serves every ``served`` instance's recorded
-    calls given its weights and settings; every other called instance is exported on its own
-    (one program per input shape). ``first``, ``served``, ``called`` are model.Pair (``.new``,
-    ``.seen.module``, ``.seen.calls``). An instance that does not export is rejected when its
-    original exports, else unverified (no regression)."""
-    programs: dict[tuple[int, str], tuple[Any, Any]] = {}
+class ReachedPrograms:
+    """The programs exported for a reached class's instances, one per exported module and
+    input signature (settings included)."""
 
-    def failure(exc: BaseException, pair: Any, args: tuple[Any, ...],
-                kwargs: dict[str, Any]) -> Verdict:
-        error = describe(exc, rename)
-        try:
-            export(pair.seen.module, args, kwargs)
-        except Exception as original_exc:
-            # No regression, whichever error comes first (as failed_export decides).
-            return unverified(f"does not export either: the rewrite fails with: {error} (the "
-                              f"original fails with: {describe(original_exc, {})})")
-        return rejected(f"export: the rewritten instance does not export while the original "
-                        f"does: {error}")
+    def __init__(self, case: ReachedCase) -> None:
+        self.case = case
+        self.programs: dict[tuple[int, str], tuple[Any, Any]] = {}
 
-    def program_for(pair: Any, source: Any, settings: dict[str, Any], j: int
+    def program_for(self, pair: Pair, source: Any, settings: dict[str, Any], j: int
                     ) -> tuple[Any, Any]:
+        """``source`` exported with call ``j`` of ``pair`` (and ``settings``): the program
+        and its module. One that does not export is rejected when the original instance
+        exports, else unverified (no regression, whichever error comes first)."""
         recorded = pair.seen.calls[j]
         key = (id(source), signature(recorded.args, {**recorded.kwargs, **settings}))
-        if key not in programs:
+        if key not in self.programs:
             try:
                 program = export(source, recorded.args, {**recorded.kwargs, **settings})
             except Exception as exc:
-                raise failure(exc, pair, recorded.args, recorded.kwargs) from exc
-            programs[key] = program, program.module()
-        return programs[key]
+                error = describe(exc, self.case.rename)
+                try:
+                    export(pair.seen.module, recorded.args, recorded.kwargs)
+                except Exception as original_exc:
+                    raise unverified(f"does not export either: the rewrite fails with: {error} "
+                                     f"(the original fails with: "
+                                     f"{describe(original_exc, {})})") from exc
+                raise rejected(f"export: the rewritten instance does not export while the "
+                               f"original does: {error}") from exc
+            self.programs[key] = program, program.module()
+        return self.programs[key]
 
-    def check(module: Any, pair: Any, j: int, settings: dict[str, Any], step: str) -> None:
+    def check(self, module: Any, pair: Pair, j: int, settings: dict[str, Any], step: str
+              ) -> None:
+        """``module`` with ``pair``'s weights (and ``settings``) reproduces its call ``j``."""
         module.load_state_dict(pair.seen.module.state_dict())
-        recorded = pair.seen.calls[j]
-        try:
-            with quiet():
-                got = call(module, recorded.args, recorded.kwargs, settings)
-        except Exception as exc:
-            raise rejected(f"{step}: the exported program raised for {where(pair, j)}: "
-                           f"{describe(exc, rename)}") from exc
-        found = difference(recorded.output, got)
-        if found:
-            raise rejected(f"{step}: {found} for {where(pair, j)}")
+        check = Check(f"{step}: the exported program raised for {{label}}: {{error}}",
+                      f"{step}: {{found}} for {{label}}", self.case.rename, describe, quiet)
+        reproduces(module, [self.case.calls(pair)[j]], check, settings)
 
+
+def check_reached(case: ReachedCase, served: list[Pair]) -> str:
+    """A class a configured model reaches, under the export target: the first instance
+    exported (lifted settings as tensor arguments) serves every ``served`` instance's recorded
+    calls given its weights and settings; every other called instance is exported on its own
+    (one program per input shape)."""
+    first = case.first
+    assert first is not None
     serving = [first, *(p for p in served if p is not first)]
-    alone = [p for p in called if p not in serving]
+    alone = [p for p in case.called if p not in serving]
     # An exported program's parameters are the exported module's own tensors, and
     # load_state_dict copies into them: the rewritten model (which the model verdict runs
     # next) gets its weights back afterwards.
@@ -662,40 +634,39 @@ def check_reached(first: Any, served: list[Any], called: list[Any],
     kept = [(module, {key: value.detach().clone() for key, value in module.state_dict().items()})
             for module in exported_from]
     try:
-        return _serve_reached(first, serving, alone, called, values, rename, program_for,
-                              check)
+        return _serve_reached(case, serving, alone)
     finally:
         for module, state in kept:
             module.load_state_dict(state)
 
 
-def _example_calls(pair: Any) -> list[int]:
+def _example_calls(pair: Pair) -> list[int]:
     """Indexes of the recorded calls of ``pair`` made by the model's example calls: those of
-    its run at the second batch size are checked in eager mode only (worker.EXPORT_OTHER_BATCH
+    its run at the second batch size are checked in eager mode only (verifier.EXPORT_OTHER_BATCH
     says why)."""
     return [j for j, recorded in enumerate(pair.seen.calls) if recorded.batch is None]
 
 
-def _serve_reached(first: Any, serving: list[Any], alone: list[Any], called: list[Any],
-                   values: Callable[[Any], dict[str, Any]], rename: dict[str, str],
-                   program_for: Callable[[Any, Any, dict[str, Any], int], tuple[Any, Any]],
-                   check: Callable[[Any, Any, int, dict[str, Any], str], None]) -> str:
+def _serve_reached(case: ReachedCase, serving: list[Pair], alone: list[Pair]) -> str:
+    first = case.first
+    assert first is not None
+    exported = ReachedPrograms(case)
     programs = set()
     for pair in serving:
-        settings = values(pair)
+        settings = case.values(pair)
         for j in _example_calls(pair):
-            program, module = program_for(pair, first.new, settings, j)
+            program, module = exported.program_for(pair, first.new, settings, j)
             programs.add(id(program))
-            check(module, pair, j, settings, "export")
+            exported.check(module, pair, j, settings, "export")
     for pair in alone:
         for j in _example_calls(pair):
-            program, module = program_for(pair, pair.new, {}, j)
+            program, module = exported.program_for(pair, pair.new, {}, j)
             programs.add(id(program))
-            check(module, pair, j, {}, "export")
+            exported.check(module, pair, j, {}, "export")
 
-    program = program_for(first, first.new, values(first), 0)[0]
-    loaded = reloaded_program(program, rename)
-    check(loaded, first, 0, values(first), "save/load")
-    return (f"one exported program served {len(serving)} of {len(called)} instance(s) "
+    program = exported.program_for(first, first.new, case.values(first), 0)[0]
+    loaded = reloaded_program(program, case.rename)
+    exported.check(loaded, first, 0, case.values(first), "save/load")
+    return (f"one exported program served {len(serving)} of {len(case.called)} instance(s) "
             f"({len(programs)} program(s), one per input shape), save/load"
             + (f", {len(alone)} exported on their own" if alone else ""))

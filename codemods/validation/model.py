@@ -27,9 +27,10 @@ temporary copy of its new text (a meta-path finder: TorchScript reads the source
 compiles, so the text must be a real file), imports the model's module again under its real name
 and builds the rewritten model per configuration with the same seed and the original's weights.
 Each listed class the model holds instances of gets a verdict from those instances
-(:func:`check_reached_class`), and the model one :class:`ModelVerdict`
-(:func:`model_verdict`). The original built and ran with the same table, so when the
-rewritten model does not build or its own run raises, the error is new (:class:`NewFailure`):
+(:func:`~tsfix.codemods.validation.reached.check_reached_class`), and the model one
+:class:`ModelVerdict` (:func:`model_verdict`). The original built and ran with the same table,
+so when the rewritten model does not build or its own run raises, the error is new
+(:class:`NewFailure`):
 the listed classes whose code the traceback runs are rejected, the others reached are
 ``not checked`` (:data:`~tsfix.codemods.validation.protocol.NOT_CHECKED`; the engine checks
 them again once the rejected ones are left out).
@@ -42,25 +43,24 @@ from __future__ import annotations
 
 import ast
 import contextlib
-import copy
 import functools
 import importlib
 import importlib.abc
 import importlib.machinery
 import importlib.util
 import inspect
-import io
 import os
 import sys
 import time
 import traceback
 import types
-from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
 import torch
+from tsfix.codemods.validation.case import Expected, Pair, ReachedCase, RecordedCall, Seen
 from tsfix.codemods.validation.protocol import (
     NOT_CHECKED,
     OBSERVED_FUNCTIONS,
@@ -77,18 +77,24 @@ from tsfix.codemods.validation.protocol import (
     TypeTable,
     VerdictName,
 )
+from tsfix.codemods.validation.verifier import (
+    EXPORT_OTHER_BATCH,
+    Check,
+    at_other_batch,
+    other_batch_note,
+    reproduces,
+    saved_and_loaded,
+)
 from tsfix.codemods.validation.worker import (
     _GENERATOR_FLAGS,
     _INSTALLATION,
     _SITE,
-    EXPORT_OTHER_BATCH,
     PYTHON_ONLY_SAVE,
     Imports,
     Instance,
     OtherBatch,
     TypeRecorder,
     Verdict,
-    at_other_batch,
     build,
     call,
     changed_at,
@@ -98,22 +104,17 @@ from tsfix.codemods.validation.worker import (
     instances,
     load_module,
     module_functions,
-    not_scripting,
     observe_other_batch,
     other_batch,
-    other_batch_note,
     overloads_apart,
-    plain_settings,
     rejected,
-    save_load_step,
     script,
     short_error,
-    target_settings,
     unverified,
 )
 
 __all__ = ["MAX_CALL_BYTES", "MAX_TOTAL_BYTES", "RECORDED_CALLS", "NewFailure", "OverlayFinder",
-           "Tree", "blocker_of", "check_reached_class", "eager_run", "model_verdict",
+           "Tree", "blocker_of", "eager_run", "model_verdict",
            "run_model_job", "scope_at", "script_message"]
 
 RECORDED_CALLS = 2                  # calls recorded per submodule instance
@@ -201,41 +202,6 @@ def class_origin(cls: type, rename: Mapping[str, str]) -> tuple[str, str] | None
 
 
 # ---- recording submodule calls ---------------------------------------------------------------
-
-@dataclass(eq=False)
-class RecordedCall:
-    args: tuple[Any, ...]
-    kwargs: dict[str, Any]
-    output: Any
-    batch: int | None = None            # recorded in the model's run at this batch size
-
-
-@dataclass(eq=False)
-class Seen:
-    """One submodule instance of the original model (of a tree class) and its recorded calls."""
-
-    config: int
-    path: str                           # named_modules() path; "" is the model itself
-    module: torch.nn.Module
-    file: str                           # resolved file of its class
-    name: str                           # the class's __qualname__
-    # (file, qualname) of its class and of each base defined in the tree: an instance of a
-    # subclass runs the methods a base defines (a wrapper that only changes __init__).
-    lineage: tuple[tuple[str, str], ...] = ()
-    calls: list[RecordedCall] = field(default_factory=list)
-    called: int = 0                     # calls seen, recorded or not
-    not_recorded: str | None = None     # why a call was not recorded
-
-    def label(self, many_configs: bool, j: int | None = None) -> str:
-        text = self.path or "the model"
-        if many_configs:
-            text += f" (init[{self.config}])"
-        if j is not None and len(self.calls) > 1:
-            text += f" call[{j}]"
-        if j is not None and j < len(self.calls) and self.calls[j].batch is not None:
-            text += f" at batch size {self.calls[j].batch}"
-        return text
-
 
 def tensor_bytes(value: Any, depth: int = 0) -> int:
     if isinstance(value, torch.Tensor):
@@ -584,13 +550,6 @@ def error_site(exc: BaseException, rename: Mapping[str, str], tree: Tree
     return found
 
 
-def class_at(text: str | None, line: int) -> str | None:
-    if text is None:
-        return None
-    scope = scope_at(text, line)
-    return scope.split(".")[0] if scope else None
-
-
 # ---- the job -----------------------------------------------------------------------------------
 
 @dataclass
@@ -606,6 +565,15 @@ class Original:
     types: dict[str, TypeTable] = field(default_factory=dict)
     # Per configuration, its first call at the second batch size (None: no batch axis).
     batches: list[OtherBatch | None] = field(default_factory=list)
+
+    def calls(self, k: int) -> list[Expected]:
+        """Configuration ``k``'s calls and the outputs the rewrite must reproduce."""
+        inst = self.configs[k]
+        return [(inst.label(j), args, kwargs, self.outputs[k][j])
+                for j, (args, kwargs) in enumerate(inst.calls)]
+
+    def batch(self, k: int) -> OtherBatch | None:
+        return self.batches[k] if k < len(self.batches) else None
 
 
 class ModelFailure(Exception):
@@ -641,8 +609,8 @@ def run_model_job(job: ModelJob) -> ModelResult:
             before = ModelVerdict(before.status, before.reason, scripted_before, before.blocker,
                                   duration_s=round(time.perf_counter() - started, 3))
             return ModelResult(job.id, before, types=original.types, reached=held, files=files)
-        classes, verdict = validate(job, name, path, tree, original, originals, files,
-                                   load)
+        classes, verdict = validate(ModelFile(job, name, path, tree, load), original,
+                                    originals, files)
         if not {str(Path(file).resolve()) for file in job.overlay} & set(files):
             # Nothing the model imports was rewritten: the model judged is the original, so
             # whatever it fails, it failed before tsfix (the check of the original above is
@@ -778,110 +746,135 @@ def script_original(original: Original, tree: Tree, texts: Texts
     return ModelVerdict("scripts", "the original scripts", True), True
 
 
-@dataclass(eq=False)
-class Pair:
-    """An instance of the original model and the same instance of the rewritten model."""
+@dataclass(frozen=True)
+class ModelFile:
+    """A model job's model: the job, its module's import name and file, which files are the
+    model's (``tree``), and the job's imports (their folder holds the overlay's files)."""
 
-    seen: Seen
-    new: torch.nn.Module
+    job: ModelJob
+    name: str
+    path: Path
+    tree: Tree
+    load: Imports
 
 
-def validate(job: ModelJob, name: str, path: Path, tree: Tree, original: Original,
-             originals: dict[str, types.ModuleType], files: Sequence[str], load: Imports
-             ) -> tuple[list[ModelClassVerdict], ModelVerdict]:
+@dataclass(frozen=True)
+class Trees:
+    """A validate job's original and rewritten tree: the files that are the model's
+    (``tree``), their texts as imported, the overlay's temporary files (``rename``: temporary
+    file -> tree file), the original's modules, and the listed classes by (resolved file,
+    name)."""
+
+    tree: Tree
+    texts: Texts
+    rename: Mapping[str, str]
+    originals: Mapping[str, types.ModuleType]
+    listed: Mapping[tuple[str, str], ModelClass]
+
+    def rewritten(self) -> dict[str, types.ModuleType]:
+        """The rewritten tree's modules imported so far."""
+        return tree_modules(self.tree, self.rename)
+
+
+def validate(model: ModelFile, original: Original, originals: dict[str, types.ModuleType],
+             files: Sequence[str]) -> tuple[list[ModelClassVerdict], ModelVerdict]:
     """Import the rewritten tree, build the rewritten model, and judge the listed classes and
     the model."""
-    finder = OverlayFinder(job.overlay, load.workdir)
+    job = model.job
+    finder = OverlayFinder(job.overlay, model.load.workdir)
     # The model imports no rewritten file: the tree as tsfix leaves it is the original one
     # (rules never add imports of the tree), so its modules serve as they are.
     if any(file in finder.overlay for file in files):
         for module_name in originals:
             sys.modules.pop(module_name, None)
-    texts = Texts(job.overlay)
     started = time.perf_counter()
     listed = {(str(Path(c.path).resolve()), c.name): c for c in job.classes}
-    reached_listed = [c for key, c in listed.items()
-                      if any(key in s.lineage for s in original.seen)]
-
-    def nobody(culprit: tuple[str, str | None] | None, why: str, *, whole_file: bool
-               ) -> list[ModelClassVerdict]:
-        """Verdicts when no rewritten model exists to take instances from."""
-        return [ModelClassVerdict(c.path, ClassVerdict(c.name,
-                                                       *_blame(c, culprit, why, whole_file)))
-                for c in reached_listed]
-
+    trees = Trees(model.tree, Texts(job.overlay), finder.rename, originals, listed)
+    reached = [c for key, c in listed.items() if any(key in s.lineage for s in original.seen)]
+    label = _model_label(job, model.path, model.tree)
     with installed(finder):
-        try:
-            with overloads_apart(originals):
-                module = import_model_module(name, path, finder)
-            cls = getattr(module, job.name)
-        except BaseException as exc:
-            error = short_error(exc, finder.rename)
-            site = error_site(exc, finder.rename, tree)
-            culprit = _culprit(site, texts)
-            verdicts = nobody(culprit, f"the rewritten tree does not import: {error}",
-                              whole_file=True)
-            blocker = Blocker(site[0], site[1], scope_at(texts.get(site[0]) or "", site[1]),
-                              error) if site else None
-            return verdicts, ModelVerdict("fails", f"the rewritten tree does not import: "
-                                                       f"{error}", blocker=blocker)
-        label = _model_label(job, path, tree)
-        models = []
-        for k, inst in enumerate(original.configs):
-            try:
-                new = build(cls, inst.init)
-                new.load_state_dict(original.models[k].state_dict())
-            except BaseException as exc:
-                # The original built and ran with this table: the error is the rewrite's.
-                error = short_error(exc, finder.rename)
-                why = f"the rewritten model does not build for {inst.label(show_init=True)}"
-                failure = NewFailure(exc, f"build from model {label}: {why}", error,
-                                     finder.rename, tree, texts, originals,
-                                     tree_modules(tree, finder.rename), listed)
-                stops = failure.stops_at()
-                return ([ModelClassVerdict(c.path, ClassVerdict(c.name, *failure.verdict(c)))
-                         for c in reached_listed],
-                        ModelVerdict("fails", f"build: {why}{stops}: {error}"))
-            models.append(new)
-        rewritten_modules = tree_modules(tree, finder.rename)
-        verdicts = []
-        for model_class in reached_listed:
-            key = (str(Path(model_class.path).resolve()), model_class.name)
-            pairs, unpaired = pair_instances(key, original, models, finder.rename, tree)
-            class_started = time.perf_counter()
-            verdict: VerdictName
-            try:
-                if unpaired:
-                    raise unverified(unpaired)
-                reason = check_reached_class(model_class, pairs, len(original.configs) > 1,
-                                             label, finder.rename, originals, rewritten_modules,
-                                             job.target)
-                verdict = VERIFIED
-            except Verdict as outcome:
-                verdict, reason = outcome.verdict, outcome.reason
-            except BaseException as exc:
-                verdict, reason = UNVERIFIED, (f"validation error: "
-                                               f"{short_error(exc, finder.rename)}")
-            verdicts.append(ModelClassVerdict(model_class.path, ClassVerdict(
-                model_class.name, verdict, reason,
-                round(time.perf_counter() - class_started, 3))))
+        models = rewritten_models(model, original, finder, trees, reached)
+        if not isinstance(models, list):
+            return models
+        verdicts = [reached_verdict(c, original, models, trees, label, job.target)
+                    for c in reached]
         outputs, raised = eager_run(original, models)
         if raised is not None:
             error_raised, where = raised
             error = short_error(error_raised, finder.rename)
             why = f"the rewritten model raised for {where}"
-            failure = NewFailure(error_raised, f"eager from model {label}: {why}", error,
-                                 finder.rename, tree, texts, originals, rewritten_modules,
-                                 listed)
+            failure = NewFailure(error_raised, f"eager from model {label}: {why}", error, trees)
             verdicts = [_rejected_if_blamed(v, failure, listed) for v in verdicts]
             verdict_of_model = ModelVerdict("fails", f"eager parity: {why}"
                                                      f"{failure.stops_at()}: {error}")
         else:
-            verdict_of_model = model_verdict(original, models, finder.rename, tree, texts,
-                                             job.target, outputs)
+            verdict_of_model = model_verdict(original, models, trees, job.target, outputs)
         return verdicts, ModelVerdict(
             verdict_of_model.status, verdict_of_model.reason, None, verdict_of_model.blocker,
             verdict_of_model.python_only, round(time.perf_counter() - started, 3))
+
+
+def rewritten_models(model: ModelFile, original: Original, finder: OverlayFinder,
+                     trees: Trees, reached: list[ModelClass]
+                     ) -> list[torch.nn.Module] | tuple[list[ModelClassVerdict], ModelVerdict]:
+    """The rewritten model per configuration, with the original's weights; or, when the
+    rewritten tree does not import or the model does not build, the verdicts of the
+    ``reached`` listed classes and of the model."""
+    try:
+        with overloads_apart(trees.originals):
+            module = import_model_module(model.name, model.path, finder)
+        cls = getattr(module, model.job.name)
+    except BaseException as exc:
+        error = short_error(exc, finder.rename)
+        site = error_site(exc, finder.rename, trees.tree)
+        why = f"the rewritten tree does not import: {error}"
+        blocker = Blocker(site[0], site[1], scope_at(trees.texts.get(site[0]) or "", site[1]),
+                          error) if site else None
+        file = site[0] if site else None
+        return ([ModelClassVerdict(c.path, ClassVerdict(c.name, *_blame(c, file, why)))
+                 for c in reached], ModelVerdict("fails", why, blocker=blocker))
+    models = []
+    for k, inst in enumerate(original.configs):
+        try:
+            new = build(cls, inst.init)
+            new.load_state_dict(original.models[k].state_dict())
+        except BaseException as exc:
+            # The original built and ran with this table: the error is the rewrite's.
+            error = short_error(exc, finder.rename)
+            why = f"the rewritten model does not build for {inst.label(show_init=True)}"
+            label = _model_label(model.job, model.path, model.tree)
+            failure = NewFailure(exc, f"build from model {label}: {why}", error, trees)
+            stops = failure.stops_at()
+            return ([ModelClassVerdict(c.path, ClassVerdict(c.name, *failure.verdict(c)))
+                     for c in reached], ModelVerdict("fails", f"build: {why}{stops}: {error}"))
+        models.append(new)
+    return models
+
+
+def reached_verdict(model_class: ModelClass, original: Original,
+                    models: Sequence[torch.nn.Module], trees: Trees, label: str, target: str
+                    ) -> ModelClassVerdict:
+    """A listed class the model reaches, judged on the model's instances of it."""
+    from tsfix.codemods.validation.reached import check_reached_class
+
+    key = (str(Path(model_class.path).resolve()), model_class.name)
+    rename = dict(trees.rename)
+    pairs, unpaired = pair_instances(key, original, models, rename, trees.tree)
+    started = time.perf_counter()
+    verdict: VerdictName
+    try:
+        if unpaired:
+            raise unverified(unpaired)
+        codes = string_codes_of(model_class, trees.rewritten(), rename, target)
+        reason = check_reached_class(ReachedCase(
+            model_class, pairs, len(original.configs) > 1, label, rename, target, codes))
+        verdict = VERIFIED
+    except Verdict as outcome:
+        verdict, reason = outcome.verdict, outcome.reason
+    except BaseException as exc:
+        verdict, reason = UNVERIFIED, f"validation error: {short_error(exc, rename)}"
+    return ModelClassVerdict(model_class.path, ClassVerdict(
+        model_class.name, verdict, reason, round(time.perf_counter() - started, 3)))
 
 
 def _rejected_if_blamed(found: ModelClassVerdict, failure: NewFailure,
@@ -915,19 +908,16 @@ class NewFailure:
     class whose frame runs a function its rewrite changed (the error may come from what that
     code passed on)."""
 
-    def __init__(self, exc: BaseException, why: str, error: str, rename: Mapping[str, str],
-                 tree: Tree, texts: Texts, originals: Mapping[str, types.ModuleType],
-                 rewritten: Mapping[str, types.ModuleType],
-                 listed: Iterable[tuple[str, str]]) -> None:
+    def __init__(self, exc: BaseException, why: str, error: str, trees: Trees) -> None:
         self.exc = exc
         self.why = why
         self.error = error
-        self.rename = dict(rename)
-        self.tree = tree
-        self.texts = texts
-        self.originals = originals
-        self.rewritten = rewritten
-        self.listed = set(listed)
+        self.rename = dict(trees.rename)
+        self.tree = trees.tree
+        self.texts = trees.texts
+        self.originals = trees.originals
+        self.rewritten = trees.rewritten()
+        self.listed = set(trees.listed)
 
     def verdict(self, model_class: ModelClass) -> tuple[VerdictName, str]:
         """Rejected with where the traceback runs its code, else not checked."""
@@ -1015,19 +1005,10 @@ def eager_run(original: Original, models: list[torch.nn.Module]
     return outputs, None
 
 
-def _culprit(site: tuple[str, int] | None, texts: Texts) -> tuple[str, str | None] | None:
-    """(file, class) an error of the rewritten tree points into."""
-    if site is None:
-        return None
-    return site[0], class_at(texts.get(site[0]), site[1])
-
-
-def _blame(model_class: ModelClass, culprit: tuple[str, str | None] | None, why: str,
-           whole_file: bool) -> tuple[VerdictName, str]:
-    """Rejected for the class the error is in (``whole_file``: every class of a file that
-    does not import, wherever in it); not checked for the others."""
-    if culprit is not None and culprit[0] == str(Path(model_class.path).resolve()) and (
-            culprit[1] == model_class.name or whole_file):
+def _blame(model_class: ModelClass, file: str | None, why: str) -> tuple[VerdictName, str]:
+    """Rejected for every class of the ``file`` that does not import, wherever in it the
+    error is; not checked for the others."""
+    if file is not None and file == str(Path(model_class.path).resolve()):
         return REJECTED, why
     return UNVERIFIED, f"{NOT_CHECKED}{why}"
 
@@ -1061,305 +1042,20 @@ def pair_instances(key: tuple[str, str], original: Original,
     return pairs, None
 
 
-# ---- one class, from the model's instances -----------------------------------------------------
-
-def check_reached_class(model_class: ModelClass, pairs: list[Pair], many_configs: bool,
-                        model_label: str, rename: Mapping[str, str],
-                        originals: Mapping[str, types.ModuleType],
-                        rewritten: Mapping[str, types.ModuleType],
-                        target: str = "torchscript") -> str:
-    """A verified reason, or raises :class:`~tsfix.codemods.validation.worker.Verdict`.
-    Under the target ``export``, torch.export replaces re-scripting
-    (:func:`tsfix.codemods.validation.export.check_reached`)."""
-    name = model_class.name
-    rename = dict(rename)
-    lifted = dict(model_class.lifted)
-    called = [p for p in pairs if p.seen.calls]
-    never = [p for p in pairs if not p.seen.calls]
-    if not called:
-        why = next((p.seen.not_recorded for p in never if p.seen.not_recorded), None)
-        where = ", ".join(p.seen.label(many_configs) for p in never[:3])
-        if why:
-            raise unverified(f"from model {model_label}: the inputs of its {len(pairs)} "
-                             f"instance(s) ({where}) were not recorded: {why}")
-        raise unverified(f"from model {model_label}: the model holds {len(pairs)} instance(s) "
-                         f"of {name} ({where}), and its examples never call them (a call "
-                         "through .forward() directly is not seen)")
-
-    # Each original instance alone on its recorded inputs reproduces its recorded output.
-    for p in called:
-        for j, recorded in enumerate(p.seen.calls):
-            where = p.seen.label(many_configs, j)
-            try:
-                again = call(p.seen.module, recorded.args, recorded.kwargs)
-            except BaseException as exc:
-                raise unverified(f"from model {model_label}: the original {where} raises when "
-                                 f"called alone on its recorded inputs: "
-                                 f"{short_error(exc)}") from exc
-            if difference(recorded.output, again) is not None:
-                raise unverified(f"from model {model_label}: the original {where} gives other "
-                                 "outputs when called again on its recorded inputs "
-                                 "(nondeterministic or stateful)")
-
-    # Eager parity of every rewritten instance on its own inputs.
-    for p in called:
-        for j, recorded in enumerate(p.seen.calls):
-            where = p.seen.label(many_configs, j)
-            try:
-                got = call(p.new, recorded.args, recorded.kwargs)
-            except BaseException as exc:
-                raise rejected(f"eager parity: the rewritten {where} raised on its inputs "
-                               f"from model {model_label}: {short_error(exc, rename)}") from exc
-            found = difference(recorded.output, got)
-            if found:
-                raise rejected(f"eager parity: {found} for {where} (inputs from model "
-                               f"{model_label})")
-
-    # Which instances one artifact must serve: the first's parameter shapes. One that also
-    # differs in a setting that is not lifted is served when it can be; when it cannot, that
-    # setting explains it (not comparable), as worker.check_class does.
-    # With lifted arguments, only instances that run this class's forward take them (a
-    # subclass may define a forward of its own).
-    key = (str(Path(model_class.path).resolve()), name)
-    notes = Notes()
-    lifting = [p for p in called if not lifted or _forward_owner(type(p.new), rename) == key]
-    for p in called:
-        if p not in lifting:
-            notes.add("of a subclass with a forward of its own", p.seen.label(many_configs))
-    # The artifact is the first instance of the largest group with equal weight shapes (the
-    # check then covers the most instances).
-    groups: dict[str, list[Pair]] = {}
-    for p in lifting:
-        groups.setdefault(repr(sorted(_shapes(p.seen.module).items())), []).append(p)
-    first = max(groups.values(), key=len)[0] if groups else called[0]
-    base_shapes = _shapes(first.seen.module)
-    base_settings = settings_of(first.new, set(lifted.values()))
-    candidates: list[Pair] = []
-    excusable: dict[int, str] = {}
-    for p in lifting:
-        if _shapes(p.seen.module) != base_shapes:
-            notes.add("with other parameter shapes", p.seen.label(many_configs))
-            continue
-        settings = settings_of(p.new, set(lifted.values()))
-        differing = sorted(k for k in settings.keys() | base_settings.keys()
-                           if settings.get(k) != base_settings.get(k))
-        if differing:
-            excusable[id(p)] = ", ".join(differing[:3])
-        candidates.append(p)
-
-    def lifted_values(p: Pair) -> dict[str, Any]:
-        missing = [attr for attr in lifted.values() if not hasattr(p.new, attr)]
-        if missing:
-            raise rejected(f"one artifact: the rewritten {p.seen.label(many_configs)} has no "
-                           f"attribute {missing[0]} (lifted)")
-        values = {param: getattr(p.new, attr) for param, attr in lifted.items()}
-        return target_settings(values, lifted, codes, target)
-
-    codes: dict[str, dict[str, int]] = {}
+def string_codes_of(model_class: ModelClass, rewritten: Mapping[str, types.ModuleType],
+                    rename: Mapping[str, str], target: str) -> dict[str, dict[str, int]]:
+    """The int codes of the class's str settings in its rewritten file (the onnx and export
+    targets take settings as tensors)."""
     new_file = module_at(rewritten, model_class.path, rename)
-    if target in ("onnx", "export") and new_file is not None and module_file(new_file):
-        from tsfix.codemods.validation.export import string_codes
+    file = module_file(new_file) if new_file is not None else None
+    if target not in ("onnx", "export") or file is None:
+        return {}
+    from tsfix.codemods.validation.export import string_codes
 
-        with contextlib.suppress(OSError, UnicodeDecodeError):
-            codes = string_codes(Path(str(module_file(new_file))).read_text(encoding="utf-8"),
-                                 name)
-
-    def check_artifact(module: Any, step: str, serving: list[Pair], lenient: bool,
-                       with_lifted: bool = True) -> list[Pair]:
-        # A scripted module shares its parameters with the instance it was scripted from (a
-        # module of the rewritten model, which the model verdict still runs): put them back.
-        kept = {key: value.detach().clone() for key, value in module.state_dict().items()}
-        try:
-            return serve(module, step, serving, lenient, with_lifted)
-        finally:
-            module.load_state_dict(kept)
-
-    def serve(module: Any, step: str, serving: list[Pair], lenient: bool,
-              with_lifted: bool) -> list[Pair]:
-        served = []
-        for p in serving:
-            values = lifted_values(p) if with_lifted else {}
-            module.load_state_dict(p.seen.module.state_dict())
-            failure = None
-            for j, recorded in enumerate(p.seen.calls):
-                where = p.seen.label(many_configs, j)
-                try:
-                    got = call(module, recorded.args, recorded.kwargs, values)
-                except BaseException as exc:
-                    failure = (f"{step}: raised for {where} with {values}: "
-                               f"{short_error(exc, rename)}")
-                    break
-                found = difference(recorded.output, got)
-                if found:
-                    failure = f"{step}: {found} for {where} called with {values}"
-                    break
-            if failure is None:
-                served.append(p)
-            elif lenient and id(p) in excusable:
-                notes.add("also differing in a setting that is not lifted",
-                          f"{p.seen.label(many_configs)}: {excusable[id(p)]}")
-            else:
-                raise rejected(failure)
-        return served
-
-    # One artifact, eagerly: a copy of the first rewritten instance, given each instance's
-    # weights and lifted settings, reproduces it (decided even when the class does not script).
-    eager_checked = True
     try:
-        eager_copy = copy.deepcopy(first.new)
-    except BaseException:
-        eager_checked = False
-        served = candidates
-        eager_note = "one artifact not checked eagerly (the instance cannot be copied)"
-    else:
-        served = check_artifact(eager_copy, "one artifact (eager)", candidates, True)
-        eager_note = f"one artifact holds in eager mode for {len(served)} of {len(called)}"
-
-    if target == "export":
-        from tsfix.codemods.validation.export import check_reached
-
-        exported = check_reached(first, served, called, lifted_values, rename,
-                                 lambda p, j: p.seen.label(many_configs, j))
-        summary = (f"from model {model_label}: {len(called)} instance(s) on their real "
-                   f"inputs: eager parity, {eager_note}, {exported}"
-                   f"{reached_at_other_batch(called, EXPORT_OTHER_BATCH)}")
-        if notes:
-            summary += f" (not comparable: {notes})"
-        return summary
-
-    # Re-script: every called instance's outputs from a scripted module. Instances alike in
-    # weight shapes and settings share one scripted instance given their weights (TorchScript
-    # compiles one type for them); one it does not reproduce is scripted itself.
-    scripted: dict[int, Any] = {}
-    alike: dict[str, Any] = {}
-    for p in [first, *(q for q in called if q is not first)]:
-        signature = _signature(p)
-        shared = alike.get(signature)
-        if shared is not None and _reproduces(shared, p, rename):
-            continue
-        try:
-            artifact = script(p.new)
-        except BaseException as exc:
-            raise not_scripting(exc, p.seen.module, rename, eager_note,
-                                f" (inputs from model {model_label})") from exc
-        for j, recorded in enumerate(p.seen.calls):
-            where = p.seen.label(many_configs, j)
-            try:
-                got = call(artifact, recorded.args, recorded.kwargs)
-            except BaseException as exc:
-                raise rejected(f"re-script: the scripted {where} raised: "
-                               f"{short_error(exc, rename)}") from exc
-            found = difference(recorded.output, got)
-            if found:
-                raise rejected(f"re-script: {found} for {where}")
-        scripted[id(p)] = artifact
-        alike.setdefault(signature, artifact)
-
-    # One artifact, scripted: the first instance's scripted module serves them too.
-    artifact = scripted[id(first)]
-    served = check_artifact(artifact, "one artifact", served, not eager_checked)
-
-    loaded, save_step = save_load_step(artifact, model_class.python_only, dict(rename),
-                                       first.seen.module)
-    if loaded is not None:
-        # Without an instance the artifact serves (every one a subclass with a forward of its
-        # own), the first instance checks the loaded copy of itself.
-        check_artifact(loaded, "save/load", served or [first], False, bool(served))
-
-    summary = (f"from model {model_label}: {len(called)} instance(s) on their real inputs: "
-               f"eager parity, re-script, one artifact served {len(served)} of {len(called)}, "
-               f"{save_step}{reached_at_other_batch(called, 'eager parity, re-script')}")
-    if never:
-        summary += (f"; {len(never)} other instance(s) never called "
-                    f"({', '.join(p.seen.label(many_configs) for p in never[:3])})")
-    if notes:
-        summary += f" (not comparable: {notes})"
-    return summary
-
-
-def reached_at_other_batch(called: list[Pair], steps: str) -> str:
-    """The verified reason's words for the calls recorded in the model's run at the second
-    batch size (checked with the others)."""
-    sizes = sorted({c.batch for p in called for c in p.seen.calls if c.batch is not None})
-    if not sizes:
-        return ""
-    count = sum(c.batch is not None for p in called for c in p.seen.calls)
-    return (f"; at batch size {', '.join(map(str, sizes))} too: {steps} ({count} call(s) from "
-            "the model's run at that size)")
-
-
-class Notes:
-    """Instances one artifact was not asked to serve, by why: counted, a few named."""
-
-    def __init__(self) -> None:
-        self.by_why: dict[str, list[str]] = {}
-
-    def add(self, why: str, label: str) -> None:
-        self.by_why.setdefault(why, []).append(label)
-
-    def __bool__(self) -> bool:
-        return bool(self.by_why)
-
-    def __str__(self) -> str:
-        parts = []
-        for why, labels in self.by_why.items():
-            shown = "; ".join(labels[:2]) + ("; ..." if len(labels) > 2 else "")
-            parts.append(f"{len(labels)} {why} ({shown})")
-        return ", ".join(parts)
-
-
-def _signature(p: Pair) -> str:
-    """Weight shapes, settings and container attributes of an instance: equal signatures,
-    same scripted type."""
-    extra = {}
-    for prefix, sub in p.new.named_modules():
-        for key, value in vars(sub).items():
-            if not key.startswith("_") and isinstance(value, list | dict) and len(value) <= 64:
-                extra[f"{prefix}.{key}"] = repr(value)[:2000]
-    return repr((sorted(_shapes(p.seen.module).items()),
-                 sorted(settings_of(p.new, set()).items(), key=lambda item: item[0]),
-                 sorted(extra.items())))
-
-
-def _reproduces(shared: Any, p: Pair, rename: Mapping[str, str]) -> bool:
-    """``shared`` (a scripted instance alike ``p``), given ``p``'s weights, gives ``p``'s
-    recorded outputs; its own weights are put back."""
-    kept = {key: value.detach().clone() for key, value in shared.state_dict().items()}
-    try:
-        shared.load_state_dict(p.seen.module.state_dict())
-        for recorded in p.seen.calls:
-            if difference(recorded.output, call(shared, recorded.args, recorded.kwargs)):
-                return False
-        return True
-    except Exception:
-        return False
-    finally:
-        shared.load_state_dict(kept)
-
-
-def settings_of(module: torch.nn.Module, skip: set[str]) -> dict[str, Any]:
-    """What besides weights can make two instances of a class compute differently: scalar
-    attributes (worker.plain_settings), tuples of them (a convolution's dilation), the class
-    of every submodule, and plain functions held as attributes."""
-    found = plain_settings(module, skip)
-    for prefix, sub in module.named_modules():
-        found[f"{prefix}.<class>"] = type(sub).__qualname__
-        for key, value in vars(sub).items():
-            name = f"{prefix}.{key}" if prefix else key
-            if key.startswith("_") or name in skip:
-                continue
-            if (isinstance(value, tuple) and len(value) <= 16
-                    and all(isinstance(v, bool | int | float | str) for v in value)):
-                found[name] = value
-            elif isinstance(value, types.FunctionType | types.BuiltinFunctionType):
-                found[name] = getattr(value, "__qualname__", repr(value))
-    return found
-
-
-def _forward_owner(cls: type, rename: Mapping[str, str]) -> tuple[str, str] | None:
-    """The class that defines the ``forward`` instances of ``cls`` run."""
-    owner = next((c for c in cls.__mro__ if "forward" in vars(c)), None)
-    return class_origin(owner, rename) if owner is not None else None
+        return string_codes(Path(file).read_text(encoding="utf-8"), model_class.name)
+    except (OSError, UnicodeDecodeError):
+        return {}
 
 
 def module_at(modules: Mapping[str, types.ModuleType], path: str, rename: Mapping[str, str]
@@ -1373,103 +1069,75 @@ def module_at(modules: Mapping[str, types.ModuleType], path: str, rename: Mappin
     return None
 
 
-def _shapes(module: torch.nn.Module) -> dict[str, Any]:
-    return {key: value.shape for key, value in module.state_dict().items()}
-
-
 # ---- the model verdict -------------------------------------------------------------------------
 
-def model_verdict(original: Original, models: list[torch.nn.Module],
-                  rename: Mapping[str, str], tree: Tree, texts: Texts,
-                  target: str = "torchscript",
-                  outputs: Sequence[Sequence[Any]] | None = None) -> ModelVerdict:
-    """The rewritten model against the ORIGINAL eager outputs: eager parity, script, the
-    scripted outputs, save/load. Under the target ``export``, torch.export replaces
-    TorchScript: "scripts" then means every configuration exports and its programs (and
-    their saved and loaded copies) reproduce the original's eager outputs. ``outputs``: the
-    rewritten model's eager outputs when they were computed already (:func:`eager_run`)."""
-    configs = original.configs
-    rename = dict(rename)
-    for k, (inst, model) in enumerate(zip(configs, models, strict=True)):
-        for j, (args, kwargs) in enumerate(inst.calls):
-            try:
-                got = outputs[k][j] if outputs is not None else call(model, args, kwargs)
-            except BaseException as exc:
-                return ModelVerdict("fails", f"eager parity: the rewritten model raised "
-                                                 f"for {inst.label(j)}: "
-                                                 f"{short_error(exc, rename)}")
-            found = difference(original.outputs[k][j], got)
-            if found:
-                return ModelVerdict("fails", f"eager parity: {found} for {inst.label(j)}")
-    failed = model_at_other_batch(original, models, "eager parity", "the rewritten model",
-                                  rename)
-    if failed is not None:
-        return failed
+def model_verdict(original: Original, models: list[torch.nn.Module], trees: Trees,
+                  target: str, outputs: Sequence[Sequence[Any]]) -> ModelVerdict:
+    """The rewritten model against the ORIGINAL eager outputs: eager parity (``outputs``:
+    the rewritten model's, :func:`eager_run`), script, the scripted outputs, save/load. Under
+    the target ``export``, torch.export replaces TorchScript: "scripts" then means every
+    configuration exports and its programs (and their saved and loaded copies) reproduce the
+    original's eager outputs."""
+    rename = dict(trees.rename)
+    eager = Check("eager parity: the rewritten model raised for {label}: {error}",
+                  "eager parity: {found} for {label}", rename)
+    try:
+        for k, inst in enumerate(original.configs):
+            for j, (_, _, _, want) in enumerate(original.calls(k)):
+                found = difference(want, outputs[k][j])
+                if found:
+                    raise rejected(f"eager parity: {found} for {inst.label(j)}")
+        for k, model in enumerate(models):
+            at_other_batch(model, original.batch(k), eager, original.configs[k].label(0))
+    except Verdict as outcome:
+        return ModelVerdict("fails", outcome.reason)
     if target == "export":
         from tsfix.codemods.validation.export import check_model
 
-        checked = check_model(configs, models, original.outputs, rename)
+        checked = check_model(original.configs, models, original.outputs, rename)
         if checked.ok:
             return ModelVerdict("scripts", checked.reason + other_batch_note(
                 original.batches, EXPORT_OTHER_BATCH))
-        blocker = (export_blocker(checked.failure, rename, tree, texts)
+        blocker = (export_blocker(checked.failure, rename, trees.tree, trees.texts)
                    if checked.failure is not None else None)
         return ModelVerdict("fails", checked.reason, blocker=blocker)
+    return scripted_model_verdict(original, models, trees)
+
+
+def scripted_model_verdict(original: Original, models: list[torch.nn.Module], trees: Trees
+                           ) -> ModelVerdict:
+    """Each configuration's rewritten model scripted, and the scripted module and its saved
+    and loaded copy reproducing the original's eager outputs (at the second batch size too).
+    A model that calls a @torch.jit.ignore function cannot be saved: Python only."""
+    rename = dict(trees.rename)
     python_only = False
-    for k, (inst, model) in enumerate(zip(configs, models, strict=True)):
+    for k, model in enumerate(models):
         try:
             artifact = script(model)
         except BaseException as exc:
             return ModelVerdict("fails", script_message(exc, rename),
-                                blocker=blocker_of(exc, rename, tree, texts))
+                                blocker=blocker_of(exc, rename, trees.tree, trees.texts))
         checks: list[tuple[str, Any]] = [("script", artifact)]
-        buffer = io.BytesIO()
         try:
-            torch.jit.save(artifact, buffer)
-            buffer.seek(0)
-            checks.append(("save/load", torch.jit.load(buffer)))  # type: ignore[no-untyped-call]
+            checks.append(("save/load", saved_and_loaded(artifact)))
         except BaseException as exc:
             if _PYTHON_CALL_SAVE not in str(exc):
                 return ModelVerdict("fails", f"save/load: {short_error(exc, rename)}")
             python_only = True
-        for step, module in checks:
-            for j, (args, kwargs) in enumerate(inst.calls):
-                try:
-                    got = call(module, args, kwargs)
-                except BaseException as exc:
-                    return ModelVerdict("fails", f"{step}: the scripted model raised for "
-                                                     f"{inst.label(j)}: "
-                                                     f"{short_error(exc, rename)}")
-                found = difference(original.outputs[k][j], got)
-                if found:
-                    return ModelVerdict("fails", f"{step}: {found} for {inst.label(j)} "
-                                                     "(against the original's eager output)")
-            failed = model_at_other_batch(original, {k: module}, step, "the scripted model",
-                                          rename)
-            if failed is not None:
-                return failed
+        try:
+            for step, module in checks:
+                raised = f"{step}: the scripted model raised for {{label}}: {{error}}"
+                reproduces(module, original.calls(k), Check(
+                    raised, f"{step}: {{found}} for {{label}} (against the original's eager "
+                    "output)", rename))
+                at_other_batch(module, original.batch(k), Check(
+                    raised, f"{step}: {{found}} for {{label}}", rename),
+                    original.configs[k].label(0))
+        except Verdict as outcome:
+            return ModelVerdict("fails", outcome.reason)
     save = (f"save fails as expected ({PYTHON_ONLY_SAVE})" if python_only else "save/load")
     steps = "eager parity, script" if python_only else "eager parity, script, save/load"
-    return ModelVerdict("scripts", f"{len(configs)} configuration(s): eager parity, script, "
+    return ModelVerdict("scripts", f"{len(models)} configuration(s): eager parity, script, "
                                        f"parity with the original, {save}"
                                        f"{other_batch_note(original.batches, steps)}",
                         python_only=python_only)
-
-
-def model_at_other_batch(original: Original,
-                         modules: Sequence[Any] | Mapping[int, Any], step: str,
-                         subject: str, rename: Mapping[str, str]) -> ModelVerdict | None:
-    """A failing verdict when a module (per configuration: a sequence, or a mapping from
-    configuration indexes) does not reproduce the original's output at the second batch
-    size; None when it does or the size does not apply."""
-    chosen = modules.items() if isinstance(modules, Mapping) else enumerate(modules)
-    for k, module in chosen:
-        batch = original.batches[k] if k < len(original.batches) else None
-        try:
-            at_other_batch(module, batch, step, subject, original.configs[k].label(0),
-                           dict(rename))
-        except Verdict as outcome:
-            return ModelVerdict("fails", outcome.reason)
-    return None
-
-

@@ -1,47 +1,14 @@
-"""Validation worker process: the only place tsfix imports torch.
+"""Validation worker process: where tsfix imports torch (with the modules it runs).
 
 Started by :mod:`tsfix.codemods.validation.pool` as ``python -m tsfix.codemods.validation.worker``.
 It reads one JSON job per line on stdin (a file's rewritten source and the classes to check) and
 writes one JSON result per line on the stdout it was started with; user code's own prints go to
 stderr. torch is imported once per worker, not once per model.
 
-A configuration is one ``init`` variant called with one example call; each instance is built
-once per ``init`` and called with every call (``init[1] call[0]`` in reasons when there are
-several calls). For every class, with every configuration:
-
-1. build the original and the rewritten class with the same seed, copy the original's
-   ``state_dict`` into the rewritten instance, eval mode;
-2. eager parity: the rewritten output equals the original's; also for each configuration's
-   first call at a second batch size (:class:`OtherBatch`: what the example fixes by accident,
-   a chunk count or a tuple's length, changes there) when the original runs at that size; the
-   scripted module of step 3 must match there too. A failure there is ``rejected`` naming the
-   size ("at batch size 3: ...");
-3. re-script: ``torch.jit.script`` of the rewritten instance succeeds and matches. When it
-   fails, the original is scripted too (:func:`not_scripting`): when it scripts, the rewrite
-   broke what compiled and is ``rejected``; when it does not either, the rewrite is no
-   regression and, eager parity holding, ``unverified`` with the rewrite's error. Which error
-   TorchScript reports first does not enter the verdict, so a second run on the written tree
-   decides as the first did. Scripting forgets half-made types after a failure
-   (:func:`script`), so one failure cannot hide the next one's real error;
-4. one artifact: the instance built from the first configuration, given each other
-   configuration's weights and lifted-argument values, reproduces that configuration: first
-   in eager mode (before step 3, so it decides also for a class that does not script), then
-   the instance scripted from it. A configuration whose init differs from the first only in
-   arguments feeding lifted attributes must be served even when other settings differ (they
-   derive from the lifted value; with other parameter shapes the setting is structural and
-   the lift is rejected); one that differs in more is "not comparable";
-5. the artifact survives ``torch.jit.save``/``load`` with the same outputs. When a rule moved code
-   into a ``@torch.jit.ignore`` method (``python_only``), saving is expected to fail and the
-   verdict says so; such an artifact runs from Python only;
-6. only for the job target ``onnx`` (:mod:`tsfix.codemods.validation.onnx_export`): every
-   configuration's artifact (the one artifact with that configuration's weights and lifted
-   settings, else its own scripted instance) is exported with the TorchScript-based exporter, passes
-   ``onnx.checker``, and onnxruntime reproduces the eager outputs of every call. With lifted
-   settings (given as 0-d tensors under this target), each lifted input must decide an ``If``
-   (or ``Loop``) in the graph, else the export kept one path only and the class is rejected
-   naming the setting. A Python-only artifact cannot be exported: rejected.
-
-Outputs match when every tensor is ``allclose`` with rtol 1e-4, atol 1e-5.
+A ``validate`` job's classes are checked by :mod:`tsfix.codemods.validation.verifier` (the
+steps and their order); this module holds what the steps stand on: the cases' inputs
+(:func:`instances`, the automatic example, :class:`OtherBatch`), building, calling, comparing
+(:func:`difference`), scripting (:func:`script`) and the job's imports (:func:`import_context`).
 
 An ``"op": "observe"`` job instead imports the ORIGINAL file only, builds every configuration
 of each requested class and runs its calls eagerly under ``sys.setprofile``, recording the
@@ -63,11 +30,9 @@ import contextlib
 import copy
 import dis
 import faulthandler
-import hashlib
 import importlib
 import importlib.util
 import inspect
-import io
 import json
 import os
 import re
@@ -85,16 +50,13 @@ from typing import Any
 
 import torch
 from tsfix.codemods.validation.protocol import (
-    NOT_SCRIPTABLE_EITHER,
     OBSERVED_FUNCTIONS,
     READY,
     REJECTED,
     UNVERIFIED,
-    VERIFIED,
     ClassVerdict,
     Example,
     Job,
-    JobClass,
     JobFailure,
     ModelJob,
     ObservationResult,
@@ -268,30 +230,6 @@ def instances(example: Example, cls: type | None = None) -> list[Instance]:
               materialize(dict(c.kwargs), generator)) for c in example.calls]
     return [Instance(k, materialize(dict(init), generator), calls, len(calls) > 1)
             for k, init in enumerate(example.init)]
-
-
-def setting_value(value: Any, codes: dict[str, int] | None = None, *, double: bool = False
-                  ) -> torch.Tensor:
-    """A configuration's setting as the 0-d tensor its lifted ``Optional[Tensor]`` argument
-    takes: what the rewrite's own default ``torch.tensor(self.<attribute>)`` makes, or a
-    string's int code. ``double``: a float as float64 (the TorchScript-based ONNX exporter
-    types a Python float as a double)."""
-    if isinstance(value, str):
-        return torch.tensor((codes or {}).get(value, -1))
-    if double and isinstance(value, float):
-        return torch.tensor(value, dtype=torch.float64)
-    return torch.tensor(value)
-
-
-def target_settings(values: dict[str, Any], lifted: dict[str, str],
-                    codes: dict[str, dict[str, int]], target: str) -> dict[str, Any]:
-    """Lifted arguments' values (parameter -> setting) as the target takes them: as they are
-    for TorchScript, 0-d tensors for the export and onnx targets (``codes``: attribute ->
-    {string: int code} of the str settings lift-branch turned into codes)."""
-    if target not in ("export", "onnx"):
-        return values
-    return {param: setting_value(value, codes.get(lifted[param]), double=target == "onnx")
-            for param, value in values.items()}
 
 
 class OtherBatch:
@@ -715,25 +653,6 @@ def comparable_text(text: str, *modules: types.ModuleType) -> str:
     return re.sub(r"0x[0-9a-fA-F]+", "0x?", text)
 
 
-def not_scripting(exc: BaseException, original_instance: torch.nn.Module,
-                  rename: dict[str, str], eager_served: str, where: str = "") -> Verdict:
-    """The verdict for a rewrite that does not script, decided by what can be measured: the
-    original instance scripts, so the rewrite breaks what compiled (rejected); or it does not
-    script either, and the rewrite, whose eager parity already holds, is no regression
-    (unverified, with the rewrite's error). Which of the original's errors TorchScript reports
-    first decides nothing: a rewrite that gets past one error stops at the next one, which may
-    be new or may have been there all along, and guessing which made a second run on the
-    written tree decide otherwise than the first. ``where`` ends both reasons."""
-    error = short_error(exc, rename)
-    try:
-        script(original_instance)
-    except BaseException as original_exc:
-        return unverified(f"{NOT_SCRIPTABLE_EITHER} this rewrite: the class still does not "
-                          f"script: {error} (the original fails with: "
-                          f"{short_error(original_exc)}); {eager_served}{where}")
-    return rejected(f"re-script: {error}{where}")
-
-
 def changed_at(site: tuple[str, int] | None, original: types.ModuleType,
                rewritten: types.ModuleType) -> bool:
     """``site`` (file, line) is in code the rewrite changed or added: a function of the
@@ -786,510 +705,6 @@ def _function_at(tree: ast.Module, line: int) -> tuple[str, _Function] | None:
         if first <= line <= end and (best is None or first >= best[2]):
             best = (name, function, first)
     return None if best is None else (best[0], best[1])
-
-
-def plain_settings(module: torch.nn.Module, skip: set[str]) -> dict[str, Any]:
-    """Scalar attributes of a module tree: what else must agree for one artifact to serve two
-    configurations."""
-    found = {}
-    for prefix, sub in module.named_modules():
-        if isinstance(sub, torch.nn.modules.dropout._DropoutNd):
-            continue  # p and inplace change nothing in eval mode, where validation runs
-        for key, value in vars(sub).items():
-            name = f"{prefix}.{key}" if prefix else key
-            if (isinstance(value, bool | int | float | str) and not key.startswith("_")
-                    and key != "training" and name not in skip):
-                found[name] = value
-    return found
-
-
-def _same(a: Any, b: Any) -> bool:
-    """Equal values of the same type (an init value may be a tensor or a custom object)."""
-    if type(a) is not type(b):
-        return False
-    try:
-        return bool(a == b)
-    except Exception:
-        return a is b
-
-
-def only_lifted_init(base: dict[str, Any], other: dict[str, Any], base_module: Any,
-                     other_module: Any, lifted: dict[str, str]) -> bool:
-    """``other``'s init differs from ``base``'s, and only in arguments that feed a lifted
-    attribute: named like the attribute or its parameter, or given as the attribute's value in
-    both instances."""
-    differing = [key for key in base.keys() | other.keys()
-                 if key not in base or key not in other or not _same(base[key], other[key])]
-    if not differing:
-        return False
-    missing = object()
-    for key in differing:
-        if key not in base or key not in other:
-            return False
-        if key in lifted or key in lifted.values():
-            continue
-        if not any(_same(getattr(base_module, attr, missing), base[key])
-                   and _same(getattr(other_module, attr, missing), other[key])
-                   for attr in lifted.values()):
-            return False
-    return True
-
-
-# ---- one class ---------------------------------------------------------------------------------
-
-def validate_class(original: types.ModuleType, rewritten: types.ModuleType,
-                   job_class: JobClass, rename: dict[str, str], target: str = "torchscript",
-                   codes: dict[str, dict[str, int]] | None = None) -> ClassVerdict:
-    """One class's verdict. ``codes`` (the onnx target): attribute -> {string: int code} of
-    the str settings lift-branch turned into int codes."""
-    started = time.perf_counter()
-    verdict: VerdictName
-    try:
-        notes = check_class(original, rewritten, job_class, rename, target, codes or {})
-        verdict, reason = VERIFIED, notes
-    except Verdict as outcome:
-        verdict, reason = outcome.verdict, outcome.reason
-    except BaseException as exc:
-        verdict, reason = UNVERIFIED, f"validation error: {short_error(exc, rename)}"
-    return ClassVerdict(job_class.name, verdict, reason,
-                        round(time.perf_counter() - started, 3))
-
-
-def check_class(original: types.ModuleType, rewritten: types.ModuleType,
-                job_class: JobClass, rename: dict[str, str], target: str = "torchscript",
-                codes: dict[str, dict[str, int]] | None = None) -> str:
-    name = job_class.name
-    lifted = dict(job_class.lifted)
-    original_cls = getattr(original, name, None)
-    rewritten_cls = getattr(rewritten, name, None)
-    if original_cls is None or rewritten_cls is None:
-        raise unverified(f"class {name} is not defined at module level")
-    configs = instances(job_class.example, original_cls)
-    n_calls = sum(len(inst.calls) for inst in configs)
-    # The export target proves both sides of every torch.cond the rewritten file calls: the
-    # eager runs below record each call site's predicate values.
-    conds = None
-    if target == "export":
-        from tsfix.codemods.validation.export import CondRecorder
-
-        conds = CondRecorder(rewritten)
-
-    def recording() -> contextlib.AbstractContextManager[None]:
-        return conds.recording() if conds is not None else contextlib.nullcontext()
-
-    originals, rewrites, expected, varied = eager_parity(
-        (original_cls, rewritten_cls), configs, rename, job_class.example.key, conds)
-    served, notes = served_configs(configs, originals, rewrites, lifted)
-    served_calls = sum(len(configs[k].calls) for k in served)
-
-    def lifted_values(k: int) -> dict[str, Any]:
-        """Configuration ``k``'s settings as the lifted arguments take them."""
-        values = {param: getattr(rewrites[k], attr) for param, attr in lifted.items()}
-        return target_settings(values, lifted, codes or {}, target)
-
-    def check_artifact(module: Any, step: str) -> None:
-        for k in served:
-            inst = configs[k]
-            values = lifted_values(k)
-            module.load_state_dict(originals[k].state_dict())
-            if conds is not None:
-                conds.config = k
-            for j, (args, kwargs) in enumerate(inst.calls):
-                try:
-                    with recording():
-                        got = call(module, args, kwargs, values)
-                except BaseException as exc:
-                    raise rejected(f"{step}: raised for {inst.label(j)} with {values}: "
-                                   f"{short_error(exc, rename)}") from exc
-                found = difference(expected[k][j], got)
-                if found:
-                    raise rejected(f"{step}: {found} for {inst.label(j)} called with {values}")
-
-    # 4 (eager): the instance built from the first configuration, given each served
-    # configuration's weights and lifted settings, reproduces it. Needs no TorchScript, so it
-    # decides also for a class that does not script.
-    try:
-        first = build(rewritten_cls, configs[0].init)
-    except BaseException as exc:
-        raise rejected(f"build: the rewritten class fails for {configs[0].label(show_init=True)}"
-                       f": {short_error(exc, rename)}") from exc
-    check_artifact(first, "one artifact (eager)")
-    eager_served = f"one artifact holds in eager mode for {served_calls} of {n_calls}"
-    if target == "export" and conds is not None:
-        # Steps 3-6 prove the torch.export path instead of TorchScript's.
-        from tsfix.codemods.validation.export import Case, check_export
-
-        first.load_state_dict(originals[0].state_dict())
-        return check_export(Case(
-            original, rewritten, rename, configs, originals, rewrites, expected, served,
-            lifted, lifted_values, first, conds, notes, n_calls, eager_served)
-        ) + other_batch_note(varied, EXPORT_OTHER_BATCH)
-
-    # 3: re-script every configuration.
-    scripted = rescript_each(configs, (originals, rewrites, expected, varied), rename,
-                             eager_served)
-
-    # 4: one artifact serves every configuration through the lifted arguments.
-    artifact = scripted[0]
-    check_artifact(artifact, "one artifact")
-
-    # 5: save / load; a Python-only artifact (an ignored method) is expected to fail to save.
-    loaded, save_step = save_load_step(artifact, job_class.python_only, rename,
-                                       originals[0])
-    if loaded is not None:
-        check_artifact(loaded, "save/load")
-
-    onnx_step = ""
-    if target == "onnx":
-        if job_class.python_only and save_step.startswith("save fails"):
-            raise rejected(f"onnx: cannot export: {PYTHON_ONLY_SAVE}, and the exporter "
-                           "needs the whole forward in TorchScript")
-        artifacts = [(artifact, lifted_values(k)) if k in served else (scripted[k], {})
-                     for k in range(len(configs))]
-        onnx_step = "; " + check_onnx(configs, originals, artifacts, expected, lifted, rename)
-    return verified_summary(
-        configs, f"eager parity, re-script, {save_step}; one artifact served {served_calls} of "
-        f"{n_calls}{onnx_step}{other_batch_note(varied, 'eager parity, re-script')}", notes)
-
-
-def verified_summary(configs: list[Instance], steps: str, notes: list[str]) -> str:
-    """A class job's verified reason: how many configurations held ``steps``, the guessed input
-    they ran on, and which configurations were not comparable (``notes``)."""
-    n_calls = sum(len(inst.calls) for inst in configs)
-    shape = (f" ({len(configs)} init x {n_calls // len(configs)} calls)"
-             if any(inst.many_calls for inst in configs) else "")
-    summary = f"{n_calls} configuration(s){shape}: {steps}"
-    if configs[0].guessed:
-        summary = f"guessed input {configs[0].guessed}; {summary}"
-    if notes:
-        summary += f" (not comparable: {'; '.join(notes)})"
-    return summary
-
-
-def eager_parity(classes: tuple[type, type], configs: list[Instance], rename: dict[str, str],
-                 example_key: str, conds: Any) -> tuple[list[Any], list[Any], list[list[Any]],
-                                                        list[OtherBatch | None]]:
-    """Steps 1-2: both classes built for every configuration (the rewrite given the original's
-    weights) and the rewrite's eager outputs equal to the original's, for every call and for
-    the first call at a second batch size. ``conds`` (export target): the torch.cond recorder.
-    Returns the originals, the rewrites, the original's outputs and the second-size calls."""
-    original_cls, rewritten_cls = classes
-
-    def recording() -> contextlib.AbstractContextManager[None]:
-        return conds.recording() if conds is not None else contextlib.nullcontext()
-
-    # 1-2: build both, eager parity, for every instance and every call, and for its first
-    # call at a second batch size.
-    originals, rewrites, expected = [], [], []
-    varied: list[OtherBatch | None] = []
-    for inst in configs:
-        if conds is not None:
-            conds.config = inst.index
-        label = inst.label(show_init=True)
-        try:
-            orig = build(original_cls, inst.init)
-        except BaseException as exc:
-            raise unverified(f"the original constructor raised for {label}: "
-                             f"{short_error(exc)}") from exc
-        try:
-            new = build(rewritten_cls, inst.init)
-            new.load_state_dict(orig.state_dict())
-        except BaseException as exc:
-            raise rejected(f"build: the rewritten class fails for {label}: "
-                           f"{short_error(exc, rename)}") from exc
-        wanted = []
-        for j, (args, kwargs) in enumerate(inst.calls):
-            label = inst.label(j, show_init=True)
-            try:
-                want = call(orig, args, kwargs)
-            except BaseException as exc:
-                if inst.guessed:
-                    raise unverified(f"{COULD_NOT_INFER}: the guessed input ({inst.guessed}) "
-                                     f"fails in the original: {short_error(exc)}; "
-                                     f"{add_table(example_key)}") from exc
-                raise unverified(f"the original forward raised for {label}: "
-                                 f"{short_error(exc)}") from exc
-            if difference(want, call(orig, args, kwargs)) is not None:
-                raise unverified(f"nondeterministic model: two identical calls differ for "
-                                 f"{label}")
-            try:
-                with recording():
-                    got = call(new, args, kwargs)
-            except BaseException as exc:
-                raise rejected(f"eager parity: the rewritten forward raised for {label}: "
-                               f"{short_error(exc, rename)}") from exc
-            found = difference(want, got)
-            if found:
-                raise rejected(f"eager parity: {found} for {label}")
-            wanted.append(want)
-        varied.append(eager_at_other_batch(orig, new, inst, rename))
-        originals.append(orig)
-        rewrites.append(new)
-        expected.append(wanted)
-
-    return originals, rewrites, expected, varied
-
-
-def rescript_each(configs: list[Instance],
-                  run: tuple[list[Any], list[Any], list[list[Any]], list[OtherBatch | None]],
-                  rename: dict[str, str], eager_served: str) -> list[Any]:
-    """Step 3: every configuration's rewrite scripted and reproducing the original's outputs
-    (``run``: what :func:`eager_parity` returned), at the second batch size too."""
-    originals, rewrites, expected, varied = run
-    scripted = []
-    for k, (new, inst) in enumerate(zip(rewrites, configs, strict=True)):
-        try:
-            artifact = script(new)
-        except BaseException as exc:
-            raise not_scripting(exc, originals[k], rename, eager_served) from exc
-        for j, (args, kwargs) in enumerate(inst.calls):
-            try:
-                got = call(artifact, args, kwargs)
-            except BaseException as exc:
-                raise rejected(f"re-script: the scripted module raised for {inst.label(j)}: "
-                               f"{short_error(exc, rename)}") from exc
-            found = difference(expected[k][j], got)
-            if found:
-                raise rejected(f"re-script: {found} for {inst.label(j)}")
-        at_other_batch(artifact, varied[k], "re-script", "the scripted module",
-                       inst.label(0), rename)
-        scripted.append(artifact)
-    return scripted
-
-
-def served_configs(configs: list[Instance], originals: list[Any], rewrites: list[Any],
-                   lifted: dict[str, str]) -> tuple[list[int], list[str]]:
-    """Step 4's scope: the configurations one artifact must serve, and why each other one is
-    not comparable."""
-    # Which configurations one artifact must serve: those with the first one's parameter
-    # shapes and settings apart from the lifted attributes, and those whose init differs from
-    # the first only in what feeds a lifted attribute (the other settings they differ in are
-    # derived from it: evidence that the lift cannot serve them, not a reason to skip them).
-    notes: list[str] = []
-    base_settings = plain_settings(rewrites[0], set(lifted.values()))
-    base_shapes = {k: v.shape for k, v in originals[0].state_dict().items()}
-    served = []
-    for k, inst in enumerate(configs):
-        shapes = {key: v.shape for key, v in originals[k].state_dict().items()}
-        settings = plain_settings(rewrites[k], set(lifted.values()))
-        differing = sorted(key for key in settings if settings[key] != base_settings.get(key))
-        derived = k > 0 and lifted and only_lifted_init(configs[0].init, inst.init,
-                                                         rewrites[0], rewrites[k], lifted)
-        if shapes != base_shapes:
-            if derived:
-                raise rejected(f"one artifact: {inst.label()} differs from init[0] only in the "
-                               f"lifted {', '.join(sorted(lifted))} and has other parameters "
-                               "or shapes: one instance cannot serve both (a structural "
-                               "setting)")
-            notes.append(f"{inst.label()} has other parameter shapes")
-            continue
-        if differing and not derived:
-            notes.append(f"{inst.label()} also differs in {', '.join(differing[:3])}")
-            continue
-        served.append(k)
-    return served, notes
-
-
-# Under the export target the second batch size is checked in eager mode only: an exported
-# program is specialised to the input shapes it was exported with (dynamic shapes are out of
-# scope), so one for the second size would be a new trace of the Python the eager run just
-# ran, at the cost of an export per class.
-EXPORT_OTHER_BATCH = "eager parity (not exported again)"
-
-
-def eager_at_other_batch(original: Any, rewritten: Any, inst: Instance,
-                         rename: dict[str, str]) -> OtherBatch | None:
-    """Configuration ``inst``'s first call at the second batch size (:class:`OtherBatch`):
-    the original's output there, which the eager rewrite must reproduce. None when the call
-    has no batch axis; returned with ``skipped`` set when the original raises there."""
-    batch = other_batch(*inst.calls[0]) if inst.calls else None
-    if batch is None or not batch.run_original(original):
-        return batch
-    at_other_batch(rewritten, batch, "eager parity", "the rewritten forward", inst.label(0),
-                   rename)
-    return batch
-
-
-def at_other_batch(module: Any, batch: OtherBatch | None, step: str, subject: str,
-                   label: str, rename: dict[str, str], extra: dict[str, Any] | None = None
-                   ) -> None:
-    """``module`` (``subject`` in the reason: "the scripted module") reproduces the
-    original's output at the second batch size, else the rewrite is rejected naming the
-    size and the ``step``."""
-    if batch is None or batch.skipped:
-        return
-    try:
-        got = call(module, batch.args, batch.kwargs, extra)
-    except BaseException as exc:
-        raise rejected(f"{batch.label}: {step}: {subject} raised for {label}: "
-                       f"{short_error(exc, rename)}") from exc
-    found = difference(batch.expected, got)
-    if found:
-        raise rejected(f"{batch.label}: {step}: {found} for {label}")
-
-
-def other_batch_note(varied: list[OtherBatch | None], steps: str) -> str:
-    """The verified reason's words for the second batch size: which steps held there, or why
-    the batch axis was not varied."""
-    checked = [b for b in varied if b is not None and not b.skipped]
-    skipped = [b for b in varied if b is not None and b.skipped]
-    parts = []
-    if checked:
-        sizes = ", ".join(sorted({str(b.size) for b in checked}))
-        parts.append(f"at batch size {sizes} too: {steps} ({len(checked)} of {len(varied)} "
-                     "configuration(s))")
-    if skipped:
-        parts.append(f"batch size not varied for {len(skipped)} configuration(s): "
-                     f"{skipped[0].skipped}")
-    return "".join(f"; {part}" for part in parts)
-
-
-def saved_and_loaded(artifact: Any) -> Any:
-    """A scripted module after ``torch.jit.save`` and ``load``, or an exported program's module
-    after ``torch.export.save`` and ``load``; raises what saving or loading raises."""
-    buffer = io.BytesIO()
-    if isinstance(artifact, torch.export.ExportedProgram):
-        torch.export.save(artifact, buffer)
-        buffer.seek(0)
-        return torch.export.load(buffer).module()
-    torch.jit.save(artifact, buffer)
-    buffer.seek(0)
-    return torch.jit.load(buffer)  # type: ignore[no-untyped-call]
-
-
-def save_load_step(artifact: Any, python_only: bool, rename: dict[str, str],
-                   original: torch.nn.Module | None = None) -> tuple[Any | None, str]:
-    """The save/load step for a scripted artifact: the loaded copy (None when saving failed as
-    a Python-only artifact's must: an ignored method) and the step's words. A save that fails
-    otherwise rejects the rewrite, unless ``original`` (the original instance the artifact was
-    made to replace) scripts and cannot be saved and loaded either: then it is not the
-    rewrite's failure, and the rewrite is unverified."""
-    try:
-        loaded = saved_and_loaded(artifact)
-    except BaseException as exc:
-        if not python_only:
-            error = short_error(exc, rename)
-            before = None if original is None else save_load_failure(original)
-            if before is not None:
-                raise unverified(f"save/load fails, and so does the original's: {error} (the "
-                                 f"original: {before}); eager parity, re-script and one "
-                                 "artifact hold") from exc
-            raise rejected(f"save/load: {error}") from exc
-        return None, f"save fails as expected ({PYTHON_ONLY_SAVE})"
-    # A Python-only rewrite whose ignored method forward never reaches saves: nothing
-    # Python-only remains.
-    return loaded, ("save/load (no ignored method is called)" if python_only else "save/load")
-
-
-def save_load_failure(module: torch.nn.Module) -> str | None:
-    """Why ``module``, scripted, cannot be saved with ``torch.jit.save`` and loaded again;
-    None when it can, and when it does not script (it never reaches save: a rewrite that
-    scripts and then fails to save, a Python-only rule the job did not declare, is rejected
-    as before)."""
-    try:
-        artifact = script(module)
-    except BaseException:
-        return None
-    try:
-        saved_and_loaded(artifact)
-    except BaseException as exc:
-        return short_error(exc)
-    return None
-
-
-# ---- ONNX (--target onnx) ----------------------------------------------------------------------
-
-def check_onnx(configs: list[Instance], originals: list[Any],
-               artifacts: list[tuple[Any, dict[str, Any]]], expected: list[list[Any]],
-               lifted: dict[str, str], rename: dict[str, str]) -> str:
-    """Step 6: export each configuration's artifact, check it, run it in onnxruntime.
-    ``artifacts[k]`` is the scripted module for configuration ``k`` and the lifted arguments
-    that select its settings (empty when it is its own scripted instance)."""
-    from tsfix.codemods.validation import onnx_export as ox
-
-    exports: dict[tuple[Any, ...], tuple[ox.Runtime, Any]] = {}
-    if_counts: list[int] = []
-    compared = 0
-    for k, inst in enumerate(configs):
-        module, values = artifacts[k]
-        weights = originals[k].state_dict()
-        for j, (args, kwargs) in enumerate(inst.calls):
-            label = inst.label(j)
-            try:
-                arguments = ox.export_arguments(module, args, {**kwargs, **values})
-            except ox.OnnxFailure as exc:
-                raise rejected(f"onnx: {exc} for {label}") from exc
-            except ox.OnnxUnsupported as exc:
-                raise unverified(f"onnx: not checked: {exc} for {label}") from exc
-            # One export per module, weights and input signature; the settings are inputs.
-            key = (id(module), fingerprint(weights),
-                   tuple((name, _signature(value)) for name, value in arguments
-                         if name not in values))
-            if key not in exports:
-                exports[key] = _export_checked(module, weights, arguments, values, label,
-                                               rename, if_counts)
-            runtime, _ = exports[key]
-            torch.manual_seed(SEED)
-            try:
-                outputs = runtime.run(arguments)
-                want, got = ox.matched_outputs(expected[k][j], outputs)
-            except ox.OnnxFailure as exc:
-                raise rejected(f"onnx: {short_error(exc, rename)} for {label}"
-                               f"{_with(values)}") from exc
-            found = difference(want, got, "onnxruntime output")
-            if found:
-                raise rejected(f"onnx: {found} for {label}{_with(values)}")
-            compared += 1
-    reason = f"onnx: exported ({len(exports)} model(s)), checker"
-    if lifted:
-        reason += f", {sum(if_counts)} If node(s), each lifted input decides a branch"
-    return f"{reason}, onnxruntime parity for {compared} configuration(s)"
-
-
-def _export_checked(module: Any, weights: dict[str, Any], arguments: list[tuple[str, Any]],
-                    values: dict[str, Any], label: str, rename: dict[str, str],
-                    if_counts: list[int]) -> tuple[Any, Any]:
-    """Export a copy of ``module`` with ``weights``, check it, and when lifted settings are
-    inputs, that each one decides a branch. The copy keeps the exporter's freezing away from
-    the artifact the other steps use."""
-    from tsfix.codemods.validation import onnx_export as ox
-
-    copy = saved_and_loaded(module)
-    copy.load_state_dict(weights)
-    copy.eval()
-    try:
-        model = ox.check(ox.export(copy, arguments))
-    except ox.OnnxFailure as exc:
-        raise rejected(f"onnx: {short_error(exc, rename)} for {label}{_with(values)}") from exc
-    undecided = ox.undecided_inputs(model, list(values))
-    if undecided:
-        raise rejected(f"onnx: no If node decides on the lifted {', '.join(undecided)} in the "
-                       f"exported graph (the export keeps one path only) for {label}")
-    if_counts.append(ox.count_nodes(model.graph, "If"))
-    return ox.Runtime(model.SerializeToString()), model
-
-
-def _with(values: dict[str, Any]) -> str:
-    if not values:
-        return ""
-    shown = {name: value.item() if isinstance(value, torch.Tensor) else value
-             for name, value in values.items()}
-    return f" with {shown}"
-
-
-def fingerprint(weights: dict[str, Any]) -> str:
-    """A digest of a state dict's names and values (equal weights, equal digest)."""
-    digest = hashlib.sha256()
-    for name, tensor in weights.items():
-        digest.update(name.encode())
-        digest.update(tensor.detach().cpu().contiguous().numpy().tobytes())
-    return digest.hexdigest()
-
-
-def _signature(value: Any) -> Any:
-    if isinstance(value, torch.Tensor):
-        return (tuple(value.shape), str(value.dtype))
-    return value
 
 
 # ---- one job (one file) ------------------------------------------------------------------------
@@ -1396,6 +811,8 @@ def run_job(job: Job) -> Result:
         from tsfix.codemods.validation.model import run_model_job
 
         return run_model_job(job)
+    from tsfix.codemods.validation.verifier import validate_class
+
     results = []
     with import_context(job) as load:
         try:

@@ -1,0 +1,103 @@
+"""The verifier (codemods/validation/verifier.py): one comparison step for every step's
+outputs, and functions of one size in validation/.
+
+The comparison step is called in this process (torch, no workers); the verdict texts it
+writes are checked against the words each step gives it. The shape test reads the sources.
+"""
+
+from __future__ import annotations
+
+import ast
+from pathlib import Path
+
+import pytest
+import torch
+from torch import nn
+from tsfix.codemods.validation.case import literal
+from tsfix.codemods.validation.protocol import REJECTED
+from tsfix.codemods.validation.verifier import Check, at_other_batch, reproduces
+from tsfix.codemods.validation.worker import Verdict, other_batch
+
+VALIDATION = Path(__file__).resolve().parent.parent / "codemods" / "validation"
+MAX_LINES = 100
+MAX_PARAMETERS = 6
+
+
+class Doubles(nn.Module):
+    def forward(self, x: torch.Tensor, scale: float = 2.0) -> torch.Tensor:
+        return x * scale
+
+
+class FirstRow(nn.Module):
+    """Right at batch size 2 only: the second batch size tells it apart."""
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        return x[:2] * 2
+
+
+def _words(step: str, model_label: str = "m.py:Net") -> Check:
+    return Check(f"{step}: {{label}} raised (model {literal(model_label)}): {{error}}",
+                 f"{step}: {{found}} for {{label}}{{with_values}}", {})
+
+
+def test_reproduces_accepts_equal_outputs_and_rejects_a_difference_naming_the_call() -> None:
+    x = torch.ones(2, 3)
+    reproduces(Doubles(), [("init[0]", (x,), {}, x * 2)], _words("eager parity"))
+    with pytest.raises(Verdict) as raised:
+        reproduces(Doubles(), [("init[0]", (x,), {}, x * 2), ("init[1]", (x,), {}, x * 3)],
+                   _words("re-script"))
+    assert raised.value.verdict == REJECTED
+    assert raised.value.reason == "re-script: output: max abs diff 1 for init[1]"
+
+
+def test_reproduces_gives_the_lifted_settings_and_names_them() -> None:
+    x = torch.ones(2, 3)
+    with pytest.raises(Verdict) as raised:
+        reproduces(Doubles(), [("init[0]", (x,), {}, x * 2)], _words("one artifact"),
+                   {"scale": torch.tensor(4.0)})
+    assert raised.value.reason == ("one artifact: output: max abs diff 2 for init[0] "
+                                   "with {'scale': 4.0}")
+
+
+def test_a_raising_module_is_rejected_with_its_error_and_braces_in_a_label_stay() -> None:
+    x = torch.ones(2, 3)
+    with pytest.raises(Verdict) as raised:
+        reproduces(Doubles(), [("init[0]", (x, "no"), {}, x)],
+                   _words("eager parity", "a{b}/m.py:Net"))
+    assert raised.value.reason.startswith(
+        "eager parity: init[0] raised (model a{b}/m.py:Net): TypeError:")
+
+
+def test_the_second_batch_size_prefixes_the_step_words_with_the_size() -> None:
+    x = torch.ones(2, 3)
+    batch = other_batch((x,), {})
+    assert batch is not None and batch.run_original(Doubles())
+    at_other_batch(Doubles(), batch, _words("re-script"), "init[0]")
+    with pytest.raises(Verdict) as raised:
+        at_other_batch(FirstRow(), batch, _words("re-script"), "init[0]")
+    assert raised.value.reason == ("at batch size 3: re-script: output: expected (3, 3) "
+                                   "torch.float32, got (2, 3) torch.float32 for init[0]")
+
+
+def _too_big(path: Path) -> list[str]:
+    found = []
+    for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
+        if not isinstance(node, ast.FunctionDef | ast.AsyncFunctionDef):
+            continue
+        arguments = node.args
+        names = [*arguments.posonlyargs, *arguments.args, *arguments.kwonlyargs]
+        count = len(names) + bool(arguments.vararg) + bool(arguments.kwarg)
+        if names and names[0].arg in ("self", "cls"):
+            count -= 1
+        lines = (node.end_lineno or node.lineno) - node.lineno + 1
+        if lines > MAX_LINES or count > MAX_PARAMETERS:
+            found.append(f"{path.name}:{node.lineno} {node.name}: {lines} lines, "
+                         f"{count} parameters")
+    return found
+
+
+def test_every_validation_function_is_small() -> None:
+    """Issue 26's bar for validation/: no function over 100 lines or 6 parameters (a frozen
+    dataclass argument carries what belongs together)."""
+    found = [item for path in sorted(VALIDATION.glob("*.py")) for item in _too_big(path)]
+    assert found == []
