@@ -232,6 +232,24 @@ def test_a_class_given_to_the_constructor_is_refused() -> None:
     assert "built from `norm`, a constructor argument" in reason
 
 
+def test_a_local_of_init_naming_classes_is_followed_to_them() -> None:
+    # demucs' HEncLayer: `klass = nn.Conv1d`, `klass = nn.Conv2d` under a setting, then
+    # `self.rewrite = klass(...)` only when asked for.
+    code = block("klass(4, 4, 1)").replace(
+        "        self.extra = None\n",
+        "        klass = nn.Conv1d\n        if on:\n            klass = nn.Conv2d\n"
+        "        self.extra = None\n")
+    assert "if self.extra is not None:" in rewrite(code).text
+    # Any binding of the local that is not a class name leaves its class unknown.
+    for other in ("make_conv", "nn.Conv2d if on else nn.Sequential"):
+        unknown = code.replace("klass = nn.Conv2d", f"klass = {other}")
+        assert "built from `klass`, a constructor argument or local of __init__" in refusal(
+            rewrite(unknown))
+    # A local that may name a container is followed to it, and refused for it.
+    empty = code.replace("klass = nn.Conv2d", "klass = nn.Sequential")
+    assert "torch.nn.Sequential defines __len__" in refusal(rewrite(empty))
+
+
 def test_an_attribute_assigned_after_construction_is_refused() -> None:
     code = block("nn.Linear(4, 4)") + "    def drop(self):\n        self.extra = None\n"
     assert "assigned in M.drop() too" in refusal(rewrite(code))

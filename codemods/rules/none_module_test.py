@@ -18,9 +18,11 @@ What it does
     * ``not self.shortcut`` (anywhere: ``not`` always gives a bool) -> ``self.shortcut is None``.
 
     The values are read from ``__init__`` of the class, of its bases in the file and of the
-    file's classes that derive from it (both sides of ``A() if c else None`` too). A
-    submodule's class is followed to where it is defined: the file, another file of the
-    project (read with ``ast``, never imported: ``codemods/facts/project.py``) or ``torch.nn``.
+    file's classes that derive from it (both sides of ``A() if c else None`` too; a call
+    through a local of ``__init__`` bound only to class names, ``klass = nn.Conv1d`` / ``klass =
+    nn.Conv2d``, builds one of those classes). A submodule's class is followed to where it is
+    defined: the file, another file of the project (read with ``ast``, never imported:
+    ``codemods/facts/project.py``) or ``torch.nn``.
 
 Why it breaks export
     TorchScript types the attribute by the value the instance holds, and a module or None has
@@ -526,6 +528,13 @@ class SERes2NetBlock(nn.Module):
                 or (full.count(".") == 1 and name[:1].islower())):
             return [_Value(_TENSOR, shown, line)]
         written = _dotted(value.func)
+        aliased = (_class_alias_values(init, written) if init is not None and written
+                   is not None and "." not in written else None)
+        if aliased:
+            # `klass = nn.Conv1d` ... `klass = nn.Conv2d` in __init__, then `klass(...)`
+            # (demucs' HEncLayer): the call builds one of the classes the local names.
+            return [kind for alias in aliased
+                    for kind in self._kinds(facts, value.with_changes(func=alias))]
         if written is not None and init is not None and \
                 written.partition(".")[0] in _init_names(init):
             return [_Value(_UNKNOWN, shown, line, f"`{shown}` is built from "
@@ -549,6 +558,30 @@ def _dotted(expr: cst.BaseExpression) -> str | None:
         base = _dotted(expr.value)
         return f"{base}.{expr.attr.value}" if base else None
     return None
+
+
+def _class_alias_values(init: cst.FunctionDef, local: str) -> list[cst.BaseExpression] | None:
+    """The classes a local of ``__init__`` is bound to, when every binding of it is a plain
+    ``local = <dotted class name>`` (a capitalized last part) and it is no parameter; else
+    None."""
+    if local in parameters_of(init):
+        return None
+    values: list[cst.BaseExpression] = []
+    for node in find_all(init.body, cst.AssignTarget, cst.AnnAssign, cst.AugAssign, cst.For,
+                         cst.AsName, cst.NamedExpr):
+        target = node.name if isinstance(node, cst.AsName) else node.target
+        if local not in {n.value for n in find_all(target, cst.Name)}:
+            continue
+        if not (isinstance(node, cst.AssignTarget) and isinstance(target, cst.Name)):
+            return None
+        values.append(target)
+    targets = {id(v) for v in values}
+    assigned = [a.value for a in find_all(init.body, cst.Assign)
+                if any(id(t.target) in targets for t in a.targets)]
+    if not assigned or len(assigned) != len(values) or not all(
+            (_dotted(v) or "").rpartition(".")[2][:1].isupper() for v in assigned):
+        return None
+    return assigned
 
 
 def _init_names(init: cst.FunctionDef) -> set[str]:
