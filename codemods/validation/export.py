@@ -1,31 +1,39 @@
-"""Validation steps for ``--target export``: the torch.export path instead of TorchScript's.
+"""The steps of ``--target export``: the torch.export path instead of TorchScript's.
 
-Imported by the validation worker only, for jobs whose target is ``export``. The worker has
-already done steps 1, 2 and the eager one-artifact step (:func:`~tsfix.codemods.validation.
-verifier.check_class`), with lifted settings given as 0-d tensors (:func:`~tsfix.codemods.
-validation.verifier.setting_value`) and every ``torch.cond`` call of the rewritten file
-recorded (:class:`CondRecorder`). Then :func:`check_export`:
+Imported by the validation worker only, for jobs whose target is ``export``. The verifier
+(:mod:`tsfix.codemods.validation.verifier`, which lists every target's steps) has already run
+``build``, ``eager parity`` and ``one artifact (eager)``, with lifted settings given as 0-d
+tensors (:func:`~tsfix.codemods.validation.case.setting_value`) and every ``torch.cond`` call
+of the rewritten file recorded (:class:`CondRecorder`). Then :func:`check_export` runs, in
+order:
 
-3. exports the instance built from the first configuration ONCE (``torch.export.export``, non
-   strict), with the first call's arguments and the lifted settings as tensor keyword
-   arguments. ``ep.module()``, given each served configuration's weights (``load_state_dict``)
-   and settings, must reproduce every call's eager output. An exported program only takes
-   inputs of the shapes it was exported with (torch 2.13: ``AssertionError: Guard failed:
-   x.size()[0] == 2``), and dynamic shapes are out of scope: a call with other input shapes (or
-   other non-tensor arguments) is checked on a program exported again for it ("exported per
-   input shape"). A configuration the one program cannot serve (other parameter shapes or
-   other settings) is exported on its own. When the rewrite does not export, the original is
-   exported too: when it exports, the rewrite is ``rejected``; when it does not either, the
-   rewrite is no regression and ``unverified`` (whichever error comes first). Whether the
-   original exports is said in the reason (with lifted settings, it then exports the first
-   configuration's path only);
-4. every ``torch.cond`` call site of the rewritten file must have taken both sides in the eager
-   runs, else ``unverified`` naming the line (the examples prove only one side);
-5. ``torch.export.save`` / ``load`` keeps the outputs;
-6. with onnx, onnxruntime and onnxscript installed: ``torch.onnx.export(..., dynamo=True)``
-   holds at least one ``If`` per ``torch.cond`` site the exported call reaches, each lifted
-   setting decides an ``If``, and onnxruntime reproduces every served call (settings fed as
-   inputs). Without them the reason says the ONNX check was not made.
+1. ``export`` (:func:`export_served`, :func:`export_alone`): the instance built from the first
+   configuration is exported ONCE (``torch.export.export``, non strict), with the first call's
+   arguments and the lifted settings as tensor keyword arguments. ``ep.module()``, given each
+   served configuration's weights (``load_state_dict``) and settings, must reproduce every
+   call's eager output. An exported program only takes inputs of the shapes it was exported
+   with (torch 2.13: ``AssertionError: Guard failed: x.size()[0] == 2``), and dynamic shapes
+   are out of scope: a call with other input shapes (or other non-tensor arguments) is checked
+   on a program exported again for it ("exported per input shape", :class:`Programs`). A
+   configuration the one program cannot serve (other parameter shapes or other settings) is
+   exported on its own. When the rewrite does not export, the original is exported too: when
+   it exports, the rewrite is ``rejected``; when it does not either, the rewrite is no
+   regression and ``unverified`` (whichever error comes first). Whether the original exports
+   is said in the reason (with lifted settings, it then exports the first configuration's
+   path only);
+2. ``save/load`` (:func:`program_saved`): ``torch.export.save`` / ``load`` keeps the outputs;
+3. ``onnx`` (:func:`check_onnx`), with onnx, onnxruntime and onnxscript installed:
+   ``torch.onnx.export(..., dynamo=True)`` holds at least one ``If`` per ``torch.cond`` site
+   the exported call reaches, each lifted setting decides an ``If``, and onnxruntime
+   reproduces every served call (settings fed as inputs). Without them the reason says the
+   ONNX check was not made;
+4. ``torch.cond`` sides (:func:`cond_sides`, after the steps that can reject): every
+   ``torch.cond`` call site of the rewritten file must have taken both sides in the eager runs,
+   else ``unverified`` naming the line (the examples prove only one side).
+
+A class a configured model reaches runs the same steps on the model's instances
+(:func:`check_reached`); the configured model itself is exported per configuration
+(:func:`check_model`).
 
 Non-strict export (``strict=False``, torch 2.13's default) is used: it runs the model's Python
 as written, so a failure's traceback holds the model's real frames (the first user frame names
@@ -305,75 +313,45 @@ def reloaded_program(program: Any, rename: dict[str, str]) -> Any:
         raise rejected(f"save/load: {describe(exc, rename)}") from exc
 
 
-def check_export(case: ClassCase) -> str:
-    """Steps 3-6; the verified reason, or raises :class:`~tsfix.codemods.validation.worker.
-    Verdict`."""
-    rename = case.rename
-    args0, kwargs0 = case.configs[0].calls[0]
-    settings0 = case.values(0)
-    first_key = signature(args0, {**kwargs0, **settings0})
-    programs: dict[str, Any] = {}
-    modules: dict[str, Any] = {}
+class Programs:
+    """The programs exported for one case: one per exported module and input signature
+    (lifted settings included). An exported program only takes inputs of the shapes it was
+    exported with and dynamic shapes are out of scope, so a call with another signature is
+    served by a program exported again for it."""
 
-    def program_for(k: int, j: int) -> tuple[Any, Any]:
-        args, kwargs = case.configs[k].calls[j]
-        settings = case.values(k)
-        key = signature(args, {**kwargs, **settings})
-        if key not in programs:
+    def __init__(self) -> None:
+        self.found: dict[tuple[int, str], tuple[Any, Any]] = {}
+
+    def get(self, source: Any, args: tuple[Any, ...], kwargs: dict[str, Any],
+            failed: Callable[[Exception], Verdict]) -> tuple[Any, Any]:
+        """The program of ``source`` for this call and its module; ``failed`` gives the
+        verdict when it does not export."""
+        key = (id(source), signature(args, kwargs))
+        if key not in self.found:
             try:
-                programs[key] = export(case.first, args, {**kwargs, **settings})
+                program = export(source, args, kwargs)
             except Exception as exc:
-                raise failed_export(case, exc, k, j) from exc
-            modules[key] = programs[key].module()
-        return programs[key], modules[key]
+                raise failed(exc) from exc
+            self.found[key] = program, program.module()
+        return self.found[key]
 
-    # 3: one exported program (one per input shape) serves every served configuration.
-    program, _ = program_for(0, 0)
-    served_calls = 0
-    for k in case.served:
-        inst = case.configs[k]
-        for j in range(len(inst.calls)):
-            _, module = program_for(k, j)
-            check_call(case, module, k, j, "export")
-            served_calls += 1
-    per_shape = len(programs)
+    def count(self, source: Any) -> int:
+        return sum(key[0] == id(source) for key in self.found)
 
-    # Configurations the one program cannot serve are exported on their own.
-    separately = []
-    for k, inst in enumerate(case.configs):
-        if k in case.served:
-            continue
-        own: dict[str, Any] = {}
-        for j, (args, kwargs) in enumerate(inst.calls):
-            key = signature(args, kwargs)
-            if key not in own:
-                try:
-                    own[key] = export(case.rewrites[k], args, kwargs).module()
-                except Exception as exc:
-                    raise failed_export(case, exc, k, j, own=True) from exc
-            check_call(case, own[key], k, j, "export", settings=False)
-        separately.append(inst.label())
 
+def check_export(case: ClassCase) -> str:
+    """The export target's steps after the eager ones, in order (the module docstring says
+    what each proves); the verified reason, or raises :class:`~tsfix.codemods.validation.
+    worker.Verdict`."""
+    programs = Programs()
+    program, served_calls = export_served(case, programs)
+    per_shape = programs.count(case.first)
+    separately = export_alone(case, programs)
     original_note = original_exports(case)
-
-    # 5: save / load of the first program.
-    loaded = reloaded_program(program, rename)
-    saved_calls = 0
-    for k in case.served:
-        for j, (args, kwargs) in enumerate(case.configs[k].calls):
-            if signature(args, {**kwargs, **case.values(k)}) == first_key:
-                check_call(case, loaded, k, j, "save/load")
-                saved_calls += 1
-
-    # 6: ONNX, when its packages are there.
-    onnx_note = check_onnx(case, program, first_key) if onnx_available() else ONNX_NOT_CHECKED
-
-    # 4: both sides of every torch.cond (after the checks that can reject).
-    one_sided = case.conds.one_sided()
-    if one_sided:
-        raise unverified(f"{'; '.join(one_sided)} (add an input or configuration taking the "
-                         f"other side); eager parity, export, save/load hold; {onnx_note}")
-
+    saved_calls = program_saved(case, program)
+    onnx_note = (check_onnx(case, program, first_signature(case)) if onnx_available()
+                 else ONNX_NOT_CHECKED)
+    cond_sides(case, onnx_note)
     programs_note = (f" (exported per input shape: {per_shape} programs)" if per_shape > 1
                      else "")
     conds = (f"both sides of {len(case.conds.sides)} cond(s)" if case.conds.sides
@@ -384,6 +362,70 @@ def check_export(case: ClassCase) -> str:
     if separately:
         steps += f"; exported on their own: {', '.join(separately)}"
     return verified_summary(case.configs, steps, case.notes)
+
+
+def first_signature(case: ClassCase) -> str:
+    """What the first program is specialised on: the first call with init[0]'s settings."""
+    args, kwargs = case.configs[0].calls[0]
+    return signature(args, {**kwargs, **case.values(0)})
+
+
+def export_served(case: ClassCase, programs: Programs) -> tuple[Any, int]:
+    """Step ``export``: the instance built from the first configuration, exported (one program
+    per input shape), serves every served configuration given its weights and settings. The
+    first program, and how many calls were served."""
+    def program_for(k: int, j: int) -> tuple[Any, Any]:
+        args, kwargs = case.configs[k].calls[j]
+        return programs.get(case.first, args, {**kwargs, **case.values(k)},
+                            lambda exc: failed_export(case, exc, k, j))
+
+    program, _ = program_for(0, 0)
+    served_calls = 0
+    for k in case.served:
+        for j in range(len(case.configs[k].calls)):
+            check_call(case, program_for(k, j)[1], k, j, "export")
+            served_calls += 1
+    return program, served_calls
+
+
+def export_alone(case: ClassCase, programs: Programs) -> list[str]:
+    """Step ``export`` for the configurations the one program cannot serve: each exported on
+    its own (one program per input shape); their labels."""
+    separately = []
+    for k, inst in enumerate(case.configs):
+        if k in case.served:
+            continue
+        for j, (args, kwargs) in enumerate(inst.calls):
+            def failed(exc: Exception, k: int = k, j: int = j) -> Verdict:
+                return failed_export(case, exc, k, j, own=True)
+
+            _, module = programs.get(case.rewrites[k], args, kwargs, failed)
+            check_call(case, module, k, j, "export", settings=False)
+        separately.append(inst.label())
+    return separately
+
+
+def program_saved(case: ClassCase, program: Any) -> int:
+    """Step ``save/load``: the first program after ``torch.export.save``/``load`` reproduces
+    every served call of its signature; how many."""
+    loaded = reloaded_program(program, case.rename)
+    first_key = first_signature(case)
+    saved_calls = 0
+    for k in case.served:
+        for j, (args, kwargs) in enumerate(case.configs[k].calls):
+            if signature(args, {**kwargs, **case.values(k)}) == first_key:
+                check_call(case, loaded, k, j, "save/load")
+                saved_calls += 1
+    return saved_calls
+
+
+def cond_sides(case: ClassCase, onnx_note: str) -> None:
+    """Step ``torch.cond sides`` (after the steps that can reject): every torch.cond call site
+    of the rewritten file took both sides in the eager runs, else unverified naming it."""
+    one_sided = case.conds.one_sided()
+    if one_sided:
+        raise unverified(f"{'; '.join(one_sided)} (add an input or configuration taking the "
+                         f"other side); eager parity, export, save/load hold; {onnx_note}")
 
 
 def check_call(case: ClassCase, module: Any, k: int, j: int, step: str,
@@ -579,12 +621,12 @@ def check_model(configs: list[Any], models: list[Any], outputs: list[list[Any]],
 
 
 class ReachedPrograms:
-    """The programs exported for a reached class's instances, one per exported module and
-    input signature (settings included)."""
+    """The programs exported for a reached class's instances (:class:`Programs`), and the
+    step that checks one."""
 
     def __init__(self, case: ReachedCase) -> None:
         self.case = case
-        self.programs: dict[tuple[int, str], tuple[Any, Any]] = {}
+        self.programs = Programs()
 
     def program_for(self, pair: Pair, source: Any, settings: dict[str, Any], j: int
                     ) -> tuple[Any, Any]:
@@ -592,22 +634,19 @@ class ReachedPrograms:
         and its module. One that does not export is rejected when the original instance
         exports, else unverified (no regression, whichever error comes first)."""
         recorded = pair.seen.calls[j]
-        key = (id(source), signature(recorded.args, {**recorded.kwargs, **settings}))
-        if key not in self.programs:
+
+        def failed(exc: Exception) -> Verdict:
+            error = describe(exc, self.case.rename)
             try:
-                program = export(source, recorded.args, {**recorded.kwargs, **settings})
-            except Exception as exc:
-                error = describe(exc, self.case.rename)
-                try:
-                    export(pair.seen.module, recorded.args, recorded.kwargs)
-                except Exception as original_exc:
-                    raise unverified(f"does not export either: the rewrite fails with: {error} "
-                                     f"(the original fails with: "
-                                     f"{describe(original_exc, {})})") from exc
-                raise rejected(f"export: the rewritten instance does not export while the "
-                               f"original does: {error}") from exc
-            self.programs[key] = program, program.module()
-        return self.programs[key]
+                export(pair.seen.module, recorded.args, recorded.kwargs)
+            except Exception as original_exc:
+                return unverified(f"does not export either: the rewrite fails with: {error} "
+                                  f"(the original fails with: {describe(original_exc, {})})")
+            return rejected(f"export: the rewritten instance does not export while the "
+                            f"original does: {error}")
+
+        return self.programs.get(source, recorded.args, {**recorded.kwargs, **settings},
+                                 failed)
 
     def check(self, module: Any, pair: Pair, j: int, settings: dict[str, Any], step: str
               ) -> None:

@@ -48,7 +48,6 @@ import importlib
 import importlib.abc
 import importlib.machinery
 import importlib.util
-import inspect
 import os
 import sys
 import time
@@ -86,18 +85,19 @@ from tsfix.codemods.validation.verifier import (
     saved_and_loaded,
 )
 from tsfix.codemods.validation.worker import (
-    _GENERATOR_FLAGS,
     _INSTALLATION,
     _SITE,
     PYTHON_ONLY_SAVE,
     Imports,
     Instance,
+    Methods,
     OtherBatch,
     TypeRecorder,
     Verdict,
     build,
     call,
     changed_at,
+    class_methods,
     clone,
     difference,
     import_context,
@@ -319,9 +319,6 @@ def record_other_batch(model: torch.nn.Module, inst: Instance, mine: Sequence[Se
 
 # ---- observed types of every tree class --------------------------------------------------------
 
-Methods = dict[types.CodeType, tuple[str, str, tuple[str, ...], bool]]
-
-
 def tree_methods(modules: Mapping[str, types.ModuleType], tree: Tree) -> Methods:
     """Code objects of the methods of every class defined at the top level of a tree module
     (what a model's instances and their tree bases run), each under ``file<NUL>Class``, and of
@@ -341,29 +338,10 @@ def tree_methods(modules: Mapping[str, types.ModuleType], tree: Tree) -> Methods
                     or "<locals>" in cls.__qualname__):
                 continue
             key = f"{resolved}{_KEY_SEPARATOR}{cls.__qualname__}"
-            found.update(_class_methods(cls, key, file))
+            found.update(class_methods(cls, key, file))
         with contextlib.suppress(OSError, RuntimeError, ValueError, TypeError):
             found.update(module_functions(
                 module, f"{resolved}{_KEY_SEPARATOR}{OBSERVED_FUNCTIONS}", file))
-    return found
-
-
-def _class_methods(cls: type, key: str, file: str) -> Methods:
-    """Like worker.methods_to_observe, for one class defined in ``file``."""
-    found: Methods = {}
-    for method_name, member in vars(cls).items():
-        function = member.__func__ if isinstance(member, staticmethod | classmethod) else member
-        if not isinstance(function, types.FunctionType):
-            continue
-        with contextlib.suppress(ValueError):
-            function = inspect.unwrap(function)
-        code = getattr(function, "__code__", None)
-        if not isinstance(code, types.CodeType) or code.co_filename != file:
-            continue
-        names = code.co_varnames[:code.co_argcount + code.co_kwonlyargcount]
-        if not isinstance(member, staticmethod):
-            names = names[1:]
-        found[code] = (key, method_name, tuple(names), not code.co_flags & _GENERATOR_FLAGS)
     return found
 
 

@@ -1,48 +1,54 @@
 """The verifier: every case of a rewrite checked by one ordered list of steps per target.
 
 A **case** is what is compared: instances of the original class and of its rewrite, the calls
-made on them and the original's outputs. It comes from one of three sources:
+made on them and the original's outputs (:mod:`~tsfix.codemods.validation.case`). Its sources:
 
-- an example table of a class job (:func:`~tsfix.codemods.validation.worker.instances`): every
-  ``init`` built, each called with every call; a *configuration* is one init with one call;
+- the example table of a class job (:func:`~tsfix.codemods.validation.worker.instances`):
+  every ``init`` built, each called with every call; a *configuration* is one init with one
+  call (:class:`~tsfix.codemods.validation.case.ClassCase`);
 - guessed inputs (an automatic example, :func:`~tsfix.codemods.validation.worker.
   automatic_instance`): the class built with its defaults, called on an input its first layer
-  fixes;
+  fixes (a ``ClassCase`` too);
 - calls recorded from a configured model (:mod:`~tsfix.codemods.validation.model`): every
-  instance of the class the model holds, on the inputs it got in the model's run.
+  instance of the class the model holds, on the inputs it got in the model's run
+  (:class:`~tsfix.codemods.validation.case.ReachedCase`, run by :mod:`~tsfix.codemods.
+  validation.reached`).
 
 A **target** is what the rewrite must compile to: ``torchscript`` (``torch.jit.script``),
 ``onnx`` (the legacy exporter over the scripted artifact, :mod:`~tsfix.codemods.validation.
-onnx_export`), ``export`` (``torch.export``, with the dynamo ONNX exporter when installed,
+onnx_export`), ``export`` (``torch.export``, then the dynamo ONNX exporter when installed,
 :mod:`~tsfix.codemods.validation.export`).
 
 A **step** is a function with one job and one failure message: it returns to go on, or raises
 :class:`~tsfix.codemods.validation.worker.Verdict`, which ends the case. A verdict's reason
-starts with the step that produced it. Outputs are compared by one step,
-:func:`reproduces`, whose words (:class:`Check`) each step gives. The steps, in order:
+starts with the step's name (after "at batch size N: " for the second batch size, after
+"from model <file>:<Class>: " for some reached-class reasons). Outputs are compared by one
+step function, :func:`reproduces`, which each step gives its words (:class:`Check`).
+
+The steps, in order (reason prefix: function):
 
 1. ``build``: the original and the rewritten class built with the same seed, the original's
-   ``state_dict`` copied into the rewrite, eval mode (a class job's; a model job takes the
-   instances of the model it built, :func:`tsfix.codemods.validation.model.validate`);
+   ``state_dict`` copied into the rewrite, eval mode (:func:`eager_parity`; a failing original
+   is ``unverified``: "the original constructor/forward raised", "nondeterministic model");
 2. ``eager parity``: the rewrite's eager outputs equal the original's for every call, and for
-   each configuration's first call at a second batch size (:class:`~tsfix.codemods.validation.
-   worker.OtherBatch`; "at batch size 3: eager parity: ...");
-3. ``one artifact (eager)``: the instance built from the first configuration, given each other
-   served configuration's weights and lifted settings, reproduces it (:func:`served_configs`
-   says which configurations it must serve; decided also for a class that does not compile);
-4. target ``torchscript`` and ``onnx``: ``re-script`` (:func:`rescript_each`; a rewrite that
-   does not script is rejected only when the original scripts, :func:`not_scripting`), then
-   ``one artifact`` (the first scripted module serves every served configuration), then
-   ``save/load`` (:func:`save_load_step`); target ``onnx`` adds ``onnx``
-   (:func:`check_onnx`);
-   target ``export``: ``export`` (one program per input shape serves the served
-   configurations), ``save/load``, ``onnx`` (dynamo) and the ``torch.cond`` sides
-   (:func:`tsfix.codemods.validation.export.check_export`).
+   each configuration's first call at a second batch size (:func:`eager_parity`,
+   :func:`at_other_batch`, :class:`~tsfix.codemods.validation.worker.OtherBatch`);
+3. ``one artifact (eager)``: the instance built from the first configuration, given each
+   served configuration's weights and lifted settings, reproduces it (:func:`serve`;
+   :func:`served_configs` says which configurations it must serve, ``one artifact: ... a
+   structural setting``); it needs no compiler, so it decides for a class that does not
+   compile too;
+4. target ``torchscript`` and ``onnx`` (:func:`compiled_steps`): ``re-script``
+   (:func:`rescript_each`; a rewrite that does not script is rejected only when the original
+   scripts, else "not scriptable either", :func:`not_scripting`), ``one artifact`` (the first
+   scripted module serves every served configuration), ``save/load``
+   (:func:`save_load_step`), and for ``onnx`` ``onnx`` (:func:`check_onnx`);
+   target ``export`` (:func:`tsfix.codemods.validation.export.check_export`): ``export``,
+   ``save/load``, ``onnx`` (dynamo), then the ``torch.cond`` sides.
 
-A model job's reached classes run the same steps on the model's instances
-(:func:`tsfix.codemods.validation.model.check_reached_class`); its reasons start
-``from model <file>:<Class>``. Outputs match when every tensor is ``allclose`` with rtol
-1e-4, atol 1e-5.
+A reached class runs the same steps on the model's instances (:func:`tsfix.codemods.
+validation.reached.check_reached_class`). Outputs match when every tensor is ``allclose``
+with rtol 1e-4, atol 1e-5.
 """
 
 from __future__ import annotations

@@ -976,6 +976,10 @@ def observed_types(values: list[Any]) -> str | None:
     return type_string(term)
 
 
+# Code object -> (class key, method name, parameters recorded, whether its return is).
+Methods = dict[types.CodeType, tuple[str, str, tuple[str, ...], bool]]
+
+
 class TypeRecorder:
     """Records argument and return types of chosen functions through ``sys.setprofile``.
 
@@ -983,8 +987,7 @@ class TypeRecorder:
     'call' event the parameters are read from ``frame.f_locals``; on a 'return' event that is a
     real return (not an exception unwinding the frame) the return value is recorded."""
 
-    def __init__(self, methods: dict[types.CodeType, tuple[str, str, tuple[str, ...], bool]]
-                 ) -> None:
+    def __init__(self, methods: Methods) -> None:
         self.methods = methods
         self.terms: dict[str, dict[str, dict[str, Term]]] = {}
 
@@ -1056,8 +1059,7 @@ def _really_returns(frame: types.FrameType) -> bool:
 _GENERATOR_FLAGS = inspect.CO_GENERATOR | inspect.CO_COROUTINE | inspect.CO_ASYNC_GENERATOR
 
 
-def methods_to_observe(cls: type, module: types.ModuleType
-                       ) -> dict[types.CodeType, tuple[str, str, tuple[str, ...], bool]]:
+def methods_to_observe(cls: type, module: types.ModuleType) -> Methods:
     """Code objects of the methods of ``cls`` and of its bases defined at the top level of the
     same file (what forward can reach), recorded under the class that defines each one, and of
     the file's module-level functions, recorded under OBSERVED_FUNCTIONS."""
@@ -1066,30 +1068,35 @@ def methods_to_observe(cls: type, module: types.ModuleType
         if (base.__module__ != module.__name__ or base.__qualname__ != base.__name__
                 or getattr(module, base.__name__, None) is not base):
             continue
-        for method_name, member in vars(base).items():
-            function = member.__func__ if isinstance(member, staticmethod | classmethod) \
-                else member
-            if not isinstance(function, types.FunctionType):
-                continue
-            # A decorated method (functools.wraps): the function written in the file.
-            with contextlib.suppress(ValueError):
-                function = inspect.unwrap(function)
-            code = getattr(function, "__code__", None)
-            if not isinstance(code, types.CodeType) or code.co_filename != module.__file__:
-                continue
-            names = code.co_varnames[:code.co_argcount + code.co_kwonlyargcount]
-            if not isinstance(member, staticmethod):
-                names = names[1:]           # self (or cls)
-            found[code] = (base.__name__, method_name, tuple(names),
-                           not code.co_flags & _GENERATOR_FLAGS)
+        if module.__file__ is not None:
+            found.update(class_methods(base, base.__name__, module.__file__))
     if module.__file__ is not None:
         for code, entry in module_functions(module, OBSERVED_FUNCTIONS, module.__file__).items():
             found.setdefault(code, entry)
     return found
 
 
-def module_functions(module: types.ModuleType, key: str, file: str
-                     ) -> dict[types.CodeType, tuple[str, str, tuple[str, ...], bool]]:
+def class_methods(cls: type, key: str, file: str) -> Methods:
+    """Code objects of the methods ``cls`` defines in ``file``, each recorded under ``key``
+    (with its parameters after ``self`` and whether its return is recorded)."""
+    found: Methods = {}
+    for method_name, member in vars(cls).items():
+        function = member.__func__ if isinstance(member, staticmethod | classmethod) else member
+        if not isinstance(function, types.FunctionType):
+            continue
+        with contextlib.suppress(ValueError):
+            function = inspect.unwrap(function)
+        code = getattr(function, "__code__", None)
+        if not isinstance(code, types.CodeType) or code.co_filename != file:
+            continue
+        names = code.co_varnames[:code.co_argcount + code.co_kwonlyargcount]
+        if not isinstance(member, staticmethod):
+            names = names[1:]
+        found[code] = (key, method_name, tuple(names), not code.co_flags & _GENERATOR_FLAGS)
+    return found
+
+
+def module_functions(module: types.ModuleType, key: str, file: str) -> Methods:
     """The module-level functions defined in ``file`` (compiled methods call them; annotate
     types them), each recorded under ``key``."""
     found = {}
