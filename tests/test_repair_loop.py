@@ -11,12 +11,13 @@ from __future__ import annotations
 import json
 import textwrap
 import time
+from dataclasses import replace
 from pathlib import Path
 
 import libcst as cst
 import pytest
 from conftest import Project, no_traceback
-from tsfix.codemods.pipeline.phases.fix_loop import _moved, typed_by_message
+from tsfix.codemods.pipeline.phases.fix_loop import _moved, typed_by_message, typed_default
 from tsfix.codemods.pipeline.report import ModelRecord, repeated_models
 from tsfix.codemods.rules import registry
 from tsfix.codemods.rules.base import ClassChange, Code, Rule
@@ -218,12 +219,29 @@ HIDDEN_NET = textwrap.dedent("""\
 """)
 
 
-@pytest.mark.slow
-def test_a_fix_after_which_the_compiler_names_no_line_is_kept(project: Project) -> None:
+def hidden(project: Project) -> None:
     project.pyproject({"pkg/net.py:Net": {"inputs": ["randn(2, 4)"]}})
     project.write("pkg/__init__.py", "")
     project.write("pkg/blocks.py", HIDDEN)
     project.write("pkg/net.py", HIDDEN_NET)
+
+
+def known_errors(monkeypatch: pytest.MonkeyPatch, unplaced: bool) -> None:
+    """``tsfix explain``'s table with (or without) an entry for the message torch 2.13 gives
+    no line for: then `tsfix check`'s finding of the construct places it."""
+    from tsfix.codemods.lint import explain
+
+    table = tuple(k for k in explain.KNOWN_ERRORS if "Unsupported value kind" not in k.pattern)
+    if unplaced:
+        table = (explain.KnownError(r"Unsupported value kind: Tensor", "TSF207"), *table)
+    monkeypatch.setattr(explain, "KNOWN_ERRORS", table)
+
+
+@pytest.mark.slow
+def test_a_fix_after_which_the_compiler_names_no_line_is_kept(
+        project: Project, monkeypatch: pytest.MonkeyPatch) -> None:
+    hidden(project)
+    known_errors(monkeypatch, unplaced=False)
 
     result = project.run("pkg/net.py", rules=["all"], jobs=1)
 
@@ -238,6 +256,24 @@ def test_a_fix_after_which_the_compiler_names_no_line_is_kept(project: Project) 
     [change] = loop_file.classes
     assert (change.rule, change.class_name, change.verdict) == (
         "none-module-test", "Block", "unverified"), change
+
+
+@pytest.mark.slow
+def test_a_none_default_the_compiler_took_for_a_tensor_is_typed_optional(
+        project: Project, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Placed at Attend's `mask=None` (TSF207), the message says the compiler took it for a
+    Tensor: Optional[Tensor] joins the type table, annotate types it, the model scripts."""
+    hidden(project)
+    known_errors(monkeypatch, unplaced=True)
+
+    result = project.run("pkg/net.py", rules=["all"], jobs=1)
+
+    [model] = result.models()
+    assert model.ok, (model, model.rounds)
+    assert model.repairs == ["pkg/blocks.py:20 none-module-test",
+                             "pkg/blocks.py:6 annotate"], model.rounds
+    text = project.bytes("pkg/blocks.py").decode()
+    assert "def forward(self, x, mask: Optional[torch.Tensor] = None):" in text, text
 
 
 @pytest.mark.slow
@@ -439,6 +475,20 @@ TRY = ("try blocks aren't supported:\n  File \"/p/stack.py\", line {line}\n{cont
        "        try:\n        ~~~~ <--- HERE\n")
 
 
+def test_an_unannotated_none_default_on_the_blocker_line_is_typed_optional_tensor() -> None:
+    text = HIDDEN
+    unplaced = Blocker("/p/blocks.py", 6, "Attend.forward", "Unsupported value kind: Tensor")
+    typed = typed_default(text, unplaced, "/p/blocks.py", "Attend")
+    assert typed is not None
+    assert (typed.class_name, typed.method, typed.param, typed.kind) == (
+        "Attend", "forward", "mask", "Optional[Tensor]")
+    # Another message, another line, another class: no type.
+    assert typed_default(text, replace(unplaced, message="try blocks aren't supported"),
+                         "/p/blocks.py", "Attend") is None
+    assert typed_default(text, replace(unplaced, line=7), "/p/blocks.py", "Attend") is None
+    assert typed_default(text, unplaced, "/p/blocks.py", "Block") is None
+
+
 def test_a_blocker_moves_to_another_place_or_error_not_down_the_same_construct() -> None:
     def blocker(line: int, context: str = "", path: str = "/p/stack.py") -> Blocker:
         return Blocker(path, line, "Stack.forward", TRY.format(line=line, context=context))
@@ -456,6 +506,10 @@ def test_a_blocker_moves_to_another_place_or_error_not_down_the_same_construct()
     other = Blocker("/p/stack.py", 14, "Stack.forward", TRY.format(line=14, context="").replace(
         "        try:\n", "        try:  # second\n"))
     assert _moved(before, other, "torchscript")
+    # No line from the compiler: placed at a finding; another finding is another place.
+    unplaced = Blocker("/p/blocks.py", 6, "Attend.forward", "Unsupported value kind: Tensor")
+    assert _moved(unplaced, replace(unplaced, line=9), "torchscript")
+    assert not _moved(unplaced, unplaced, "torchscript")
 
 
 def test_the_model_line_names_each_round_and_why_the_loop_stopped() -> None:

@@ -6,6 +6,7 @@ docstring).
 
 from __future__ import annotations
 
+import ast
 import re
 import time
 from collections.abc import Iterable, Mapping
@@ -105,6 +106,10 @@ def _moved(before: Blocker, after: Blocker, target: str) -> bool:
     if before.path != after.path or (configured.error_code(before.message, target)
                                      != configured.error_code(after.message, target)):
         return True
+    if not any(map(_FRAME_LINE.match, (before.message + "\n" + after.message).splitlines())):
+        # The compiler named no line: `tsfix check` placed both at a finding of the
+        # construct, and another line is another finding (the first one was fixed).
+        return before.line != after.line
     return before.line != after.line and _comparable(before.message) != _comparable(
         after.message)
 
@@ -153,6 +158,37 @@ def typed_by_message(message: str, reached: Mapping[str, tuple[str, ...]]) -> _T
     if len(paths) != 1:
         return None
     return _Typed(paths[0], class_name, callee["method"], passed["param"], passed["found"])
+
+
+# The compiler took an unannotated `p=None` for a Tensor: "Unsupported value kind: Tensor"
+# (a call leaves it out; torch 2.13 names no line, `tsfix check`'s TSF207 finding places it),
+# "Expected a default value of type Tensor (inferred) on parameter".
+_NONE_AS_TENSOR = re.compile(r"Unsupported value kind: Tensor|Expected a default value of "
+                             r"type Tensor")
+
+
+def typed_default(text: str, blocker: Blocker, path: str, class_name: str) -> _Typed | None:
+    """``Optional[Tensor]`` for the unannotated ``None``-default parameter of a method of
+    ``class_name`` on the blocker's line, when the message says the compiler took it for a
+    Tensor; None otherwise."""
+    if blocker.line is None or not _NONE_AS_TENSOR.search(blocker.message):
+        return None
+    try:
+        module = ast.parse(text)
+    except (SyntaxError, ValueError, RecursionError):
+        return None
+    found = [(method.name, arg.arg)
+             for node in module.body if isinstance(node, ast.ClassDef)
+             and node.name == class_name
+             for method in node.body if isinstance(method, ast.FunctionDef)
+             for arg, default in zip(method.args.args[::-1], method.args.defaults[::-1],
+                                     strict=False)
+             if arg.lineno == blocker.line and arg.annotation is None
+             and isinstance(default, ast.Constant) and default.value is None]
+    if len(found) != 1:
+        return None
+    [(method, param)] = found
+    return _Typed(path, class_name, method, param, "Optional[Tensor]")
 
 
 def _with_type(table: TypeTable, typed: _Typed) -> TypeTable:
@@ -279,6 +315,8 @@ def _round(number: int, model: configured.Configured, blocker: Blocker, outcome:
         class_name = configured.class_at(current, blocker.line, blocker.scope)
         function = (configured.function_at(current, blocker.line, blocker.scope)
                     if class_name is None else None)
+        if class_name is not None and session.target != "export":
+            typed = typed_default(current, blocker, path, class_name)
     if class_name is None and function is None:
         rounds.append(f"round {number}: stops at {where}, outside any class or module-level "
                       "function")
