@@ -374,9 +374,10 @@ def test_an_empty_tuple_default_is_left_unannotated() -> None:
     assert "keep: bool = False" in result.text
 
 
-def _scripted_module(code: str, class_name: str, tmp_path: Path) -> tuple[object, object]:
-    """The eager instance of ``class_name`` from ``code`` and its torch.jit.script (which
-    needs the source in a file)."""
+def _scripted_module(code: str, class_name: str, tmp_path: Path,
+                     **init: object) -> tuple[object, object]:
+    """The eager instance of ``class_name(**init)`` from ``code`` and its torch.jit.script
+    (which needs the source in a file)."""
     torch = pytest.importorskip("torch")
     path = tmp_path / "model_under_test.py"
     path.write_text(code)
@@ -384,7 +385,7 @@ def _scripted_module(code: str, class_name: str, tmp_path: Path) -> tuple[object
     assert spec is not None and spec.loader is not None
     module = importlib.util.module_from_spec(spec)
     spec.loader.exec_module(module)
-    eager = getattr(module, class_name)().eval()
+    eager = getattr(module, class_name)(**init).eval()
     return eager, torch.jit.script(eager)
 
 
@@ -526,9 +527,24 @@ def test_the_assert_keeps_eager_results_and_makes_the_class_script(tmp_path: Pat
         module(x)  # type: ignore[operator]
 
 
-def test_an_optional_whose_first_use_may_not_run_is_left_unannotated() -> None:
-    # An assert before the loop would fail calls that never reach the use: refused instead
-    # (unannotated, it still compiles, as a Tensor).
+def test_an_optional_whose_use_only_some_paths_evaluate_is_left_unannotated() -> None:
+    # An assert before the statement would fail calls that never evaluate the use: refused
+    # instead (unannotated, it still compiles, as a Tensor).
+    code = HEADER + textwrap.dedent("""\
+        class Choose(nn.Module):
+            def forward(self, x, n: int, skip=None):
+                x = x + skip if n > 0 else x
+                return x
+        """)
+    result = _rewrite(code)
+    assert "skip=None" in result.text and "assert" not in result.text
+    assert [(s.code, s.line) for s in result.skips] == [("TSF207", 6)]
+    assert "an assert cannot be added" in result.skips[0].reason
+
+
+def test_an_optional_used_in_a_loop_gets_the_assert_inside_the_loop() -> None:
+    # Before the loop it would fail calls that never enter it; inside, the use runs whenever
+    # the assert does.
     code = HEADER + textwrap.dedent("""\
         class Loop(nn.Module):
             def forward(self, x, n: int, skip=None):
@@ -537,9 +553,11 @@ def test_an_optional_whose_first_use_may_not_run_is_left_unannotated() -> None:
                 return x
         """)
     result = _rewrite(code)
-    assert "skip=None" in result.text and "assert" not in result.text
-    assert [(s.code, s.line) for s in result.skips] == [("TSF207", 6)]
-    assert "an assert cannot be added" in result.skips[0].reason
+    assert result.text == "from typing import Optional\n\n" + code.replace(
+        "skip=None", "skip: Optional[torch.Tensor] = None").replace(
+        "            x = x + skip\n", "            assert skip is not None\n"
+        "            x = x + skip\n")
+    assert _findings(result) == [("TSF207", 6, "fixed"), ("TSF228", 8, "fixed")]
 
 
 def test_a_user_annotated_optional_gets_the_assert_too() -> None:
@@ -556,6 +574,194 @@ def test_a_user_annotated_optional_gets_the_assert_too() -> None:
 def test_a_tested_optional_gets_no_assert() -> None:
     result = _rewrite(TOPK)
     assert "assert" not in result.text
+
+
+# ---- Optionals the user annotated, and None defaults used as tensors (issue 27 item 2) ------
+
+OPTIONAL_HEADER = "from typing import Optional\n\n" + HEADER
+
+STAGE = OPTIONAL_HEADER + textwrap.dedent("""\
+    class DecoderStage(nn.Module):
+        def __init__(self, empty=False):
+            super().__init__()
+            self.empty = empty
+            self.proj = nn.Linear(4, 4)
+
+        def forward(self, x, skip: Optional[torch.Tensor] = None):
+            x = self.proj(x)
+            if not self.empty:
+                # the encoder's features
+                x = x + skip
+                x = x * torch.sigmoid(skip)
+            return torch.relu(x) - skip.mean()
+    """)
+
+
+def test_an_optional_used_under_a_setting_gets_the_assert_in_that_branch() -> None:
+    # One assert refines the uses after it in its block; a use after the branch needs its own
+    # (an assert before the `if` would fail the empty configuration, which never reads skip
+    # there).
+    result = _rewrite(STAGE)
+    assert result.text == STAGE.replace(
+        "            # the encoder's features\n",
+        "            # the encoder's features\n            assert skip is not None\n").replace(
+        "        return torch.relu(x)", "        assert skip is not None\n"
+        "        return torch.relu(x)")
+    assert _findings(result) == [("TSF228", 17, "fixed"), ("TSF228", 19, "fixed")]
+
+
+@pytest.mark.slow
+def test_the_asserts_in_a_branch_keep_eager_results_and_script(tmp_path: Path) -> None:
+    import torch
+
+    code = _rewrite(STAGE).text
+    x, skip = torch.randn(2, 4), torch.randn(2, 4)
+    for empty in (False, True):
+        module, scripted = _scripted_module(code, "DecoderStage", tmp_path, empty=empty)
+        assert torch.equal(scripted(x, skip), module(x, skip))  # type: ignore[operator]
+        with pytest.raises(AssertionError):     # eager code failed on None before, too
+            module(x)  # type: ignore[operator]
+
+
+LOCALS = OPTIONAL_HEADER + textwrap.dedent("""\
+    class Gates(nn.Module):
+        gate: Optional[torch.Tensor]
+
+        def __init__(self, gated=True):
+            super().__init__()
+            self.gated = gated
+            self.gate = nn.Parameter(torch.zeros(4)) if gated else None
+            self.bias = nn.Parameter(torch.ones(4)) if gated else None
+
+        def forward(self, x, n: int):
+            gate = self.gate
+            if self.gated:
+                x = x * torch.sigmoid(gate)
+                gate = self.bias
+                x = x + gate
+            prev: Optional[torch.Tensor] = None
+            for i in range(n):
+                prev = x * i
+            return x - prev
+    """)
+
+
+def test_optional_locals_get_the_assert_before_their_uses() -> None:
+    # A copy of an attribute declared Optional (or set to None by __init__), and a local
+    # annotated Optional; a rebinding between two uses needs a second assert.
+    result = _rewrite(LOCALS)
+    assert result.text == LOCALS.replace(
+        "            x = x * torch.sigmoid(gate)\n",
+        "            assert gate is not None\n            x = x * torch.sigmoid(gate)\n").replace(
+        "            x = x + gate\n", "            assert gate is not None\n"
+        "            x = x + gate\n").replace(
+        "        return x - prev\n", "        assert prev is not None\n        return x - prev\n")
+    assert _findings(result) == [("TSF228", 19, "fixed"), ("TSF228", 21, "fixed"),
+                                 ("TSF228", 25, "fixed")]
+
+
+@pytest.mark.slow
+def test_the_asserted_locals_script_with_eager_results(tmp_path: Path) -> None:
+    import torch
+
+    code = _rewrite(LOCALS).text
+    x = torch.randn(2, 4)
+    for gated in (True, False):
+        module, scripted = _scripted_module(code, "Gates", tmp_path, gated=gated)
+        assert torch.equal(scripted(x, 2), module(x, 2))  # type: ignore[operator]
+
+
+def test_a_user_annotated_optional_no_assert_can_refine_is_reported() -> None:
+    code = OPTIONAL_HEADER + textwrap.dedent("""\
+        class Choose(nn.Module):
+            def forward(self, x, n: int, skip: Optional[torch.Tensor] = None):
+                return x + skip if n > 0 else x
+        """)
+    result = _rewrite(code)
+    assert result.text == code
+    assert [(s.code, s.line) for s in result.skips] == [("TSF228", 9)]
+    assert "only some paths of its statement evaluate it" in result.skips[0].reason
+
+
+ATTENTION = HEADER + textwrap.dedent("""\
+    class Attention(nn.Module):
+        def __init__(self, dim=8):
+            super().__init__()
+            self.qkv = nn.Linear(dim, dim * 3)
+            self.scale = dim ** -0.5
+
+        def forward(self, x, mask=None):
+            q, k, v = self.qkv(x).chunk(3, dim=-1)
+            att = (q @ k.transpose(-2, -1)) * self.scale
+            if mask is not None:
+                att = att.masked_fill(mask, float("-inf"))
+            return att.softmax(-1) @ v
+
+
+    class Pick(nn.Module):
+        def forward(self, x, index=None):
+            scores = torch.einsum("bi,bj->bij", x, x)
+            return scores.gather(1, index)
+    """)
+
+
+def test_a_none_default_given_to_a_tensor_method_of_an_untyped_local_is_optional() -> None:
+    # The typer cannot tell what `att` (a product of unpacked chunks) or `scores` (einsum) is,
+    # but in compiled code only tensors have masked_fill and gather.
+    result = _rewrite(ATTENTION)
+    assert result.text == "from typing import Optional\n\n" + ATTENTION.replace(
+        "mask=None", "mask: Optional[torch.Tensor] = None").replace(
+        "index=None", "index: Optional[torch.Tensor] = None").replace(
+        "        return scores.gather(1, index)\n",
+        "        assert index is not None\n        return scores.gather(1, index)\n")
+    assert _findings(result) == [("TSF207", 11, "fixed"), ("TSF207", 20, "fixed"),
+                                 ("TSF228", 22, "fixed")]
+
+
+def test_a_method_of_an_attribute_or_imported_name_tells_nothing() -> None:
+    # `self.bank` could be any object with a gather method (not compiled code's tensors).
+    code = HEADER + textwrap.dedent("""\
+        class Lookup(nn.Module):
+            def forward(self, x, index=None):
+                return self.bank.gather(1, index)
+        """)
+    result = _rewrite(code)
+    assert result.text == code
+    assert [s.code for s in result.skips if s.code] == ["TSF207"]
+
+
+@pytest.mark.slow
+def test_the_typed_mask_lets_the_scripted_attention_run_without_it(tmp_path: Path) -> None:
+    # Unannotated, the scripted forward failed without a mask ("Expected a proper Tensor but
+    # got None").
+    import torch
+
+    module, scripted = _scripted_module(_rewrite(ATTENTION).text, "Attention", tmp_path)
+    x, mask = torch.randn(2, 5, 8), torch.rand(2, 5, 5) > 0.7
+    assert torch.equal(scripted(x), module(x))  # type: ignore[operator]
+    assert torch.equal(scripted(x, mask), module(x, mask))  # type: ignore[operator]
+
+
+def test_a_type_from_the_type_table_types_a_none_default_and_refines_it() -> None:
+    # The type the repair loop reads from the compiler's message reaches annotate as an
+    # observed type: the None default becomes Optional of it, and its use gets the assert.
+    code = HEADER + textwrap.dedent("""\
+        class Shift(nn.Module):
+            def __init__(self, shifted=True):
+                super().__init__()
+                self.shifted = shifted
+
+            def forward(self, x, offset=None):
+                if self.shifted:
+                    x = x + offset
+                return x
+        """)
+    result = _rewrite(code, observed={"Shift": {"forward": {"offset": "float"}}})
+    assert result.text == "from typing import Optional\n\n" + code.replace(
+        "offset=None", "offset: Optional[float] = None").replace(
+        "            x = x + offset\n", "            assert offset is not None\n"
+        "            x = x + offset\n")
+    assert _findings(result) == [("TSF207", 10, "fixed"), ("TSF228", 12, "fixed")]
 
 
 LOCAL = HEADER + textwrap.dedent("""\

@@ -8,8 +8,10 @@ What it does
     * parameters with a literal default get its type (``alpha=1.0`` -> ``alpha: float = 1.0``,
       ``size=(1, 3)`` -> ``size: Tuple[int, int] = (1, 3)``);
     * ``None`` defaults become ``Optional[T]``, ``T`` from the types seen in the example calls,
-      else from how the body uses the value (``x.masked_fill(mask, ...)``, ``mask[:, None]``,
-      ``a @ mask`` are Tensors, ``scale = x.size(-1) ** -0.5`` a float, ``x.topk(k)`` an int),
+      else from how the body uses the value (``att.masked_fill(mask, ...)``, even when
+      nothing says what ``att`` is: in compiled code only tensors have such methods;
+      ``mask[:, None]`` and ``a @ mask`` are Tensors, ``scale = x.size(-1) ** -0.5`` a
+      float, ``x.topk(k)`` an int),
       else from the callee it is passed to: ``self.rnn(x, hx)`` with ``self.rnn = nn.LSTM(...)``
       makes ``hx`` ``Optional[Tuple[Tensor, Tensor]]`` (``nn.GRU``/``nn.RNN``: ``Optional[
       Tensor]``; the masks of ``nn.MultiheadAttention`` and the transformer layers: Tensors),
@@ -21,11 +23,16 @@ What it does
       TorchScript anyway, with an undefined tensor for its default, so the scripted method
       fails when called without it (measured); ``Optional[Tensor]`` makes that call work;
     * an ``Optional`` parameter (inferred or the author's) that the method never tests or
-      rebinds gets ``assert p is not None`` just before the top-level statement of its first
-      use, when that use fails on None in eager code too (arithmetic, a tensor method or
-      attribute, an index, a layer's or torch function's input) and runs whenever the
-      statement does; where no such place exists an inferred Optional is not written (it
-      would not compile; unannotated it does);
+      rebinds, and an ``Optional`` local it never tests (annotated so, or a copy of an
+      attribute that may be None: ``skip = self.skip``), gets ``assert p is not None`` just
+      before the statement of each use that needs it, in the use's own block (inside the
+      ``if not self.empty:`` or loop that holds it: configurations that never reach the use
+      are unchanged), when that use fails on None in eager code too (arithmetic, ``add``/
+      ``sub``/``mul``/``div``, a tensor method or attribute, an index, a layer's or torch
+      function's input) and runs whenever the statement does; one assert serves the later
+      uses of its block until the name is rebound. Where a use has no such place (a
+      conditional expression, ``and``/``or``, a comprehension) an inferred Optional is not
+      written (it would not compile; unannotated it does) and the author's is reported;
     * a local set to None and then, inside a loop or branch, to values of one type ``T``
       becomes ``name: Optional[T] = None`` (TorchScript: "previously had type NoneType");
     * annotated ``None`` and mutable defaults: ``k: int = None`` -> ``k: Optional[int] = None``;
@@ -159,8 +166,8 @@ class Annotate(Rule):
              "parameters are not supported\"). Use a tuple, or Optional[...] = None."),
         Code("TSF228", "optional-not-refined", "Optional value used without a None test",
              "`x = x + skip` with `skip: Optional[Tensor]` fails (TorchScript must see `skip is "
-             "not None` first). annotate adds `assert skip is not None` before the first use "
-             "when that use fails on None in eager code too."),
+             "not None` first). annotate adds `assert skip is not None` before the uses that "
+             "need it, in their own block, when they fail on None in eager code too."),
         Code("TSF229", "none-initialised-local", "local set to None, then to another type",
              "`prev = None` and then `prev = x` inside a loop or branch fails (\"previously had "
              "type NoneType\"). Declare it: `prev: Optional[Tensor] = None`."),

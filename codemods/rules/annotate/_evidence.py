@@ -139,6 +139,22 @@ def scripted_as_tensor(method: MethodState, node: cst.BaseExpression) -> bool:
                for p in [*positional, *params.kwonly_params])
 
 
+def tensor_receiver(method: MethodState, node: cst.BaseExpression) -> bool:
+    """``node``, calling a method of :data:`TENSOR_ARGUMENTS`, is a Tensor: the typer says so,
+    or it cannot tell and ``node`` is no instance, submodule or imported name (``att`` of
+    ``att = torch.einsum(...)``, ``(q @ k)``): in compiled code only tensors have methods of
+    these names."""
+    kind = method.typer.type_of(node)
+    if kind is not None:
+        return kind == TENSOR
+    root: cst.BaseExpression = node
+    while isinstance(root, cst.Attribute | cst.Subscript | cst.Call):
+        root = root.func if isinstance(root, cst.Call) else root.value
+    return not (isinstance(root, cst.Name) and (root.value == method.self_var
+                                                or root.value in method.imports
+                                                or root.value in method.functions))
+
+
 def decide(votes: list[str | None]) -> str | None:
     """The type the votes agree on; None when there is none or a Tensor vote is contested."""
     known = [v for v in votes if v is not None]
@@ -192,7 +208,8 @@ def _call_votes(method: MethodState, call: cst.Call, name: str) -> list[str | No
                 positions = INT_ARGUMENTS[called]
                 if positions is None or index in positions:
                     votes.append("int")
-            elif receiver == TENSOR and index in TENSOR_ARGUMENTS.get(called, ()):
+            elif index in TENSOR_ARGUMENTS.get(called, ()) and tensor_receiver(method,
+                                                                               func.value):
                 votes.append(TENSOR)
             elif receiver == TENSOR and called in ("masked_fill", "masked_fill_") and \
                     index == 1:

@@ -8,7 +8,12 @@ from tsfix.codemods.facts.syntax import code_of
 from tsfix.codemods.facts.value_types import type_from_annotation
 from tsfix.codemods.rules.annotate._body import Replace, empty_literals, integer_lists, return_type
 from tsfix.codemods.rules.annotate._common import prepend
-from tsfix.codemods.rules.annotate._refine import optional_locals, refinement
+from tsfix.codemods.rules.annotate._refine import (
+    Refinement,
+    optional_local_names,
+    optional_locals,
+    refinement,
+)
 from tsfix.codemods.rules.annotate._signature import Signature
 from tsfix.codemods.rules.annotate._state import MethodState
 
@@ -43,24 +48,20 @@ class MethodAnnotator(MethodState):
         return func
 
     def _refine_optionals(self, params: cst.Parameters) -> None:
-        """``assert p is not None`` before the first use of an Optional parameter the method
-        never tests (TSF228); ``name: Optional[T] = None`` for a local set to None and then
-        to a ``T`` in a loop or branch (TSF229)."""
+        """``assert name is not None`` before the uses of an Optional parameter or local the
+        method never tests, where they need it (TSF228); ``name: Optional[T] = None`` for a
+        local set to None and then to a ``T`` in a loop or branch (TSF229)."""
         for param in [*params.posonly_params, *params.params, *params.kwonly_params]:
             name = param.name.value
             kind = self.param_types.get(name) or (
                 type_from_annotation(param.annotation.annotation)
                 if param.annotation is not None else None)
-            if kind is None or not kind.startswith("Optional["):
-                continue
-            plan = refinement(self, name)
-            if plan.before is None:
-                continue
-            self.asserts.setdefault(id(plan.before), []).append(f"assert {name} is not None")
-            self.fixed(plan.before, "TSF228", f"Optional parameter {name!r} of {self.name}() "
-                       "is used without an `is not None` test")
-            self.counts.parts.append(f"assert {name} is not None")
-        for assign, kind in optional_locals(self):
+            if kind is not None and kind.startswith("Optional["):
+                self._assert_not_none(name, "parameter", refinement(self, name))
+        declared = optional_locals(self)
+        for name in optional_local_names(self, [code_of(a.targets[0].target) for a, _ in declared]):
+            self._assert_not_none(name, "local", refinement(self, name, local=True))
+        for assign, kind in declared:
             if id(assign) in self.replacements:
                 continue
             target = assign.targets[0].target
@@ -69,3 +70,17 @@ class MethodAnnotator(MethodState):
             self.fixed(assign, "TSF229", f"local {code_of(target)!r} of {self.name}() starts "
                        "as None and is assigned another type in a loop or branch")
             self.counts.parts.append(f"{code_of(target)}: {kind}")
+
+    def _assert_not_none(self, name: str, role: str, plan: Refinement) -> None:
+        for statement in plan.before:
+            self.asserts.setdefault(id(statement), []).append(f"assert {name} is not None")
+            self.fixed(statement, "TSF228", f"Optional {role} {name!r} of {self.name}() is "
+                       "used without an `is not None` test")
+        if plan.before:
+            self.counts.parts.append(f"assert {name} is not None")
+        if plan.left:
+            self.skip(plan.left[0], f"Optional {role} {name} is used without an `is not None` "
+                      "test where only some paths of its statement evaluate it (a conditional "
+                      "expression, `and`/`or`, a comprehension): no assert can go before it; "
+                      "left as it is", code="TSF228", message=f"Optional {role} {name!r} of "
+                      f"{self.name}() is used without an `is not None` test")

@@ -14,56 +14,95 @@ A local set to None and then, inside a loop or branch, to a value of one type ``
 
 from __future__ import annotations
 
+from collections.abc import Iterable
 from dataclasses import dataclass
 
 import libcst as cst
 from tsfix.codemods.facts.classes import TENSOR_CONSTRUCTORS
-from tsfix.codemods.facts.syntax import find_all, parameters_of, parent_map, qualified_name
-from tsfix.codemods.facts.value_types import TENSOR, is_complete, unify_all, without_none
+from tsfix.codemods.facts.syntax import (
+    find_all,
+    parameters_of,
+    parent_map,
+    qualified_name,
+    self_attr,
+)
+from tsfix.codemods.facts.value_types import (
+    TENSOR,
+    is_complete,
+    type_from_annotation,
+    unify_all,
+    without_none,
+)
 from tsfix.codemods.rules.annotate._callees import callee_type
 from tsfix.codemods.rules.annotate._common import is_name, own
 from tsfix.codemods.rules.annotate._evidence import (
     TENSOR_ARGUMENTS,
     TYPED_KEYWORDS,
     scripted_as_tensor,
+    tensor_receiver,
 )
 from tsfix.codemods.rules.annotate._state import MethodState
+
+# Tensor methods whose ``other`` takes a Tensor or a number, and raises TypeError on None
+# (measured on torch 2.13): they do not tell a type, but an assert before them keeps eager
+# behaviour.
+_ARITHMETIC_METHODS = frozenset({"add", "sub", "mul", "div"})
 
 
 @dataclass
 class Refinement:
-    """How an Optional parameter's uses compile: ``needed`` False when the method tests or
-    rebinds it, or only passes it on (to a callee that takes it, or out as a result);
-    else ``before`` is the top-level statement an assert can precede, or None when none can."""
+    """How an Optional value's uses compile: ``needed`` False when the method tests it (or,
+    a parameter, rebinds it), or only passes it on; else ``before`` holds the statements an
+    ``assert name is not None`` goes before: each precedes a use that fails on None in eager
+    code too and runs whenever the statement does, and refines the uses after it in its block
+    (loops and branches included). ``left`` are such uses no assert can refine (evaluated
+    only on some paths of their statement: a conditional expression, an ``and``/``or``, a
+    comprehension, a nested function); ``unknown`` is True when a use that does not fail on
+    None in eager code is not refined (its compiling is not known)."""
 
     needed: bool
-    before: cst.SimpleStatementLine | None = None
+    before: tuple[cst.BaseStatement, ...] = ()
+    left: tuple[cst.Name, ...] = ()
+    unknown: bool = False
+
+    @property
+    def complete(self) -> bool:
+        """Every use that needs it is refined by the asserts."""
+        return not self.left and not self.unknown
 
 
-def refinement(method: MethodState, name: str) -> Refinement:
+def refinement(method: MethodState, name: str, *, local: bool = False) -> Refinement:
+    """The asserts that refine the Optional parameter ``name`` (``local``: a local the method
+    binds by plain or annotated assignments) for its uses that need it."""
     body = method.func.body
-    if _tested_or_rebound(body, name):
+    if _tested(body, name) or (_bound_otherwise(body, name, annotated=not local) if local
+                               else _rebound(body, name)):
         return Refinement(needed=False)
     parents = parent_map(body)
     uses = [n for n in find_all(body, cst.Name) if n.value == name and _is_read(n, parents)]
-    if not uses:
+    pending = [use for use in uses if not _passed_on(method, use, parents)]
+    if not pending:
         return Refinement(needed=False)
-    if all(_passed_on(method, use, parents) for use in uses):
-        return Refinement(needed=False)
-    first = uses[0]
-    if not _fails_on_none(method, first, parents):
-        return Refinement(needed=True)
-    node: cst.CSTNode = first
-    while id(node) in parents:
-        parent = parents[id(node)]
-        if isinstance(parent, cst.IfExp | cst.BooleanOperation | cst.Lambda | cst.ListComp
-                      | cst.SetComp | cst.DictComp | cst.GeneratorExp | cst.FunctionDef):
-            return Refinement(needed=True)     # evaluated only sometimes
-        if isinstance(parent, cst.SimpleStatementLine):
-            in_body = isinstance(body, cst.IndentedBlock) and any(s is parent for s in body.body)
-            return Refinement(needed=True, before=parent if in_body else None)
-        node = parent
-    return Refinement(needed=True)
+    order = {id(node): i for i, node in enumerate(find_all(
+        body, cst.Name, cst.AssignTarget, cst.AnnAssign, cst.SimpleStatementLine, cst.If,
+        cst.While, cst.For))}
+    bindings = [t for t in find_all(body, cst.AssignTarget, cst.AnnAssign)
+                if is_name(t.target, name)] if local else []
+    before: list[cst.BaseStatement] = []
+    left: list[cst.Name] = []
+    unknown = False
+    for use in pending:
+        if any(_refined_by(site, use, parents, order, bindings) for site in before):
+            continue
+        if not _fails_on_none(method, use, parents):
+            unknown = True
+            continue
+        statement = _assertable_statement(use, parents)
+        if statement is None:
+            left.append(use)
+        else:
+            before.append(statement)
+    return Refinement(True, tuple(before), tuple(left), unknown)
 
 
 def optional_locals(method: MethodState) -> list[tuple[cst.Assign, str]]:
@@ -99,9 +138,32 @@ def optional_locals(method: MethodState) -> list[tuple[cst.Assign, str]]:
     return found
 
 
+def optional_local_names(method: MethodState, declared: Iterable[str]) -> list[str]:
+    """The locals that may hold None where they are read: annotated ``Optional``, copied from
+    an attribute that may be None (declared ``Optional`` at class level, or set to None by
+    ``__init__``; not a submodule), or ``declared`` (TSF229's)."""
+    facts = method.facts
+    found = list(declared)
+    for node in own(method.func.body, cst.AnnAssign):
+        kind = type_from_annotation(node.annotation.annotation)
+        if isinstance(node.target, cst.Name) and kind is not None and \
+                kind.startswith("Optional["):
+            found.append(node.target.value)
+    for assign in own(method.func.body, cst.Assign):
+        attr = self_attr(assign.value, method.self_var) if method.self_var else None
+        if attr is None or attr in facts.layers or not (
+                attr in facts.maybe_none
+                or (facts.declared.get(attr) or "").startswith("Optional[")):
+            continue
+        found.extend(t.target.value for t in assign.targets if isinstance(t.target, cst.Name))
+    parameters = set(parameters_of(method.func))
+    return [name for name in dict.fromkeys(found) if name not in parameters]
+
+
 # -- helpers --------------------------------------------------------------------------------------
 
-def _tested_or_rebound(body: cst.CSTNode, name: str) -> bool:
+def _tested(body: cst.CSTNode, name: str) -> bool:
+    """``name is (not) None``, ``if name:`` or ``name`` in an ``and``/``or`` somewhere."""
     for comparison in find_all(body, cst.Comparison):
         operands = [comparison.left, *(c.comparator for c in comparison.comparisons)]
         if any(is_name(o, name) for o in operands) and any(
@@ -113,18 +175,21 @@ def _tested_or_rebound(body: cst.CSTNode, name: str) -> bool:
             condition = condition.expression
         if is_name(condition, name):
             return True     # ``if name:`` refines too
-    for boolean in find_all(body, cst.BooleanOperation):
-        if is_name(boolean.left, name) or is_name(boolean.right, name):
-            return True
+    return any(is_name(boolean.left, name) or is_name(boolean.right, name)
+               for boolean in find_all(body, cst.BooleanOperation))
+
+
+def _rebound(body: cst.CSTNode, name: str) -> bool:
     return _bound_otherwise(body, name) or any(
         any(is_name(t.target, name) for t in a.targets) for a in find_all(body, cst.Assign))
 
 
-def _bound_otherwise(body: cst.CSTNode, name: str) -> bool:
-    """Bound by something other than a plain ``name = value``: augmented or annotated
-    assignment, unpacking, a for or with target, a nested function's parameter."""
+def _bound_otherwise(body: cst.CSTNode, name: str, *, annotated: bool = True) -> bool:
+    """Bound by something other than a plain ``name = value`` (or, ``annotated`` False, an
+    annotated one): augmented assignment, unpacking, a for or with target, a nested
+    function's parameter."""
     for node in find_all(body, cst.AugAssign, cst.AnnAssign):
-        if is_name(node.target, name):
+        if is_name(node.target, name) and (annotated or isinstance(node, cst.AugAssign)):
             return True
     for target in find_all(body, cst.AssignTarget):
         if not isinstance(target.target, cst.Name) and any(
@@ -144,7 +209,8 @@ def _is_read(node: cst.Name, parents: dict[int, cst.CSTNode]) -> bool:
         return False
     if isinstance(parent, cst.Arg) and parent.keyword is node:
         return False
-    return not (isinstance(parent, cst.AssignTarget) and parent.target is node)
+    return not (isinstance(parent, cst.AssignTarget | cst.AnnAssign)
+                and parent.target is node)
 
 
 def _passed_on(method: MethodState, use: cst.Name, parents: dict[int, cst.CSTNode]) -> bool:
@@ -184,12 +250,72 @@ def _fails_on_none(method: MethodState, use: cst.Name, parents: dict[int, cst.CS
     if isinstance(func, cst.Attribute):
         if method.self_var and is_name(func.value, method.self_var):
             return func.attr.value in method.facts.layers and index == 0
-        if method.typer.type_of(func.value) == TENSOR:
-            return index in TENSOR_ARGUMENTS.get(func.attr.value, ())
+        if func.attr.value in _ARITHMETIC_METHODS and index == 0:
+            return method.typer.type_of(func.value) == TENSOR
+        if index in TENSOR_ARGUMENTS.get(func.attr.value, ()):
+            return tensor_receiver(method, func.value)
     qualified = qualified_name(func, method.imports) or ""
     short = qualified.rpartition(".")[2]
     return (qualified.startswith("torch.") and index == 0 and short not in TENSOR_CONSTRUCTORS
             and short[:1].islower())
+
+
+def _assertable_statement(use: cst.Name, parents: dict[int, cst.CSTNode]
+                          ) -> cst.BaseStatement | None:
+    """The statement of a block that evaluates ``use`` whenever it runs (a simple statement,
+    or the test of an ``if`` (not an ``elif``) or ``while``, a ``for``'s iterable), so an
+    assert can go just before it; None when ``use`` is evaluated only on some paths."""
+    node: cst.CSTNode = use
+    while id(node) in parents:
+        parent = parents[id(node)]
+        if isinstance(parent, cst.IfExp | cst.BooleanOperation | cst.Lambda | cst.ListComp
+                      | cst.SetComp | cst.DictComp | cst.GeneratorExp | cst.FunctionDef
+                      | cst.SimpleStatementSuite):
+            return None
+        evaluates_use = (isinstance(parent, cst.SimpleStatementLine)
+                         or (isinstance(parent, cst.If | cst.While) and node is parent.test)
+                         or (isinstance(parent, cst.For) and node is parent.iter))
+        if evaluates_use:
+            # An ``elif``'s parent is its ``if``, not a block: its test runs only sometimes.
+            in_block = isinstance(parents.get(id(parent)), cst.IndentedBlock)
+            return parent if in_block else None  # type: ignore[return-value]
+        if isinstance(parent, cst.BaseCompoundStatement):
+            return None
+        node = parent
+    return None
+
+
+def _refined_by(site: cst.BaseStatement, use: cst.Name, parents: dict[int, cst.CSTNode],
+                order: dict[int, int], bindings: list[cst.CSTNode]) -> bool:
+    """An assert just before ``site`` refines ``use``: the use is in ``site`` or in a later
+    statement of its block, and no binding of the name (``bindings``, a local's) comes between
+    them in source order (``order``), nor in a loop around the use inside that block."""
+    block = parents[id(site)]
+    assert isinstance(block, cst.IndentedBlock)
+    node: cst.CSTNode = use
+    loops: list[cst.CSTNode] = []
+    while id(node) in parents and parents[id(node)] is not block:
+        node = parents[id(node)]
+        if isinstance(node, cst.For | cst.While):
+            loops.append(node)
+    if parents.get(id(node)) is not block:
+        return False
+    places = {id(statement): i for i, statement in enumerate(block.body)}
+    if places[id(node)] < places[id(site)]:
+        return False
+    start, end = order[id(site)], order[id(use)]
+    return not any(start < order[id(binding)] < end or _inside(binding, loops, parents)
+                   for binding in bindings)
+
+
+def _inside(node: cst.CSTNode, outer: list[cst.CSTNode], parents: dict[int, cst.CSTNode]
+            ) -> bool:
+    held = {id(o) for o in outer}
+    while id(node) in parents:
+        node = parents[id(node)]
+        if id(node) in held:
+            return True
+    return False
 
 
 def _blocks_holding(node: cst.CSTNode, parents: dict[int, cst.CSTNode]) -> list[int]:

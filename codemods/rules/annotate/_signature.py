@@ -171,12 +171,12 @@ class Signature:
             return param
         kind = f"Optional[{inner}]"
         plan = refinement(m, name)
-        if plan.needed and plan.before is None:
+        if plan.needed and not plan.complete:
             # Unannotated it compiles (as a Tensor); Optional would not compile here.
             m.skip(param, f"{name}=None would be {kind}, but it is used without an `is not "
                    "None` test at a place where an assert cannot be added (a use that does not "
-                   "fail on None in eager code comes first, or only some paths reach it); left "
-                   "unannotated", code="TSF207", message=message)
+                   "fail on None in eager code, or one only some paths of its statement "
+                   "reach); left unannotated", code="TSF207", message=message)
             return param
         m.param_types[name] = kind
         m.fixed(param, "TSF207", message)
