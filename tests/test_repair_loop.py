@@ -277,6 +277,37 @@ def test_a_none_default_the_compiler_took_for_a_tensor_is_typed_optional(
 
 
 @pytest.mark.slow
+def test_a_model_that_scripted_is_checked_again_when_a_later_loop_rewrites_its_files(
+        project: Project) -> None:
+    """Direct passes Inner a Tensor and scripts on the run's tree; Outer's loop then types
+    Inner's `lengths` in blocks.py, which Direct imports too: Direct's verdict is that of
+    the tree written."""
+    chained(project)
+    project.pyproject({"pkg/net.py:Direct": {"inputs": ["randn(2, 4)"]},
+                       "pkg/net.py:Outer": {"inputs": ["randn(2, 4)"]}})
+    project.write("pkg/net.py", NET + textwrap.dedent("""\
+
+
+        class Direct(nn.Module):
+            def __init__(self):
+                super().__init__()
+                self.inner = Inner(4)
+
+            def forward(self, x):
+                return self.inner(x, torch.ones(1))
+    """))
+
+    result = project.run("pkg/net.py", rules=["all"], jobs=1)
+
+    models = {m.model: m for m in result.models()}
+    direct, outer = models["pkg/net.py:Direct"], models["pkg/net.py:Outer"]
+    assert outer.ok and outer.repairs, outer
+    assert direct.ok and direct.scripted_before is True, direct
+    assert direct.rounds == ["checked again on the files the repair loop of another model "
+                             "rewrote"], direct.rounds
+
+
+@pytest.mark.slow
 def test_without_the_loop_the_model_stops_at_the_call(project: Project) -> None:
     chained(project)
 

@@ -119,11 +119,14 @@ def verdicts_on_final_tree(models: list[configured.Configured], todo: list[File]
     finished: list[tuple[configured.Configured, ModelResult, list[str], str | None]] = []
     loops: dict[str, LoopOutcome] = {}
     resolved = [(file, str(file.resolved)) for file in todo]
+    ran: list[tuple[configured.Configured, ModelResult, list[str]]] = []
+    # The loops' texts of the files each model's last answer ran on.
+    seen: dict[str, dict[str, str]] = {}
     for model in models:
         result = results[model.display]
         rounds: list[str] = []
         if model in failing:
-            if any(tree[path].text for path in result.files if path in tree):
+            if _loop_texts(result, tree):
                 # An earlier model's repairs changed files this one imports.
                 result = _again(model, result, overlay, tree, session, pool)
             if model_stops(result):
@@ -131,8 +134,17 @@ def verdicts_on_final_tree(models: list[configured.Configured], todo: list[File]
                                     observations, session, pool, rounds, session.deadline)
                 loops[model.display] = loop
                 result = loop.result
+            seen[model.display] = _loop_texts(result, tree)
             if fix_report is not None:
                 fix_report()
+        ran.append((model, result, rounds))
+    for model, result, rounds in ran:
+        if _loop_texts(result, tree) != seen.get(model.display, {}):
+            # A later model's repairs changed files this one imports: its verdict is the
+            # tree's as written.
+            result = _again(model, result, overlay, tree, session, pool)
+            rounds.append("checked again on the files the repair loop of another model "
+                          "rewrote")
         display.update({path: f.display for path, f in tree.items()})
         blocker = configured.to_explain(result)
         # The blocker's file as this model's job saw it (a later loop may rewrite it).
@@ -201,6 +213,11 @@ def verdicts_on_final_tree(models: list[configured.Configured], todo: list[File]
                                  new_text=loop_file.text, fix_loop=True)
         out.extra.append(Outcome(result_file, loop_file.text, loop_file.source))
     return out
+
+
+def _loop_texts(result: ModelResult, tree: Mapping[str, LoopFile]) -> dict[str, str]:
+    """The loops' texts of the files ``result``'s model imports."""
+    return {path: f.text for path, f in tree.items() if f.text and path in result.files}
 
 
 def _again(model: configured.Configured, result: ModelResult, overlay: Mapping[str, str],
