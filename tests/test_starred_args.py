@@ -226,7 +226,8 @@ def test_only_keyword_unpacking_is_not_a_starred_site() -> None:
 def test_check_findings_on_the_blockers_fixture() -> None:
     path = FIXTURES_ROOT / "check" / "blockers.py"
     result = rewrite_source(path.read_text(), str(path), [StarredArgs], output=False)
-    assert [(f.code, f.class_name, f.message) for f in result.fixes] == [
+    assert sorted((f.code, f.class_name, f.message) for f in result.fixes) == [
+        ("TSF115", "StarredTarget", "*rest unpacked in forward()"),
         ("TSF214", "StarredCall", "*shape in a call in forward()")]
     assert [s for s in result.skips if s.code] == []
 
@@ -239,11 +240,17 @@ def test_fixture_refusals() -> None:
 
 
 @pytest.mark.slow
-def test_originals_fail_with_the_static_length_error() -> None:
+@pytest.mark.parametrize(("fixture", "names"), [
+    ("attention", ("SelfAttention", "MultiHeadProjection")),
+    ("vit_blocks", ("CrossAttention", "ConvAttention", "PositionalTokens", "ShiftedPatches",
+                    "RelativeGrid")),
+])
+def test_originals_fail_with_the_static_length_error(fixture: str, names: tuple[str, ...]
+                                                     ) -> None:
     torch = pytest.importorskip("torch")
-    original = load_module(FIXTURES / "attention.in.py", "_sa_attention_in")
-    rewritten = load_module(FIXTURES / "attention.out.py", "_sa_attention_out")
-    for name in ("SelfAttention", "MultiHeadProjection"):
+    original = load_module(FIXTURES / f"{fixture}.in.py", f"_sa_{fixture}_in")
+    rewritten = load_module(FIXTURES / f"{fixture}.out.py", f"_sa_{fixture}_out")
+    for name in names:
         with pytest.raises(Exception, match="cannot statically infer the expected size"):
             torch.jit.script(getattr(original, name)())
         torch.jit.script(getattr(rewritten, name)())
@@ -259,6 +266,11 @@ def test_originals_fail_with_the_static_length_error() -> None:
     ("*_, hh, ww, h = *x.shape, self.heads", "hh, ww, h = x.shape[-2], x.shape[-1], self.heads"),
     ("b, n, *_, h = *x.shape, self.heads", "b, n, h = x.shape[0], x.shape[1], self.heads"),
     ("b, x = *x.shape[:1], x + 1", "b, x = x.shape[0], x + 1"),
+    ("*_, hh, ww = x.shape", "hh, ww = x.shape[-2], x.shape[-1]"),
+    ("b, *_ = x.size()", "b = x.size(0)"),
+    # A tensor split in pieces: unpacked as it is, in its own statement.
+    ("q, k, v = (x + 1, *x.chunk(2, dim=-1))", "q = x + 1\n    k, v = x.chunk(2, dim=-1)"),
+    ("q, k, v = (*torch.split(x, 2), x)", "q, k = torch.split(x, 2)\n    v = x"),
 ])
 def test_starred_unpacking_is_spelled_out(line: str, expected: str) -> None:
     forward = "def forward(self, x, s: List[int]):\n    {}\n    return x\n"
@@ -279,7 +291,7 @@ def test_indexed_whole_shape_is_noted() -> None:
 
 
 @pytest.mark.parametrize(("line", "reason"), [
-    ("a, *rest = *x.shape, 1", "the starred target `rest` is read"),
+    ("a, *rest = *x.shape, 1", "a value other than the shape's elements would go to the"),
     ("a, b = *x.shape, *x.shape", "several starred values"),
     ("self.a, b = *x.shape,", "a target is not a plain name"),
     ("a, b, c = *x.shape[:2],", "3 names for the 2 elements of `x.shape[:2]`"),
@@ -295,3 +307,128 @@ def test_starred_unpacking_refusals(line: str, reason: str) -> None:
     assert not result.changed, result.text
     [skip] = result.skips
     assert skip.code == "TSF115" and reason in skip.reason
+
+
+def test_read_starred_target_takes_the_middle_of_the_shape_as_a_list() -> None:
+    result = rewrite(model("def forward(self, x):\n    *lead, w = x.shape\n"
+                           "    return x.view(lead + [w])\n"))
+    assert result.text == model("def forward(self, x):\n"
+                                "    lead, w = list(x.shape[:-1]), x.shape[-1]\n"
+                                "    return x.view(lead + [w])\n")
+    result = rewrite(model("def forward(self, x):\n    b, *mid, w = *x.size(), 1\n"
+                           "    return x.view([b] + mid)\n"))
+    assert "b, mid, w = x.size(0), list(x.size()[1:]), 1" in result.text
+
+
+@pytest.mark.parametrize(("line", "reason"), [
+    ("q, k, v = (x, *x.chunk(2), x)", "is a list of unknown length"),
+    ("q, k = (x, *x.chunk(1))", "is a list of unknown length"),
+    ("*_, h, w = self.make(x).shape", "of a name only"),
+])
+def test_unpackings_of_lists_and_shapes_refused(line: str, reason: str) -> None:
+    result = rewrite(model(f"def forward(self, x):\n    {line}\n    return x\n"))
+    assert not result.changed, result.text
+    [skip] = result.skips
+    assert skip.code == "TSF115" and reason in skip.reason
+
+
+# -- a starred chunk in a display bound to a name: qkv = (q, *kv.chunk(2)) ---------------------
+
+def test_chunk_in_a_display_is_indexed() -> None:
+    result = rewrite(model("""
+        def forward(self, x):
+            # the queries, keys and values
+            qkv = (self.to_q(x), *self.to_kv(x).chunk(2, dim=-1))  # heads
+            q, k, v = [t * 2 for t in qkv]
+            pair = [x, *torch.chunk(x, chunks=2, dim=-1), self.scale]
+            a, b, c, d = pair
+            return q + k + v + a + b + c + d
+        """, init="self.to_q = nn.Linear(4, 4)\nself.to_kv = nn.Linear(4, 8)\nself.scale = 2\n"))
+    assert "\n".join(result.text.splitlines()[11:19]) == textwrap.indent(textwrap.dedent("""\
+        # the queries, keys and values
+        qkv_0 = self.to_q(x)
+        qkv_chunks = self.to_kv(x).chunk(2, dim=-1)
+        qkv = (qkv_0, qkv_chunks[0], qkv_chunks[1])  # heads
+        q, k, v = [t * 2 for t in qkv]
+        pair_chunks = torch.chunk(x, chunks=2, dim=-1)
+        pair = [x, pair_chunks[0], pair_chunks[1], self.scale]
+        a, b, c, d = pair"""), "        ")
+    assert [(f.code, f.line) for f in result.fixes] == [("TSF115", 13), ("TSF115", 15)]
+    assert result.changes[0].notes == [
+        f"line {line}: `{name}` indexes the 2 pieces of the chunk: where the chunk gives fewer "
+        "(its dimension too small to split so), indexing raises IndexError where unpacking "
+        f"`{name}` raised ValueError" for line, name in ((13, "qkv"), (15, "pair"))]
+
+
+@pytest.mark.parametrize(("lines", "reason"), [
+    ("qkv = (x, *x.chunk(2))\n    y = qkv[0]", "`qkv` is used other than unpacked into 3 names"),
+    ("qkv = (x, *x.chunk(2))\n    a, b = qkv", "`qkv` is used other than unpacked into 3 names"),
+    ("qkv = (x, *x.chunk(2))\n    qkv = (x, x, x)\n    a, b, c = qkv",
+     "`qkv` is bound more than once"),
+    ("qkv = (x, *x.unbind(0))\n    a, b, c = qkv", "the length of `*x.unbind(0)` is not known"),
+    ("qkv = (x, *x.chunk(n))\n    a, b, c = qkv", "the length of `*x.chunk(n)` is not known"),
+    ("qkv = (*x.chunk(2), *x.chunk(2))\n    a, b, c, d = qkv", "several starred values"),
+    ("qkv = (x, *x.chunk(2)); y = 1\n    a, b, c = qkv", "shares its line"),
+])
+def test_chunk_display_refusals(lines: str, reason: str) -> None:
+    result = rewrite(model(f"def forward(self, x, n: int):\n    {lines}\n    return x\n"))
+    assert not result.changed, result.text
+    [skip] = result.skips
+    assert skip.code == "TSF115" and reason in skip.reason, skip.reason
+
+
+# -- a starred list joined: torch.cat((x, *xs)) -> torch.cat([x] + xs) --------------------------
+
+@pytest.mark.parametrize(("line", "expected"), [
+    ("torch.cat((x, *shifted), dim=1)", "torch.cat([x] + shifted, dim=1)"),
+    ("torch.stack([*ys, x, x])", "torch.stack(list(ys) + [x, x])"),
+    ("torch.cat((x, *[y * 2 for y in ys], x))", "torch.cat([x] + [y * 2 for y in ys] + [x])"),
+    ("torch.cat((x, *x.unbind(0)))", "torch.cat([x] + list(x.unbind(0)))"),
+])
+def test_starred_list_joined(line: str, expected: str) -> None:
+    forward = ("def forward(self, x, ys: List[torch.Tensor]):\n"
+               "    shifted = [x + 1 for _ in range(2)]\n    return {}\n")
+    result = rewrite(model(forward.format(line)))
+    assert result.text == model(forward.format(expected))
+    assert [(f.code, f.line) for f in result.fixes] == [("TSF115", 7)]
+    before, after = (cst.parse_expression(text) for text in (line, expected))
+    assert isinstance(before, cst.Call) and isinstance(after, cst.Call)
+    module = cst.Module([])
+    assert result.changes[0].summary == (
+        f"line 7: `{module.code_for_node(before.args[0].value)}` -> "
+        f"`{module.code_for_node(after.args[0].value)}`")
+
+
+@pytest.mark.parametrize(("line", "reason"), [
+    ("torch.cat((x, *t))", "cannot tell that `t` is a list"),
+    ("torch.cat((x, *ys, *pair))", "a tuple and a list are both starred"),
+])
+def test_starred_join_refusals(line: str, reason: str) -> None:
+    forward = (f"def forward(self, x, t, ys: List[torch.Tensor]):\n    pair = (x, x)\n"
+               f"    return {line}\n")
+    result = rewrite(model(forward))
+    assert not result.changed, result.text
+    [skip] = result.skips
+    assert skip.code == "TSF115" and reason in skip.reason, skip.reason
+
+
+def test_starred_tuples_joined_already_script() -> None:
+    result = rewrite(model("def forward(self, x):\n    pair = (x, x)\n"
+                           "    return torch.cat((x, *pair))\n"))
+    assert not result.changed and not result.skips
+
+
+def test_meshgrid_takes_the_tensors_as_a_list() -> None:
+    result = rewrite(model("""
+        def forward(self, x, ys: List[torch.Tensor]):
+            spatial = x.shape[1:]
+            grid = torch.meshgrid(*(torch.arange(s) for s in spatial), indexing="ij")
+            other = torch.meshgrid(*ys)
+            return grid[0] + other[0]
+        """))
+    assert 'grid = torch.meshgrid([torch.arange(s) for s in spatial], indexing="ij")' in result.text
+    assert "other = torch.meshgrid(list(ys))" in result.text
+    assert [(f.code, f.line) for f in result.fixes] == [("TSF214", 8), ("TSF214", 9)]
+    refused = rewrite(model("def forward(self, x):\n    return torch.meshgrid(x, *x.unbind(0))\n"))
+    assert not refused.changed
+    assert "no other positional argument" in refused.skips[0].reason

@@ -21,6 +21,9 @@ from libcst.helpers import get_full_name_for_node
 from tsfix.codemods.facts.scope import current_scope
 
 SCALAR_TYPES = ("bool", "int", "float", "str")
+# torch functions that join a sequence of tensors: a list or a tuple gives the same result.
+JOIN_FUNCTIONS = frozenset(f"torch.{name}" for name in (
+    "cat", "concat", "concatenate", "stack", "hstack", "vstack", "dstack"))
 
 _CLASS_WITH_BASES = re.compile(r"^[ \t]*class\s+\w+\s*\(", re.MULTILINE)
 

@@ -39,7 +39,10 @@ Why it breaks export
     calls of functions, methods and submodules inside list
     comprehensions over lists and tuples (of tensors, ints, tuples), and unpacking of the list
     they build (``q, k, v = [f(t) for t in qkv]``, also nested: ``(a, b), (c, d) = [(t[:1],
-    t[1:]) for t in xs]``) and comprehensions over ``zip``. ``torch.export`` traces lambdas as
+    t[1:]) for t in xs]``) and comprehensions over ``zip``. Over a display holding a starred
+    chunk (``qkv = (q, *kv.chunk(2))``) the display itself fails; once ``starred-args``
+    indexes the pieces, the comprehension over it and its unpacking script (measured), so
+    no statement per element is needed. ``torch.export`` traces lambdas as
     they are: the rule serves the TorchScript-based targets only.
 
 Example
@@ -80,6 +83,7 @@ import libcst as cst
 from tsfix.codemods.facts.classes import ClassFacts
 from tsfix.codemods.facts.prefilter import AstFile
 from tsfix.codemods.facts.syntax import (
+    JOIN_FUNCTIONS,
     code_of,
     find_all,
     fresh_name,
@@ -97,9 +101,6 @@ _BUILTINS = ("map", "list", "tuple", "zip")
 # Nodes an iterable is written bare in ``for t in <iterable>``; others get parentheses.
 _BARE_ITERABLE = (cst.Name, cst.Attribute, cst.Call, cst.Subscript, cst.Tuple, cst.List)
 _KEY_FUNCTIONS = ("sorted", "min", "max")
-# torch functions that join a sequence of tensors: a list or a tuple gives the same result.
-_JOIN_FUNCTIONS = frozenset(f"torch.{name}" for name in (
-    "cat", "concat", "concatenate", "stack", "hstack", "vstack", "dstack"))
 
 
 class _Refused(Exception):
@@ -458,7 +459,7 @@ class Order(torch.nn.Module):
         call = parents.get(id(arg))
         return (isinstance(call, cst.Call) and call.args[0] is arg and arg.keyword is None
                 and not arg.star
-                and qualified_name(call.func, self.facts.imports) in _JOIN_FUNCTIONS)
+                and qualified_name(call.func, self.facts.imports) in JOIN_FUNCTIONS)
 
     # -- name = lambda ... ------------------------------------------------------------------
 

@@ -20,21 +20,47 @@ What it does
     (``x.shape``, ``x.size()``, a slice of either, ``list(...)`` of one), a ``List[int]``
     parameter, local or ``__init__`` attribute, or a list literal.
 
+    ``torch.meshgrid`` takes its tensors as one list: ``torch.meshgrid(*(torch.arange(s) for
+    s in sizes), indexing="ij")`` -> ``torch.meshgrid([torch.arange(s) for s in sizes],
+    indexing="ij")``.
+
     A starred sequence of ints unpacked with other values into names is spelled out: one
     statement per group of names when the names give the length, else the elements indexed
     (a whole ``x.shape``/``x.size()`` of a plain receiver; a starred target that is never
-    read is dropped)::
+    read is dropped, one that is read takes ``list(...)`` of its slice of the shape). A
+    tensor split in pieces (``chunk``, ``split``, ``unbind``, ``tensor_split``) is unpacked
+    as it is, into its own group of names::
 
         b, n, _, h = *x.shape, self.heads       ->  b, n, _ = x.shape
                                                     h = self.heads
         *_, h, w, d = *x.shape, x.dtype         ->  h, w, d = x.shape[-2], x.shape[-1], x.dtype
+        *_, h, w = x.shape                      ->  h, w = x.shape[-2], x.shape[-1]
+        q, k, v = (self.to_q(x), *kv.chunk(2))  ->  q = self.to_q(x)
+                                                    k, v = kv.chunk(2)
+
+    A display holding a ``.chunk(n)`` with a literal ``n``, bound to a name that is then only
+    unpacked into as many names (directly or through a list comprehension over it), binds
+    the pieces first and indexes them; the elements before the star that are not plain reads
+    are bound first, so everything runs in the original order::
+
+        qkv = (self.to_q(x), *self.to_kv(x).chunk(2, dim=-1))
+            ->  qkv_0 = self.to_q(x)
+                qkv_chunks = self.to_kv(x).chunk(2, dim=-1)
+                qkv = (qkv_0, qkv_chunks[0], qkv_chunks[1])
+
+    A starred list in the display ``torch.cat``/``stack`` (and ``concat``, ``hstack``...)
+    join becomes a sum of lists: ``torch.cat((x, *shifted), dim=1)`` -> ``torch.cat([x] +
+    shifted, dim=1)`` (``list(xs)`` for a value that may be a tuple in eager mode).
 
 Why it breaks export
     TorchScript unpacks ``*`` only when the length is static: a tuple scripts, a list fails with
     "cannot statically infer the expected size of a list in this context" -- and ``x.shape`` and
     ``x.size()`` are ``List[int]`` in TorchScript, so ``x.view(*x.shape[:2], -1)`` fails as well
     as ``x.view(*shape)`` with a list. Every API above takes an ``int[]`` argument, which a list
-    and a tuple both satisfy (measured on torch 2.13).
+    and a tuple both satisfy (measured on torch 2.13). A chunk is a ``List[Tensor]`` to
+    TorchScript, so ``(q, *kv.chunk(2))`` fails even where it is unpacked at once; the pieces
+    indexed, ``[x] + xs`` in ``torch.cat`` and a starred target's elements indexed all
+    script, and so does a comprehension over the spelled display (measured).
 
 Example
     Before::
@@ -61,11 +87,19 @@ Fix safety
     when no value reads a name an earlier group binds. A whole shape indexed element by
     element (a starred target) raises IndexError instead of ValueError for a tensor of
     too low a rank (noted). The only other difference: an empty sequence, which made
-    the original call fail (``x.view()``), is accepted. Left alone, with the reason reported:
+    the original call fail (``x.view()``), is accepted. A chunk's pieces indexed in a display:
+    ``x.chunk(n)`` gives fewer than ``n`` pieces when its dimension is too small to split so,
+    and then indexing raises IndexError where unpacking the display raised ValueError
+    (noted; the display is rewritten only when it is only ever unpacked, so the original
+    raised too). ``[x] + xs`` and ``torch.meshgrid(list)`` join and grid the same tensors,
+    and a list of the pieces unpacked in its own statement checks its length as before.
+    Left alone, with the reason reported:
     starred values whose type cannot be shown to be a list or tuple of ints (unannotated
     parameters, which TorchScript types as Tensor; attributes set from constructor arguments;
-    tensors, ``range``, ``*args``), unpackings into attributes, a read starred target, a
-    slice of another length than its names, other callees (``self.layer(*inputs)``,
+    tensors, ``range``, ``*args``), unpackings into attributes, a starred target that would
+    take values other than a shape's, a slice of another length than its names, a display
+    of pieces used other than unpacked or of unknown length (``*x.unbind(0)``), a joined
+    display mixing starred tuples and lists, other callees (``self.layer(*inputs)``,
     ``x.transpose(*dims)``: no sequence form), and ``**kwargs``. Tuples are not touched: they
     already script.
 """
@@ -81,9 +115,13 @@ from libcst.helpers import get_full_name_for_node
 from tsfix.codemods.facts.classes import ClassFacts
 from tsfix.codemods.facts.prefilter import AstFile
 from tsfix.codemods.facts.syntax import (
+    JOIN_FUNCTIONS,
     code_of,
     find_all,
+    fresh_name,
+    names_bound_in,
     names_used,
+    parent_map,
     qualified_name,
     self_attr,
     self_name,
@@ -103,9 +141,14 @@ from tsfix.codemods.rules.base import ClassChange, Code, Example, Rule
 _SEQUENCE_METHODS = ("view", "reshape", "permute", "repeat", "expand", "flip", "tile",
                      "new_zeros", "new_ones", "new_empty")
 _SEQUENCE_FUNCTIONS = ("zeros", "ones", "empty", "rand", "randn")
-# A `*` argument's or starred value's opening: after `(`, `,` or `=` (a new line between
-# included), not `**`.
-_STARRED_ARGUMENT = re.compile(r"[(,=]\s*\*(?!\*)")
+# Functions of a list of tensors that eager mode also takes unpacked (``torch.meshgrid(a, b)``).
+_TENSOR_LIST_FUNCTIONS = frozenset({"torch.meshgrid"})
+# A tensor split into pieces: a List[Tensor] in TorchScript, a tuple in eager mode.
+_SPLIT_METHODS = ("chunk", "split", "unbind", "tensor_split")
+_SPLIT_FUNCTIONS = frozenset(f"torch.{name}" for name in _SPLIT_METHODS)
+# A `*` argument's, starred value's or starred target's opening: after `(`, `[`, `,` or `=`
+# (a new line between included) or at the start of a line, not `**`.
+_STARRED_ARGUMENT = re.compile(r"(?:[(\[,=]|^)\s*\*(?!\*)", re.MULTILINE)
 # Longest shape slice spelled out element by element; longer ones become list(...) + [...].
 _MAX_SPELLED = 6
 
@@ -233,6 +276,7 @@ class _MethodRewriter:
         collect_locals(func.body, self.typer)
         self.shape_locals = self._locals_assigned(_is_shape_like)
         self.tuple_locals = self._locals_assigned(_is_literal_tuple)
+        self.list_locals = self._locals_assigned(_is_new_list)
         self.star_parameters = {p.star_arg.name.value for p in find_all(func, cst.Parameters)
                                 if isinstance(p.star_arg, cst.Param)}
 
@@ -302,6 +346,8 @@ class _MethodRewriter:
         if any(a.star == "**" for a in call.args):
             raise _Refused("`**` arguments are not rewritten")
         starred = [a for a in call.args if a.star == "*"]
+        if qualified_name(call.func, self.rule.imports) in _TENSOR_LIST_FUNCTIONS:
+            return self._tensor_list_call(call)
         kinds = [self.starred_kind(a.value) for a in starred]
         if all(k == "tuple" for k in kinds):
             return None
@@ -354,6 +400,59 @@ class _MethodRewriter:
             terms.append(f"[{', '.join(plain)}]")
         return self._with_arguments(call, [" + ".join(terms)], rest), False
 
+    def _tensor_list_call(self, call: cst.Call) -> tuple[cst.Call, bool] | None:
+        """``torch.meshgrid(*tensors, indexing="ij")`` -> ``torch.meshgrid(tensors, ...)``."""
+        positional = [a for a in call.args if a.keyword is None]
+        if len(positional) != 1:
+            raise _Refused(f"`{short_source(call.func)}` is passed its tensors as one starred "
+                           "value only when it has no other positional argument")
+        text = self.as_list(positional[0].value)
+        if text is None:
+            return None
+        return self._with_arguments(call, [text], list(call.args[1:])), False
+
+    def as_list(self, value: cst.BaseExpression) -> str | None:
+        """``value``, a starred sequence, as a list expression: itself when it is a list in
+        eager mode too (a list display or comprehension, a local only ever bound to one),
+        ``[...]`` for a generator (consumed at once by ``*`` too), else ``list(value)`` for a
+        ``List`` value; None for a tuple (it scripts). Raises _Refused."""
+        if isinstance(value, cst.ListComp | cst.List) or (
+                isinstance(value, cst.Name) and value.value in self.list_locals):
+            return code_of(value)
+        if isinstance(value, cst.GeneratorExp):
+            return f"[{code_of(value.elt)} {code_of(value.for_in).strip()}]"
+        kind = self.typer.type_of(value)
+        if (kind is not None and parts_of(kind)[0] == "Tuple") or (
+                isinstance(value, cst.Name) and value.value in self.tuple_locals):
+            return None
+        if self._is_list(value):
+            return f"list({code_of(value)})"
+        raise _Refused(f"cannot tell that `{short_source(value)}` is a list")
+
+    def joined(self, display: cst.Tuple | cst.List) -> str | None:
+        """``(x, *xs)`` joined by ``torch.cat``/``stack`` as ``[x] + xs``; None when every
+        starred value is a tuple (it scripts). Raises _Refused."""
+        lists = {id(e): self.as_list(e.value) for e in display.elements
+                 if isinstance(e, cst.StarredElement)}
+        if all(text is None for text in lists.values()):
+            return None
+        terms: list[str] = []
+        plain: list[str] = []
+        for element in display.elements:
+            text = lists.get(id(element))
+            if text is None and isinstance(element, cst.StarredElement):
+                raise _Refused("a tuple and a list are both starred in it")
+            if text is None:
+                plain.append(code_of(element.value))
+                continue
+            if plain:
+                terms.append(f"[{', '.join(plain)}]")
+                plain = []
+            terms.append(text)
+        if plain:
+            terms.append(f"[{', '.join(plain)}]")
+        return " + ".join(terms)
+
     def _with_arguments(self, call: cst.Call, positional: list[str],
                         keywords: list[cst.Arg]) -> cst.Call:
         template = cst.parse_expression(f"f({', '.join(positional)})")
@@ -366,6 +465,80 @@ class _MethodRewriter:
         return call.with_changes(args=args)
 
 
+    # -- a starred chunk in a display: qkv = (self.to_q(x), *kv.chunk(2, dim=-1)) -----------------
+
+    def display(self, assign: cst.Assign, line: cst.CSTNode | None) -> _Display | None:
+        """How ``qkv = (q, *kv.chunk(2))`` is spelled with the pieces indexed; None when the
+        starred value is a tuple (it scripts). Raises _Refused."""
+        target = assign.targets[0].target
+        assert isinstance(target, cst.Name) and isinstance(assign.value, cst.Tuple | cst.List)
+        elements = assign.value.elements
+        stars = [i for i, e in enumerate(elements) if isinstance(e, cst.StarredElement)]
+        if len(stars) != 1:
+            raise _Refused("several starred values: their lengths are not known")
+        star_at = stars[0]
+        starred = elements[star_at].value
+        try:
+            if self.starred_kind(starred) == "tuple":
+                return None
+        except _Refused:
+            pass
+        pieces = _chunk_count(starred, self.rule.imports)
+        if pieces is None or not self._is_list(starred):
+            raise _Refused(f"the length of `*{short_source(starred)}` is not known: a display "
+                           "bound to a name is spelled out only for a `.chunk(n)` with a "
+                           "literal n")
+        if not (isinstance(line, cst.SimpleStatementLine) and len(line.body) == 1):
+            raise _Refused("the display shares its line with other statements")
+        length = len(elements) - 1 + pieces
+        self._only_unpacked(target.value, length)
+        taken = set(names_used(self.func)) | names_bound_in(self.func)
+        hoisted: dict[int, str] = {}
+        for index in range(star_at):
+            if not _is_plain_value(elements[index].value):
+                # Evaluated before the chunk, as in the display.
+                hoisted[index] = fresh_name(f"{target.value}_{index}", taken=taken)
+                taken.add(hoisted[index])
+        chunks = fresh_name(f"{target.value}_chunks", taken=taken)
+        return _Display(target.value, star_at, pieces, hoisted, chunks,
+                        isinstance(assign.value, cst.List))
+
+    def _only_unpacked(self, name: str, length: int) -> None:
+        """Refused unless ``name`` is bound once and only ever unpacked into ``length`` names,
+        directly (``q, k, v = qkv``) or through a list comprehension over it (``q, k, v = [f(t)
+        for t in qkv]``): then a chunk that gives fewer pieces made the original raise too."""
+        parents = parent_map(self.func)
+
+        def unpacked(node: cst.CSTNode) -> bool:
+            assign = parents.get(id(node))
+            return (isinstance(assign, cst.Assign) and assign.value is node
+                    and len(assign.targets) == 1
+                    and isinstance(assign.targets[0].target, cst.Tuple | cst.List)
+                    and len(assign.targets[0].target.elements) == length
+                    and not any(isinstance(e, cst.StarredElement)
+                                for e in assign.targets[0].target.elements))
+
+        bindings = 0
+        for use in find_all(self.func.body, cst.Name):
+            holder = parents.get(id(use))
+            if use.value != name or (isinstance(holder, cst.Attribute) and holder.attr is use) or (
+                    isinstance(holder, cst.Arg) and holder.keyword is use):
+                continue
+            if isinstance(holder, cst.AssignTarget) and holder.target is use:
+                bindings += 1
+                continue
+            comprehension = parents.get(id(holder))
+            if unpacked(use) or (isinstance(holder, cst.CompFor) and holder.iter is use
+                                 and holder.inner_for_in is None
+                                 and isinstance(comprehension, cst.ListComp)
+                                 and unpacked(comprehension)):
+                continue
+            raise _Refused(f"`{name}` is used other than unpacked into {length} names (a chunk "
+                           "can give fewer pieces than asked, which only unpacking would "
+                           "have reported)")
+        if bindings != 1:
+            raise _Refused(f"`{name}` is bound more than once in {self.func.name.value}()")
+
     # -- starred unpacking: b, n, _, h = *x.shape, self.heads -------------------------------------
 
     def unpacking(self, assign: cst.Assign, line: cst.CSTNode | None) -> _Unpacking | None:
@@ -375,9 +548,8 @@ class _MethodRewriter:
                                                       cst.Tuple | cst.List):
             raise _Refused("only an unpacking into several names is rewritten")
         targets = assign.targets[0].target.elements
-        value = assign.value
-        assert isinstance(value, cst.Tuple | cst.List)
-        stars = [i for i, e in enumerate(value.elements) if isinstance(e, cst.StarredElement)]
+        values = _displayed(assign.value)
+        stars = [i for i, e in enumerate(values) if isinstance(e, cst.StarredElement)]
         if len(stars) != 1:
             raise _Refused("several starred values: their lengths are not known")
         if not all(isinstance(t.value, cst.Name) or (isinstance(t, cst.StarredElement)
@@ -385,12 +557,18 @@ class _MethodRewriter:
                    for t in targets):
             raise _Refused("a target is not a plain name")
         star_at = stars[0]
-        starred = value.elements[star_at].value
-        if self.starred_kind(starred) == "tuple":
-            return None
+        starred = values[star_at].value  # type: ignore[union-attr]
+        try:
+            if self.starred_kind(starred) == "tuple":
+                return None
+            any_list = False
+        except _Refused:
+            if not self._is_list(starred):
+                raise
+            any_list = True     # unpacked as it is into a group of names, never indexed
         names = [t.value.value for t in targets]  # type: ignore[attr-defined]
         before = star_at
-        after = len(value.elements) - star_at - 1
+        after = len(values) - star_at - 1
         star_targets = [i for i, t in enumerate(targets) if isinstance(t, cst.StarredElement)]
         spelled = _shape_elements(starred)
         if star_targets:
@@ -400,19 +578,23 @@ class _MethodRewriter:
             raise _Refused(f"{len(names)} names for at least {before + after} values")
         groups = [(names[:before], list(range(before))),
                   (names[before:before + count], None),
-                  (names[before + count:], list(range(star_at + 1, len(value.elements))))]
+                  (names[before + count:], list(range(star_at + 1, len(values))))]
         if spelled is not None and not spelled.whole:
             spelled.elements(count)     # a slice of another length: refused, it cannot unpack
         bound: set[str] = set()
         in_order = True
         for group_names, sources in groups:
             read = (names_used(starred) if sources is None else
-                    set().union(*(names_used(value.elements[i].value) for i in sources)))
+                    set().union(*(names_used(values[i]) for i in sources)))
             in_order = in_order and not read & bound
             bound.update(group_names)
         if (count >= 2 and in_order and isinstance(line, cst.SimpleStatementLine)
                 and len(line.body) == 1):
             return _Unpacking([(g, s) for g, s in groups if g], star_at, None, False)
+        if any_list:
+            raise _Refused(f"`{short_source(starred)}` is a list of unknown length, unpacked "
+                           "as it is only into a group of two or more names in a statement "
+                           "of its own, whose values read no name an earlier group binds")
         if spelled is None:
             raise _Refused(f"`{short_source(starred)}` cannot be spelled element by element "
                            "here (one statement per group of names would change what the "
@@ -428,19 +610,36 @@ class _MethodRewriter:
                 picks.append((name, star_at + 1 + position - before - count))
         return _Unpacking([], star_at, picks, spelled.whole)
 
+    def _is_list(self, value: cst.BaseExpression) -> bool:
+        """A list in TorchScript (elements of any type), which a group of names unpacks as
+        it is: a ``List[...]`` value, or a tensor split into pieces (``x.chunk(2)``,
+        ``torch.split(x, 4)``: a tuple in eager mode)."""
+        kind = self.typer.type_of(value)
+        if kind is not None and parts_of(kind)[0] == "List":
+            return True
+        if not isinstance(value, cst.Call):
+            return False
+        qualified = qualified_name(value.func, self.rule.imports) or ""
+        if qualified in _SPLIT_FUNCTIONS:
+            return True
+        return (isinstance(value.func, cst.Attribute) and value.func.attr.value in _SPLIT_METHODS
+                and self.typer.type_of(value.func.value) in (None, TENSOR)
+                and self_attr(value.func, self.self_var or "") is None)
+
     def _around_starred_target(self, names: list[str], star_targets: list[int], before: int,
                                after: int, spelled: _Spelled | None) -> _Unpacking:
         """``*_, h, w = *x.shape, x.dtype``: the names around the starred target, each given its
-        element (counted from the end after the starred target); the starred target dropped."""
+        element (counted from the end after the starred target); the starred target dropped,
+        or, when it is read, given the list of the middle elements (``list(x.shape[:-2])``: a
+        list, as the starred target was)."""
         star_name = names[star_targets[0]]
         uses = [n for n in find_all(self.func.body, cst.Name) if n.value == star_name]
         bindings = {id(n) for t in find_all(self.func.body, cst.AssignTarget, cst.For)
                     for n in find_all(t.target, cst.Name)}
-        if any(id(n) not in bindings for n in uses):
-            raise _Refused(f"the starred target `{star_name}` is read")
+        read = any(id(n) not in bindings for n in uses)
         if spelled is None or not spelled.whole:
             raise _Refused("a starred target takes the middle of a whole `x.shape` or "
-                           "`x.size()` only")
+                           "`x.size()` of a name only")
         head = star_targets[0]
         tail = len(names) - head - 1
         if head < before or tail < after:
@@ -453,6 +652,8 @@ class _MethodRewriter:
             picks.append((name, position if position < before else from_start[position - before]))
         for back, name in enumerate(reversed(names[head + 1:]), start=1):
             picks.insert(head, (name, -back if back <= after else from_end[after - back]))
+        if read:
+            picks.insert(head, (star_name, spelled.middle(head - before, tail - after)))
         return _Unpacking([], before, picks, True)
 
 
@@ -468,6 +669,13 @@ class _Spelled:
         self.whole = receiver is not None
         self.base = code_of(receiver) if receiver is not None else ""
         self.listed = _spelled_shape(expr)
+
+    def middle(self, skipped_first: int, skipped_last: int) -> str:
+        """The whole shape's elements but the first and last ones skipped, as a list."""
+        bounds = (f"{skipped_first or ''}:{-skipped_last if skipped_last else ''}")
+        shape = (f"{self.base}.shape" if isinstance(self.expr, cst.Attribute)
+                 else f"{self.base}.size()")
+        return f"list({shape}[{bounds}])"
 
     def elements(self, count: int) -> list[str]:
         if self.whole:
@@ -504,8 +712,8 @@ class _Unpacking:
         self.line_index = 0         # which statement of its line the assignment is
 
     def statements(self, updated: cst.Assign) -> list[str]:
-        assert isinstance(updated.value, cst.Tuple | cst.List)
-        values = [e.value for e in updated.value.elements]
+        values = [e.value if isinstance(e, cst.StarredElement) else e
+                  for e in _displayed(updated.value)]
         if self.picks is not None:
             texts = [p if isinstance(p, str) else code_of(values[p]) for _, p in self.picks]
             return [f"{', '.join(n for n, _ in self.picks)} = {', '.join(texts)}"]
@@ -517,20 +725,83 @@ class _Unpacking:
         return lines
 
 
+class _Display:
+    """A display with a starred chunk spelled out: the elements before the star that are
+    not plain reads bound first (``hoisted``: index -> name), then the chunk (``chunks``),
+    then the display with the pieces indexed."""
+
+    picks = None
+    indexed_whole = False
+
+    def __init__(self, target: str, star_at: int, pieces: int, hoisted: dict[int, str],
+                 chunks: str, is_list: bool) -> None:
+        self.target, self.star_at, self.pieces = target, star_at, pieces
+        self.hoisted, self.chunks, self.is_list = hoisted, chunks, is_list
+        self.line_index = 0
+
+    def statements(self, updated: cst.Assign) -> list[str]:
+        assert isinstance(updated.value, cst.Tuple | cst.List)
+        values = [code_of(e.value) for e in updated.value.elements]
+        lines = [f"{name} = {values[index]}" for index, name in sorted(self.hoisted.items())]
+        lines.append(f"{self.chunks} = {values[self.star_at]}")
+        items = ([self.hoisted.get(i, values[i]) for i in range(self.star_at)]
+                 + [f"{self.chunks}[{i}]" for i in range(self.pieces)]
+                 + values[self.star_at + 1:])
+        shown = ", ".join(items)
+        lines.append(f"{self.target} = [{shown}]" if self.is_list else
+                     f"{self.target} = ({shown}{',' if len(items) == 1 else ''})")
+        return lines
+
+
+def _is_new_list(expr: cst.BaseExpression) -> bool:
+    """A list in eager mode too: a list display or comprehension, or ``list(...)``."""
+    return isinstance(expr, cst.ListComp | cst.List) or (
+        isinstance(expr, cst.Call) and get_full_name_for_node(expr.func) == "list")
+
+
+def _chunk_count(value: cst.BaseExpression, imports: Mapping[str, str]) -> int | None:
+    """``n`` of ``t.chunk(n, ...)`` / ``torch.chunk(t, n, ...)`` with a literal ``n``."""
+    if not isinstance(value, cst.Call):
+        return None
+    method = isinstance(value.func, cst.Attribute) and value.func.attr.value == "chunk"
+    if not method and qualified_name(value.func, dict(imports)) != "torch.chunk":
+        return None
+    position = 0 if method else 1
+    positional = [a.value for a in value.args if a.keyword is None and not a.star]
+    keyword = [a.value for a in value.args if a.keyword is not None
+               and a.keyword.value == "chunks"]
+    count = (keyword[0] if keyword else
+             positional[position] if len(positional) > position else None)
+    number = _literal_int(count)
+    return number if number is not None and number >= 1 else None
+
+
+def _is_plain_value(expr: cst.BaseExpression) -> bool:
+    """A name, an attribute of one or a literal: reading it later reads the same value."""
+    return _is_plain_receiver(expr) or isinstance(expr, cst.Integer | cst.Float
+                                                  | cst.SimpleString)
+
+
 class _Replace(cst.CSTTransformer):
     """Rewrites the chosen calls bottom-up, so nested ones (``x.view(*s).permute(*d)``) keep
     each other's rewrite; and the chosen starred unpackings (``unpackings``: the statement
     line -> how its assignment is spelled)."""
 
     def __init__(self, chosen: dict[int, _MethodRewriter],
-                 unpackings: dict[int, _Unpacking] | None = None) -> None:
+                 unpackings: dict[int, _Unpacking | _Display] | None = None,
+                 joins: dict[int, _MethodRewriter] | None = None) -> None:
         self.chosen = chosen
         self.unpackings = unpackings or {}
+        self.joins = joins or {}
 
     def on_leave(self, original: cst.CSTNode, updated: cst.CSTNode) -> cst.CSTNode:  # type: ignore[override]
         unpacking = self.unpackings.get(id(original))
         if unpacking is not None and isinstance(updated, cst.SimpleStatementLine):
             return _spelled_line(updated, unpacking)  # type: ignore[return-value]
+        joiner = self.joins.get(id(original))
+        if joiner is not None and isinstance(updated, cst.Tuple | cst.List):
+            text = joiner.joined(updated)
+            return updated if text is None else cst.parse_expression(text)
         rewriter = self.chosen.get(id(original))
         if rewriter is None or not isinstance(updated, cst.Call):
             return updated
@@ -559,7 +830,8 @@ class StarredArgs(Rule):
              "x.shape` then `h = self.heads`; otherwise index explicitly."),
     )
     summary = ("Starred list arguments (x.view(*shape), x.view(*x.shape[:2], -1), "
-               "torch.zeros(*size)) pass the sequence itself or its spelled-out elements")
+               "torch.zeros(*size)) pass the sequence itself or its spelled-out elements; "
+               "starred shapes, chunks and lists in unpackings and displays are spelled out")
 
     VALID = (
         # A tuple: TorchScript knows its length, nothing to do.
@@ -639,6 +911,41 @@ class Merge(nn.Module):
         return y + torch.zeros(size, dtype=x.dtype)
 """,
         ),
+        # vit-pytorch's cross attention (after lambda-inline and einops-to-torch).
+        Example(
+            """
+import torch
+import torch.nn as nn
+class CrossAttention(nn.Module):
+    def __init__(self, dim=16):
+        super().__init__()
+        self.to_q = nn.Linear(dim, dim)
+        self.to_kv = nn.Linear(dim, dim * 2)
+    def forward(self, x, context):
+        *_, n, d = x.shape
+        qkv = (self.to_q(x), *self.to_kv(context).chunk(2, dim=-1))
+        q, k, v = [t.unflatten(-1, (2, -1)).transpose(1, 2) for t in qkv]
+        out = (q @ k.transpose(-1, -2)).softmax(dim=-1) @ v
+        return torch.cat((x, *[out.transpose(1, 2).reshape(-1, n, d)]), dim=1)
+""",
+            """
+import torch
+import torch.nn as nn
+class CrossAttention(nn.Module):
+    def __init__(self, dim=16):
+        super().__init__()
+        self.to_q = nn.Linear(dim, dim)
+        self.to_kv = nn.Linear(dim, dim * 2)
+    def forward(self, x, context):
+        n, d = x.shape[-2], x.shape[-1]
+        qkv_0 = self.to_q(x)
+        qkv_chunks = self.to_kv(context).chunk(2, dim=-1)
+        qkv = (qkv_0, qkv_chunks[0], qkv_chunks[1])
+        q, k, v = [t.unflatten(-1, (2, -1)).transpose(1, 2) for t in qkv]
+        out = (q @ k.transpose(-1, -2)).softmax(dim=-1) @ v
+        return torch.cat([x] + [out.transpose(1, 2).reshape(-1, n, d)], dim=1)
+""",
+        ),
     )
 
     def prepare(self, module: cst.Module) -> None:
@@ -646,13 +953,20 @@ class Merge(nn.Module):
 
     @classmethod
     def may_apply(cls, file: AstFile) -> bool:
-        """A starred argument in a call of a compiled method."""
+        """A starred argument in a call of a compiled method, a starred value in a display
+        assigned or passed first to a call, or a starred target."""
         if _STARRED_ARGUMENT.search(file.text) is None:
             return False
+
+        def starred(node: ast.expr) -> bool:
+            return isinstance(node, ast.Tuple | ast.List) and any(
+                isinstance(e, ast.Starred) for e in node.elts)
+
         return any((isinstance(node, ast.Call)
-                    and any(isinstance(arg, ast.Starred) for arg in node.args))
-                   or (isinstance(node, ast.Assign) and isinstance(node.value, ast.Tuple | ast.List)
-                       and any(isinstance(e, ast.Starred) for e in node.value.elts))
+                    and (any(isinstance(arg, ast.Starred) for arg in node.args)
+                         or (bool(node.args) and starred(node.args[0]))))
+                   or (isinstance(node, ast.Assign)
+                       and (starred(node.value) or any(starred(t) for t in node.targets)))
                    for node in file.compiled_nodes())
 
     def transform_module_impl(self, tree: cst.Module) -> cst.Module:
@@ -674,7 +988,11 @@ class Merge(nn.Module):
                    for line in find_all(func.body, cst.SimpleStatementLine)
                    for index, small in enumerate(line.body)
                    if id(small) not in skipped and _is_starred_unpacking(small)]
-        if not sites and not unpacks:
+        joins = [(method, call.args[0].value) for method, func in facts.compiled_methods()
+                 for skipped in [facts.never_compiled(method) | _nested(func)]
+                 for call in find_all(func.body, cst.Call)
+                 if id(call) not in skipped and _is_join_of_display(call, self.imports)]
+        if not sites and not unpacks and not joins:
             return cls
         attributes = _attribute_types(facts, self.imports)
         rewriters: dict[str, _MethodRewriter] = {}
@@ -704,15 +1022,18 @@ class Merge(nn.Module):
                                 f"`{short_source(new_call)}`"))
             if spelled_shape:
                 spelled_lines.append(line)
-        unpackings: dict[int, _Unpacking] = {}
+        unpackings: dict[int, _Unpacking | _Display] = {}
         for method, line, index, small in unpacks:
-            assert isinstance(small, cst.Assign) and isinstance(small.value, cst.Tuple | cst.List)
+            assert isinstance(small, cst.Assign)
             if method not in rewriters:
                 rewriters[method] = _MethodRewriter(self, facts, method, attributes)
-            star = next(e for e in small.value.elements if isinstance(e, cst.StarredElement))
+            star = _starred_of(small)
             message = f"*{short_source(star.value)} unpacked in {method}()"
             try:
-                unpacking = rewriters[method].unpacking(small, line)
+                unpacking: _Unpacking | _Display | None = (
+                    rewriters[method].display(small, line)
+                    if isinstance(small.targets[0].target, cst.Name)
+                    else rewriters[method].unpacking(small, line))
             except _Refused as refused:
                 self.skip(name, star, f"{message}: `{short_source(small)}`: {refused}",
                           code="TSF115", message=message)
@@ -729,13 +1050,37 @@ class Merge(nn.Module):
                 notes.append(f"line {at}: the shape is indexed element by element; a tensor "
                              "of another rank than the names give now raises IndexError or "
                              "is accepted, where unpacking raised ValueError")
-        if not chosen and not unpackings:
+            if isinstance(unpacking, _Display):
+                notes.append(f"line {at}: `{unpacking.target}` indexes the "
+                             f"{unpacking.pieces} pieces of the chunk: where the chunk gives "
+                             "fewer (its dimension too small to split so), indexing raises "
+                             f"IndexError where unpacking `{unpacking.target}` raised "
+                             "ValueError")
+        joined: dict[int, _MethodRewriter] = {}
+        for method, display in joins:
+            if method not in rewriters:
+                rewriters[method] = _MethodRewriter(self, facts, method, attributes)
+            star = next(e for e in display.elements if isinstance(e, cst.StarredElement))
+            message = f"*{short_source(star.value)} in a display in {method}()"
+            try:
+                text = rewriters[method].joined(display)
+            except _Refused as refused:
+                self.skip(name, star, f"{message}: `{short_source(display)}`: {refused}",
+                          code="TSF115", message=message)
+                continue
+            if text is None:
+                continue
+            self.fixed(star, "TSF115", message)
+            joined[id(display)] = rewriters[method]
+            at = self.line_of(display)
+            parts.append((at, f"line {at}: `{short_source(display)}` -> `{text}`"))
+        if not chosen and not unpackings and not joined:
             return cls
         if spelled_lines:
             notes.append(f"line {', '.join(map(str, sorted(set(spelled_lines))))}: shape "
                          "slices are spelled out element by element; a tensor with fewer "
                          "dimensions than the slice bound now raises IndexError")
-        rewritten = cls.visit(_Replace(chosen, unpackings))
+        rewritten = cls.visit(_Replace(chosen, unpackings, joined))
         assert isinstance(rewritten, cst.ClassDef)
         self.changes.append(ClassChange(self.name, name, self.span_of(cls),
                                         "; ".join(part for _, part in sorted(parts)),
@@ -743,7 +1088,17 @@ class Merge(nn.Module):
         return rewritten
 
 
-def _spelled_line(line: cst.SimpleStatementLine, unpacking: _Unpacking
+def _is_join_of_display(call: cst.Call, imports: Mapping[str, str]) -> bool:
+    """``torch.cat((x, *xs), dim=1)``: a join function given a display with a starred value."""
+    if not call.args or call.args[0].keyword is not None or call.args[0].star:
+        return False
+    display = call.args[0].value
+    return (isinstance(display, cst.Tuple | cst.List)
+            and any(isinstance(e, cst.StarredElement) for e in display.elements)
+            and qualified_name(call.func, dict(imports)) in JOIN_FUNCTIONS)
+
+
+def _spelled_line(line: cst.SimpleStatementLine, unpacking: _Unpacking | _Display
                   ) -> cst.SimpleStatementLine | cst.FlattenSentinel[cst.BaseStatement]:
     """The line of a starred unpacking with the unpacking spelled out: one line per group of
     names (the first keeps the comments above, the last the one after), or the assignment of
@@ -779,9 +1134,33 @@ def _nested(func: cst.FunctionDef) -> set[int]:
 
 
 def _is_starred_unpacking(small: cst.BaseSmallStatement) -> bool:
-    """``b, n, _, h = *x.shape, self.heads``: a display with a starred value, assigned."""
-    return isinstance(small, cst.Assign) and isinstance(small.value, cst.Tuple | cst.List) and any(
-        isinstance(e, cst.StarredElement) for e in small.value.elements)
+    """``b, n, _, h = *x.shape, self.heads``: a display with a starred value, assigned; or
+    ``*_, h, w = x.shape``: a starred target taking part of a shape."""
+    if not isinstance(small, cst.Assign):
+        return False
+    if isinstance(small.value, cst.Tuple | cst.List):
+        return any(isinstance(e, cst.StarredElement) for e in small.value.elements)
+    return (_shape_of(small.value) is not None and len(small.targets) == 1
+            and isinstance(small.targets[0].target, cst.Tuple | cst.List)
+            and any(isinstance(e, cst.StarredElement)
+                    for e in small.targets[0].target.elements))
+
+
+def _starred_of(small: cst.Assign) -> cst.StarredElement:
+    """The starred value of a starred unpacking, else (``*_, h, w = x.shape``) its starred
+    target."""
+    display = small.value if isinstance(small.value, cst.Tuple | cst.List) else None
+    elements = (display.elements if display is not None
+                else small.targets[0].target.elements)  # type: ignore[attr-defined]
+    return next(e for e in elements if isinstance(e, cst.StarredElement))
+
+
+def _displayed(value: cst.BaseExpression) -> list[cst.BaseExpression | cst.StarredElement]:
+    """The values a starred unpacking assigns: a display's elements (starred ones as
+    ``StarredElement``), or the whole shape as the one starred value."""
+    if isinstance(value, cst.Tuple | cst.List):
+        return [e if isinstance(e, cst.StarredElement) else e.value for e in value.elements]
+    return [cst.StarredElement(value)]
 
 
 def _message(arg: cst.Arg, method: str) -> str:
