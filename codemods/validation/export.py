@@ -66,6 +66,7 @@ from tsfix.codemods.validation.case import ClassCase, Pair, ReachedCase
 from tsfix.codemods.validation.verifier import (
     Check,
     fingerprint,
+    onnxruntime_parity,
     reproduces,
     saved_and_loaded,
     verified_summary,
@@ -526,14 +527,8 @@ def check_onnx(case: ClassCase, program: Any, first_key: str) -> str:
             if missing:
                 return (f"onnx: exported, {if_count} If node(s); onnxruntime not run: inputs "
                         f"{', '.join(missing)} are not forward parameters")
-            try:
-                outputs = runtime.run([(n, bound[n]) for n in runtime.input_names])
-                want, got = ox.matched_outputs(case.expected[k][j], outputs)
-            except ox.OnnxFailure as exc:
-                raise rejected(f"onnx: {exc} for {label}") from exc
-            found = difference(want, got, "onnxruntime output")
-            if found:
-                raise rejected(f"onnx: {found} for {label}")
+            onnxruntime_parity(runtime, [(n, bound[n]) for n in runtime.input_names],
+                               case.expected[k][j], label, str)
             compared += 1
     reason = f"onnx: {if_count} If node(s)"
     if case.lifted:

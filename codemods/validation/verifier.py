@@ -545,23 +545,32 @@ def check_onnx(case: ClassCase, artifacts: list[tuple[Any, dict[str, Any]]]) -> 
             if key not in exports:
                 exports[key] = _export_checked(module, weights, arguments, values, label,
                                                case.rename)
-            runtime, _ = exports[key]
-            torch.manual_seed(SEED)
-            try:
-                outputs = runtime.run(arguments)
-                want, got = ox.matched_outputs(case.expected[k][j], outputs)
-            except ox.OnnxFailure as exc:
-                raise rejected(f"onnx: {short_error(exc, case.rename)} for {label}"
-                               f"{with_settings(values)}") from exc
-            found = difference(want, got, "onnxruntime output")
-            if found:
-                raise rejected(f"onnx: {found} for {label}{with_settings(values)}")
+            onnxruntime_parity(exports[key][0], arguments, case.expected[k][j],
+                               f"{label}{with_settings(values)}",
+                               lambda exc: short_error(exc, case.rename))
             compared += 1
     reason = f"onnx: exported ({len(exports)} model(s)), checker"
     if case.lifted:
         if_count = sum(count for _, count in exports.values())
         reason += f", {if_count} If node(s), each lifted input decides a branch"
     return f"{reason}, onnxruntime parity for {compared} configuration(s)"
+
+
+def onnxruntime_parity(runtime: Any, arguments: list[tuple[str, Any]], expected: Any,
+                       where: str, error: Callable[[Exception], str]) -> None:
+    """The onnx step's comparison: onnxruntime, fed ``arguments``, gives the eager
+    ``expected`` outputs, else rejected (``where`` names the call, ``error`` writes an
+    onnxruntime failure)."""
+    from tsfix.codemods.validation import onnx_export as ox
+
+    torch.manual_seed(SEED)
+    try:
+        want, got = ox.matched_outputs(expected, runtime.run(arguments))
+    except ox.OnnxFailure as exc:
+        raise rejected(f"onnx: {error(exc)} for {where}") from exc
+    found = difference(want, got, "onnxruntime output")
+    if found:
+        raise rejected(f"onnx: {found} for {where}")
 
 
 def _export_checked(module: Any, weights: dict[str, Any], arguments: list[tuple[str, Any]],
