@@ -337,3 +337,22 @@ def test_an_optional_passed_to_an_untyped_none_parameter_is_the_callees_annotati
                                 "Tensor? lengths=None").replace("Tensor (inferred)", "Tensor")
     assert _explain(_outcome(annotated, path), "Outer", "blockers.py", path, text, [],
                     []).code == "TSF228"
+
+
+@pytest.mark.parametrize(("message", "code"), [
+    # Measured on torch 2.13: an exported and an ignored method of the class.
+    ("\n\nproject(__torch__.E self, Tensor x, float alpha) -> Tensor:\nArgument alpha not "
+     "provided.\n", "TSF241"),
+    ("\n\nlazy_bind.<locals>.lazy_binding_method(__torch__.I self, Tensor x, float alpha) -> "
+     "Tensor 0:\nArgument alpha not provided.\n", "TSF241"),
+    # An aten overload listing says it of every overload: not a left-out default.
+    ("\nArguments for call are not valid.\nThe following variants are available:\n  \n  "
+     "aten::add.Tensor(Tensor self, Tensor other, *, Scalar alpha=1) -> Tensor:\n  Argument "
+     "other not provided.\n", None),
+])
+def test_a_left_out_default_is_a_method_of_the_class_not_an_aten_overload(
+        message: str, code: str | None) -> None:
+    text = BLOCKERS.read_text()
+    result = _explain(_outcome(message + f'  File "{BLOCKERS}", line 3\n', BLOCKERS), "M",
+                      "blockers.py", BLOCKERS, text, [], [])
+    assert result.code == code
