@@ -432,3 +432,16 @@ def test_meshgrid_takes_the_tensors_as_a_list() -> None:
     refused = rewrite(model("def forward(self, x):\n    return torch.meshgrid(x, *x.unbind(0))\n"))
     assert not refused.changed
     assert "no other positional argument" in refused.skips[0].reason
+
+
+@pytest.mark.parametrize("lines", [
+    "qkv = (\n        x,  # the queries\n        *x.chunk(2),\n    )\n    q, k, v = qkv",
+    "y = torch.cat((\n        x,  # first\n        *[x, x],\n    ))",
+    "y = x.view(\n        *x.shape[:2],  # batch, tokens\n        -1)",
+    "*_, h, w = (\n        x.shape  # all of it\n    )",
+])
+def test_comments_inside_a_spelled_value_are_not_lost(lines: str) -> None:
+    result = rewrite(model(f"def forward(self, x):\n    {lines}\n    return x\n"))
+    assert not result.changed, result.text
+    assert [s.reason.rpartition(": ")[2] for s in result.skips] == [
+        "a comment inside it would be lost when it is spelled out"]

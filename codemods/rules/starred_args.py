@@ -99,9 +99,10 @@ Fix safety
     tensors, ``range``, ``*args``), unpackings into attributes, a starred target that would
     take values other than a shape's, a slice of another length than its names, a display
     of pieces used other than unpacked or of unknown length (``*x.unbind(0)``), a joined
-    display mixing starred tuples and lists, other callees (``self.layer(*inputs)``,
-    ``x.transpose(*dims)``: no sequence form), and ``**kwargs``. Tuples are not touched: they
-    already script.
+    display mixing starred tuples and lists, a value with a comment inside (the spelled-out
+    form is written from the values' code, which would lose it), other callees
+    (``self.layer(*inputs)``, ``x.transpose(*dims)``: no sequence form), and ``**kwargs``.
+    Tuples are not touched: they already script.
 """
 
 from __future__ import annotations
@@ -111,6 +112,7 @@ import re
 from collections.abc import Callable, Mapping
 
 import libcst as cst
+import libcst.matchers as m
 from libcst.helpers import get_full_name_for_node
 from tsfix.codemods.facts.classes import ClassFacts
 from tsfix.codemods.facts.prefilter import AstFile
@@ -351,6 +353,7 @@ class _MethodRewriter:
         kinds = [self.starred_kind(a.value) for a in starred]
         if all(k == "tuple" for k in kinds):
             return None
+        _keeps_comments(call)
         first_keyword = next((i for i, a in enumerate(call.args) if a.keyword is not None),
                              len(call.args))
         if any(a.star == "*" for a in call.args[first_keyword:]):
@@ -409,6 +412,7 @@ class _MethodRewriter:
         text = self.as_list(positional[0].value)
         if text is None:
             return None
+        _keeps_comments(call)
         return self._with_arguments(call, [text], list(call.args[1:])), False
 
     def as_list(self, value: cst.BaseExpression) -> str | None:
@@ -1030,6 +1034,7 @@ class CrossAttention(nn.Module):
             star = _starred_of(small)
             message = f"*{short_source(star.value)} unpacked in {method}()"
             try:
+                _keeps_comments(small.value)
                 unpacking: _Unpacking | _Display | None = (
                     rewriters[method].display(small, line)
                     if isinstance(small.targets[0].target, cst.Name)
@@ -1063,6 +1068,7 @@ class CrossAttention(nn.Module):
             star = next(e for e in display.elements if isinstance(e, cst.StarredElement))
             message = f"*{short_source(star.value)} in a display in {method}()"
             try:
+                _keeps_comments(display)
                 text = rewriters[method].joined(display)
             except _Refused as refused:
                 self.skip(name, star, f"{message}: `{short_source(display)}`: {refused}",
@@ -1086,6 +1092,13 @@ class CrossAttention(nn.Module):
                                         "; ".join(part for _, part in sorted(parts)),
                                         notes=notes))
         return rewritten
+
+
+def _keeps_comments(value: cst.BaseExpression) -> None:
+    """Refused when a comment inside ``value`` would be lost by spelling it out (the
+    rewrite is written from the values' code)."""
+    if m.findall(value, m.Comment()):
+        raise _Refused("a comment inside it would be lost when it is spelled out")
 
 
 def _is_join_of_display(call: cst.Call, imports: Mapping[str, str]) -> bool:
