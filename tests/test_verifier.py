@@ -16,7 +16,7 @@ from torch import nn
 from tsfix.codemods.validation.case import literal
 from tsfix.codemods.validation.protocol import REJECTED
 from tsfix.codemods.validation.verifier import Check, at_other_batch, reproduces
-from tsfix.codemods.validation.worker import Verdict, other_batch
+from tsfix.codemods.validation.worker import Instance, Verdict, other_batch
 
 VALIDATION = Path(__file__).resolve().parent.parent / "codemods" / "validation"
 MAX_LINES = 100
@@ -77,6 +77,21 @@ def test_the_second_batch_size_prefixes_the_step_words_with_the_size() -> None:
         at_other_batch(FirstRow(), batch, _words("re-script"), "init[0]")
     assert raised.value.reason == ("at batch size 3: re-script: output: expected (3, 3) "
                                    "torch.float32, got (2, 3) torch.float32 for init[0]")
+
+
+def test_a_configured_model_whose_program_differs_fails_against_the_original_outputs() -> None:
+    """The export target's model verdict (export.check_model) compares each exported
+    program with the ORIGINAL model's eager outputs, on the same comparison step."""
+    from tsfix.codemods.validation.export import check_model
+
+    x = torch.ones(2, 3)
+    configs = [Instance(0, {}, [((x,), {})], False)]
+    held = check_model(configs, [Doubles()], [[x * 2]], {})
+    assert held.ok and held.reason.startswith("1 configuration(s): eager parity, exported (1 ")
+    differs = check_model(configs, [Doubles()], [[x * 3]], {})
+    assert not differs.ok
+    assert differs.reason == ("export: output: max abs diff 1 for init[0] (against the "
+                              "original's eager output)")
 
 
 def _too_big(path: Path) -> list[str]:

@@ -75,9 +75,7 @@ from tsfix.codemods.validation.worker import (
     _INSTALLATION,
     _SITE,
     Verdict,
-    call,
     comparable_text,
-    difference,
     fresh,
     rejected,
     unverified,
@@ -582,6 +580,9 @@ def check_model(configs: list[Any], models: list[Any], outputs: list[list[Any]],
                 rename: dict[str, str]) -> ModelCheck:
     """Each configuration of the rewritten model exported (one program per input shape),
     its outputs against the ORIGINAL's eager outputs, and a save/load of each program."""
+    parity = Check("export: the exported program raised for {label}: {error}",
+                   "export: {found} for {label} (against the original's eager output)", rename,
+                   describe, quiet)
     programs = 0
     for k, (inst, model) in enumerate(zip(configs, models, strict=True)):
         own: dict[str, Any] = {}
@@ -601,15 +602,9 @@ def check_model(configs: list[Any], models: list[Any], outputs: list[list[Any]],
                                       f"{inst.label(j)}", None, False)
                 programs += 1
             try:
-                with quiet():
-                    got = call(own[key], args, kwargs)
-            except Exception as exc:
-                return ModelCheck(f"export: the exported program raised for {inst.label(j)}: "
-                                  f"{describe(exc, rename)}", None, False)
-            found = difference(outputs[k][j], got)
-            if found:
-                return ModelCheck(f"export: {found} for {inst.label(j)} (against the "
-                                  "original's eager output)", None, False)
+                reproduces(own[key], [(inst.label(j), args, kwargs, outputs[k][j])], parity)
+            except Verdict as outcome:
+                return ModelCheck(outcome.reason, None, False)
     return ModelCheck(f"{len(configs)} configuration(s): eager parity, exported "
                       f"({programs} program(s), one per configuration and input shape), "
                       "parity with the original, save/load")
