@@ -1185,3 +1185,91 @@ def test_device_and_dtype_values_are_typed_so() -> None:
                 return x.to(where)
         """), observed={"Cast": {"forward": {"where": "torch.device"}}})
     assert "def forward(self, x, where: torch.device):" in observed.text, observed.text
+
+
+# ---- a None default passed down a chain of module classes (issue 27 item 2: ECAPA_TDNN) ------
+
+CHAIN = HEADER + textwrap.dedent("""\
+    from pkg.masks import length_to_mask
+
+
+    class Gate(nn.Module):
+        def forward(self, x, lengths=None):
+            if lengths is not None:
+                L = x.shape[-1]
+                x = x * length_to_mask(lengths * L, max_len=L).unsqueeze(1)
+            return x
+
+
+    class GatedBlock(nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.gate = Gate()
+
+        def forward(self, x, lengths=None):
+            return self.gate(x, lengths)
+
+
+    class Encoder(nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.blocks = nn.ModuleList([nn.Identity(), GatedBlock()])
+
+        def forward(self, x, lengths=None):
+            for layer in self.blocks:
+                if isinstance(layer, GatedBlock):
+                    x = layer(x, lengths=lengths)
+                else:
+                    x = layer(x)
+            return x
+    """)
+
+
+def _chain_package(tmp_path: Path) -> Path:
+    package = tmp_path / "pkg"
+    package.mkdir()
+    (package / "__init__.py").write_text("")
+    (package / "masks.py").write_text(textwrap.dedent("""\
+        import torch
+
+
+        def length_to_mask(length, max_len: int):
+            return torch.arange(max_len).unsqueeze(0) < length.unsqueeze(1)
+        """))
+    path = package / "model.py"
+    path.write_text(CHAIN)
+    return path
+
+
+def test_a_none_default_takes_its_type_down_a_chain_of_module_classes(tmp_path: Path) -> None:
+    # Gate passes `lengths * L` to another file's function whose unannotated parameter is a
+    # Tensor to TorchScript; GatedBlock passes lengths to its Gate submodule's forward;
+    # Encoder to the GatedBlock an isinstance test narrows its loop variable to.
+    result = rewrite_source(CHAIN, str(_chain_package(tmp_path)), [Annotate])
+    assert result.text == "from typing import Optional\n\n" + CHAIN.replace(
+        "lengths=None", "lengths: Optional[torch.Tensor] = None")
+    assert _findings(result) == [("TSF207", 9, "fixed"), ("TSF207", 21, "fixed"),
+                                 ("TSF207", 30, "fixed")]
+
+
+@pytest.mark.slow
+def test_the_typed_chain_scripts_and_runs_with_and_without_lengths(tmp_path: Path) -> None:
+    import sys
+
+    import torch
+
+    path = _chain_package(tmp_path)
+    path.write_text(rewrite_source(CHAIN, str(path), [Annotate]).text)
+    sys.path.insert(0, str(tmp_path))
+    try:
+        from pkg.model import Encoder  # type: ignore[import-not-found]
+
+        module = Encoder().eval()
+        scripted = torch.jit.script(module)
+        x, lengths = torch.randn(2, 3, 5), torch.tensor([1.0, 0.6])
+        assert torch.equal(scripted(x), module(x))
+        assert torch.equal(scripted(x, lengths), module(x, lengths))
+    finally:
+        sys.path.remove(str(tmp_path))
+        for name in [n for n in sys.modules if n == "pkg" or n.startswith("pkg.")]:
+            del sys.modules[name]

@@ -16,8 +16,12 @@ What it does
       makes ``hx`` ``Optional[Tuple[Tensor, Tensor]]`` (``nn.GRU``/``nn.RNN``: ``Optional[
       Tensor]``; the masks of ``nn.MultiheadAttention`` and the transformer layers: Tensors),
       a method of the class or function of the file types it by its parameter's annotation
-      (or by the one annotate has just given it: callees are annotated first), and
-      ``f(lengths * n)`` into a Tensor parameter makes ``lengths`` a Tensor. Last, arithmetic
+      (or by the one annotate has just given it: callees are annotated first), so does the
+      ``forward`` of a module class of the file (classes go in file order) that a submodule
+      is built from (``self.se_block = SEBlock(...)``) or that ``if isinstance(layer,
+      SEBlock):`` narrows a loop variable to, and ``f(lengths * n)`` into a Tensor
+      parameter (of a function of this file, or of another file of the tree: no annotation,
+      no default) makes ``lengths`` a Tensor. Last, arithmetic
       with a Tensor (``x = x * mask``) makes ``Optional[Tensor]`` when nothing else says
       anything: it fits a float as well, but unannotated the parameter is a Tensor to
       TorchScript anyway, with an undefined tensor for its default, so the scripted method
@@ -391,6 +395,9 @@ class Annotate(Rule):
 
     def prepare(self, module: cst.Module) -> None:
         self._functions = ModuleFunctions(self, module)
+        # class -> the forward() parameter types annotate gave it (classes go in file order:
+        # a submodule's class defined earlier types what its user passes to it)
+        self._forward_types: dict[str, dict[str, str]] = {}
 
     def transform_module_impl(self, tree: cst.Module) -> cst.Module:
         rewritten = super().transform_module_impl(tree)
@@ -407,7 +414,7 @@ class Annotate(Rule):
     def rewrite_class(self, cls: cst.ClassDef) -> cst.ClassDef:
         if not self.facts.is_module_class(cls):
             return cls
-        return ClassAnnotator(self, cls, self._functions).rewrite()
+        return ClassAnnotator(self, cls, self._functions, self._forward_types).rewrite()
 
 
 def _called_functions(func: ast.FunctionDef, functions: dict[str, ast.FunctionDef]) -> list[str]:

@@ -12,8 +12,9 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 
 import libcst as cst
-from tsfix.codemods.facts.syntax import self_attr, self_name
+from tsfix.codemods.facts.syntax import parent_map, self_attr, self_name
 from tsfix.codemods.facts.value_types import TENSOR, is_complete, type_from_annotation, without_none
+from tsfix.codemods.rules.annotate._common import is_name
 from tsfix.codemods.rules.annotate._state import MethodState
 from tsfix.codemods.rules.annotate._typer import layer_class
 
@@ -87,17 +88,70 @@ def _callee_parameters(method: MethodState, func: cst.BaseExpression) -> Paramet
         if layer is not None:
             known = LAYER_PARAMETERS.get(layer)
             return Parameters(known) if known is not None else None
+        submodule = _submodule_class(method, called)
+        if submodule is not None:
+            return _forward_parameters(method, submodule)
         callee = facts.methods.get(called)
         if callee is None or called not in facts.compiled:
             return None
         return _declared(callee, skip_first=self_name(callee) is not None,
                          decided=method.callee_types.get(called, {}))
     if isinstance(func, cst.Name):
+        narrowed = _isinstance_class(method, func)
+        if narrowed is not None:
+            return _forward_parameters(method, narrowed)
         function = method.functions.get(func.value)
         if function is not None:
             return _declared(function, skip_first=False,
                              decided=method.function_types.get(func.value, {}))
+        if func.value in method.imported:
+            return Parameters(method.imported[func.value])
     return None
+
+
+def _submodule_class(method: MethodState, attr: str) -> cst.ClassDef | None:
+    """The module class of this file that every assignment to ``self.<attr>`` constructs
+    (``self.se_block = SEBlock(...)``), else None."""
+    assigned = [a.value for a in method.facts.assignments if a.attr == attr]
+    constructors = [v.func for v in assigned if isinstance(v, cst.Call)]
+    names = {f.value for f in constructors if isinstance(f, cst.Name)}
+    if not assigned or len(constructors) != len(assigned) or len(names) != 1 or \
+            not all(isinstance(f, cst.Name) for f in constructors):
+        return None
+    return _module_class(method, names.pop())
+
+
+def _isinstance_class(method: MethodState, callee: cst.Name) -> cst.ClassDef | None:
+    """The module class of this file that an enclosing ``if isinstance(layer, Block):``
+    narrows the called name to (TorchScript refines it there: ``layer(x, lengths=lengths)``
+    calls ``Block.forward``), else None."""
+    parents = parent_map(method.func.body)
+    node: cst.CSTNode = callee
+    while id(node) in parents:
+        parent = parents[id(node)]
+        test = parent.test if isinstance(parent, cst.If) and node is parent.body else None
+        if (isinstance(test, cst.Call) and is_name(test.func, "isinstance")
+                and len(test.args) == 2 and is_name(test.args[0].value, callee.value)
+                and isinstance(test.args[1].value, cst.Name)):
+            return _module_class(method, test.args[1].value.value)
+        node = parent
+    return None
+
+
+def _module_class(method: MethodState, name: str) -> cst.ClassDef | None:
+    rule_facts = method.rule.facts
+    return next((s for s in rule_facts.tree.body if isinstance(s, cst.ClassDef)
+                 and s.name.value == name and rule_facts.is_module_class(s)), None)
+
+
+def _forward_parameters(method: MethodState, cls: cst.ClassDef) -> Parameters | None:
+    """A module class's forward() parameters, with the types annotate gave it in this pass."""
+    body = cls.body.body if isinstance(cls.body, cst.IndentedBlock) else ()
+    forward = next((s for s in body if isinstance(s, cst.FunctionDef)
+                    and s.name.value == "forward"), None)
+    return None if forward is None else _declared(
+        forward, skip_first=self_name(forward) is not None,
+        decided=method.forward_types.get(cls.name.value, {}))
 
 
 def _declared(func: cst.FunctionDef, *, skip_first: bool,

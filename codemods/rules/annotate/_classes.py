@@ -22,9 +22,11 @@ from tsfix.codemods.rules.base import ClassChange, Rule
 
 
 class ClassAnnotator:
-    def __init__(self, rule: Rule, cls: cst.ClassDef, functions: ModuleFunctions) -> None:
+    def __init__(self, rule: Rule, cls: cst.ClassDef, functions: ModuleFunctions,
+                 forward_types: dict[str, dict[str, str]]) -> None:
         self.rule = rule
         self.functions = functions
+        self.forward_types = forward_types
         self.cls = cls
         self.name = cls.name.value
         self.facts = rule.class_facts(cls)
@@ -52,17 +54,22 @@ class ClassAnnotator:
                   if self.functions.claimable(name, self.rule.skip_classes)}
         functions = self.functions.as_left(claims)
         function_types = {name: plan.param_types for name, plan in claims.items()}
+        called = {call.func.value for name in self.compiled
+                  for call in find_all(self.methods[name].body, cst.Call)
+                  if isinstance(call.func, cst.Name)}
+        imported = self.functions.imported_signatures(called)
         for name in reversed(self.compiled):
             func = self.methods[name]
             method_counts[name] = Counts()
             annotator = MethodAnnotator(self.rule, self.facts, method_counts[name],
                                         self.observed.get(name, {}), name,
                                         local_copies.get(name, {}), decided, functions,
-                                        function_types)
+                                        function_types, self.forward_types, imported)
             rewritten = annotator.rewrite()
             decided[name] = annotator.param_types
             if rewritten is not func:
                 new_methods[name] = rewritten
+        self.forward_types[self.name] = decided.get("forward", {})
         for name in self.compiled:
             counts = method_counts[name]
             self.counts.observed += counts.observed

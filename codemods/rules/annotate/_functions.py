@@ -22,7 +22,12 @@ from pathlib import Path
 
 import libcst as cst
 from tsfix.codemods.facts.classes import ClassFacts, is_ignored, never_compiled_nodes
-from tsfix.codemods.facts.project import is_standard_library, lookup, relative_imports
+from tsfix.codemods.facts.project import (
+    Definition,
+    is_standard_library,
+    lookup,
+    relative_imports,
+)
 from tsfix.codemods.facts.syntax import decorator_names, find_all, names_bound_in
 from tsfix.codemods.facts.value_types import TENSOR
 from tsfix.codemods.rules.annotate._common import Counts
@@ -218,6 +223,24 @@ class ModuleFunctions:
         if name in self._elsewhere:
             return self._elsewhere[name]
         self._elsewhere[name] = None
+        found = self._imported_definition(name)
+        if found is None:
+            return None
+        blockers = _signature_blockers(str(found.path), found.path.stat().st_mtime_ns,
+                                       found.name.rpartition(".")[2])
+        if not blockers:
+            return None
+        reason = (f"{name}() comes from {found.display} (line {found.line}), another file of "
+                  f"the tree, and TorchScript compiles it with this class: its "
+                  f"{', '.join(blockers)} would be typed Tensor or rejected; annotate rewrites "
+                  "a function of another file only in the fix loop of a configured model that "
+                  "stops in it (validated with the model, not with this class): configure a "
+                  "model that uses this class, or annotate them there by hand")
+        self._elsewhere[name] = reason
+        return reason
+
+    def _imported_definition(self, name: str) -> Definition | None:
+        """The function of another file of the tree that the imported ``name`` is."""
         filename = self.rule.context.filename
         if name in self._relative:
             level, target = self._relative[name]
@@ -229,20 +252,26 @@ class ModuleFunctions:
                                             or is_standard_library(target)))):
             return None
         found = lookup(filename, target, level)
-        if found is None or found.kind != "function":
-            return None
-        blockers = _signature_blockers(str(found.path), found.path.stat().st_mtime_ns,
-                                       target.rpartition(".")[2])
-        if not blockers:
-            return None
-        reason = (f"{name}() comes from {found.display} (line {found.line}), another file of "
-                  f"the tree, and TorchScript compiles it with this class: its "
-                  f"{', '.join(blockers)} would be typed Tensor or rejected; annotate rewrites "
-                  "a function of another file only in the fix loop of a configured model that "
-                  "stops in it (validated with the model, not with this class): configure a "
-                  "model that uses this class, or annotate them there by hand")
-        self._elsewhere[name] = reason
-        return reason
+        return found if found is not None and found.kind == "function" else None
+
+    def imported_signatures(self, called: Collection[str]
+                            ) -> dict[str, tuple[tuple[str, str], ...]]:
+        """Function of another file of the tree, called by an imported name in ``called`` ->
+        its positional parameters in order, each with ``Tensor`` when TorchScript types it so
+        (no annotation, no default: what an argument passed there must be), else ""."""
+        found: dict[str, tuple[tuple[str, str], ...]] = {}
+        for name in called:
+            if name in self.functions or name in found:
+                continue
+            definition = self._imported_definition(name)
+            if definition is None:
+                continue
+            signature = _positional_types(str(definition.path),
+                                          definition.path.stat().st_mtime_ns,
+                                          definition.name.rpartition(".")[2])
+            if any(kind for _, kind in signature):
+                found[name] = signature
+        return found
 
     # -- what compiled code calls --------------------------------------------------------------
 
@@ -343,12 +372,7 @@ def _signature_blockers(path: str, mtime_ns: int, name: str) -> tuple[str, ...]:
     would reject or take for Tensors: unannotated ones with a default, ``*args``,
     ``**kwargs``, keyword-only ones with a default, None defaults of a non-Optional
     annotation (read with ``ast``: the file is never imported)."""
-    try:
-        tree = ast.parse(Path(path).read_bytes())
-    except (OSError, SyntaxError, ValueError, RecursionError):
-        return ()
-    func = next((s for s in tree.body if isinstance(s, ast.FunctionDef) and s.name == name),
-                None)
+    func = _top_level_function(path, name)
     if func is None:
         return ()
     arguments = func.args
@@ -372,6 +396,30 @@ def _signature_blockers(path: str, mtime_ns: int, name: str) -> tuple[str, ...]:
                                                            arguments.kw_defaults, strict=True)
                  if d is not None)
     return tuple(found)
+
+
+@lru_cache(maxsize=256)
+def _positional_types(path: str, mtime_ns: int, name: str) -> tuple[tuple[str, str], ...]:
+    """The positional parameters of the top-level function ``name`` of the file ``path``,
+    ``Tensor`` for those without annotation and default (read with ``ast``: the file is never
+    imported)."""
+    func = _top_level_function(path, name)
+    if func is None:
+        return ()
+    arguments = func.args
+    positional = arguments.posonlyargs + arguments.args
+    required = len(positional) - len(arguments.defaults)
+    return tuple((a.arg, TENSOR if i < required and a.annotation is None else "")
+                 for i, a in enumerate(positional))
+
+
+def _top_level_function(path: str, name: str) -> ast.FunctionDef | None:
+    try:
+        tree = ast.parse(Path(path).read_bytes())
+    except (OSError, SyntaxError, ValueError, RecursionError):
+        return None
+    return next((s for s in tree.body if isinstance(s, ast.FunctionDef) and s.name == name),
+                None)
 
 
 def _plain(func: cst.FunctionDef, name: str) -> bool:

@@ -70,7 +70,9 @@ class MethodState:
                  observed: Mapping[str, str], name: str, local_copies: dict[str, str],
                  callee_types: Mapping[str, Mapping[str, str]] | None = None,
                  functions: Mapping[str, cst.FunctionDef] | None = None,
-                 function_types: Mapping[str, Mapping[str, str]] | None = None) -> None:
+                 function_types: Mapping[str, Mapping[str, str]] | None = None,
+                 forward_types: Mapping[str, Mapping[str, str]] | None = None,
+                 imported: Mapping[str, tuple[tuple[str, str], ...]] | None = None) -> None:
         self.rule = rule
         self.facts = facts
         self.imports = facts.imports
@@ -94,6 +96,11 @@ class MethodState:
         self.functions = (functions if functions is not None
                           else module_functions(rule.facts.tree))
         self.function_types = function_types or {}
+        # module class of this file -> the forward() parameter types annotate gave it
+        self.forward_types = forward_types or {}
+        # function of another file called by an imported name -> its positional parameters
+        # (``Tensor`` where TorchScript types them so, else "")
+        self.imported = imported or {}
         self.typer = self.body_typer()
 
     def skip(self, node: cst.CSTNode, reason: str, *, code: str | None = None,
