@@ -12,7 +12,7 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 
 import libcst as cst
-from tsfix.codemods.facts.syntax import parent_map, self_attr, self_name
+from tsfix.codemods.facts.syntax import find_all, parent_map, self_attr, self_name
 from tsfix.codemods.facts.value_types import TENSOR, is_complete, type_from_annotation, without_none
 from tsfix.codemods.rules.annotate._common import is_name
 from tsfix.codemods.rules.annotate._state import MethodState
@@ -125,7 +125,12 @@ def _isinstance_class(method: MethodState, callee: cst.Name) -> cst.ClassDef | N
     """The module class of this file that an enclosing ``if isinstance(layer, Block):``
     narrows the called name to (TorchScript refines it there: ``layer(x, lengths=lengths)``
     calls ``Block.forward``), else None."""
-    parents = parent_map(method.func.body)
+    body = method.func.body
+    if not any(is_name(c.func, "isinstance") and c.args and is_name(c.args[0].value,
+                                                                    callee.value)
+               for c in find_all(body, cst.Call)):
+        return None     # the usual case, answered without a parent map
+    parents = parent_map(body)
     node: cst.CSTNode = callee
     while id(node) in parents:
         parent = parents[id(node)]
