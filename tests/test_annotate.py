@@ -610,6 +610,30 @@ def test_an_optional_used_under_a_setting_gets_the_assert_in_that_branch() -> No
     assert _findings(result) == [("TSF228", 17, "fixed"), ("TSF228", 19, "fixed")]
 
 
+def test_an_assert_that_the_value_is_none_elsewhere_refines_nothing() -> None:
+    # demucs' HDecLayer: `x = x + skip` when not empty, `assert skip is None` when empty.
+    code = HEADER + textwrap.dedent("""\
+        from typing import Optional
+
+
+        class Dec(nn.Module):
+            def __init__(self, empty=False):
+                super().__init__()
+                self.empty = empty
+
+            def forward(self, x, skip: Optional[torch.Tensor]):
+                if not self.empty:
+                    x = x + skip
+                else:
+                    assert skip is None
+                return x
+        """)
+    result = _rewrite(code)
+    assert result.text == code.replace(
+        "            x = x + skip\n", "            assert skip is not None\n"
+        "            x = x + skip\n")
+
+
 @pytest.mark.slow
 def test_the_asserts_in_a_branch_keep_eager_results_and_script(tmp_path: Path) -> None:
     import torch

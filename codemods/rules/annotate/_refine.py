@@ -163,8 +163,15 @@ def optional_local_names(method: MethodState, declared: Iterable[str]) -> list[s
 # -- helpers --------------------------------------------------------------------------------------
 
 def _tested(body: cst.CSTNode, name: str) -> bool:
-    """``name is (not) None``, ``if name:`` or ``name`` in an ``and``/``or`` somewhere."""
+    """``name is (not) None``, ``if name:`` or ``name`` in an ``and``/``or`` somewhere; not an
+    ``assert name is None``, which refines nothing to the inner type (demucs' HDecLayer asserts
+    it in the branch that does not use the value)."""
+    none_asserts = {id(a.test) for a in find_all(body, cst.Assert)
+                    if isinstance(a.test, cst.Comparison) and len(a.test.comparisons) == 1
+                    and isinstance(a.test.comparisons[0].operator, cst.Is)}
     for comparison in find_all(body, cst.Comparison):
+        if id(comparison) in none_asserts:
+            continue
         operands = [comparison.left, *(c.comparator for c in comparison.comparisons)]
         if any(is_name(o, name) for o in operands) and any(
                 isinstance(c.operator, cst.Is | cst.IsNot) for c in comparison.comparisons):
