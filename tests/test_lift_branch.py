@@ -1124,7 +1124,8 @@ def test_blockers_fixture_findings() -> None:
         ("ConfigObject", "TSF203", 181, "self.cfg.scale reads a field of config object "
                                         "'self.cfg'"),
         ("ConfigBranch", "TSF204", 192, branch("use_act")),
-        ("ReturnsByFlag", "TSF204", 312, branch("return_skip"))]
+        ("ReturnsByFlag", "TSF204", 312, branch("return_skip")),
+        *[("NameBoundUnderSetting", "TSF204", line, branch("freq")) for line in (405, 409)]]
     assert [(s.class_name, s.code, s.line, s.reason) for s in found.skips] == [
         ("NoneModeCompared", "TSF204", 137, "self.mode comes from mode, which may be None"),
         ("FunctionTestedForNone", None, 148, "self.act holds a function, not configuration"),
