@@ -610,6 +610,38 @@ def test_an_optional_used_under_a_setting_gets_the_assert_in_that_branch() -> No
     assert _findings(result) == [("TSF228", 17, "fixed"), ("TSF228", 19, "fixed")]
 
 
+def test_a_submodule_class_defined_later_types_nothing_so_a_second_run_changes_nothing(
+) -> None:
+    # transformers' DebertaV2Attention builds DebertaV2SelfAttention, defined after it: its
+    # forward types are decided only later in the pass (a second run would type the caller).
+    code = HEADER + textwrap.dedent("""\
+        from typing import Optional
+
+
+        class Outer(nn.Module):
+            def __init__(self):
+                super().__init__()
+                self.inner = Inner()
+
+            def forward(self, x, mask=None):
+                return self.inner(x, mask=mask)
+
+
+        class Inner(nn.Module):
+            def forward(self, x, mask: Optional[torch.Tensor] = None):
+                if mask is not None:
+                    x = x * mask
+                return x
+        """)
+    assert _rewrite(code).text == code
+    outer, inner = code.split("class Outer")[1].split("class Inner")
+    callee_first = (code.split("class Outer")[0] + "class Inner" + inner.rstrip() + "\n\n\n"
+                    + "class Outer" + outer.rstrip() + "\n")
+    # Defined before the caller, the callee's forward types it.
+    assert ("    def forward(self, x, mask: Optional[torch.Tensor] = None):\n"
+            "        return self.inner") in _rewrite(callee_first).text
+
+
 def test_an_assert_that_the_value_is_none_elsewhere_refines_nothing() -> None:
     # demucs' HDecLayer: `x = x + skip` when not empty, `assert skip is None` when empty.
     code = HEADER + textwrap.dedent("""\

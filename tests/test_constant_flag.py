@@ -640,6 +640,19 @@ class Enc(nn.Module):
 """
 
 
+def test_a_setting_copied_from_a_config_object_is_left_to_lift_branch() -> None:
+    # transformers' YolosEncoder: lift-branch writes `self.x = self.config.x` on a first run;
+    # making it constant on the second would change the file again.
+    code = ENC.replace("def __init__(self, freq: bool = True):", "def __init__(self, config):"
+                       ).replace("self.freq = freq", "self.config = config\n"
+                                 "        self.freq = self.config.freq")
+    result = rewrite(code)
+    assert result.text == code
+    assert next(s.reason for s in result.skips if s.code == "TSF242").endswith(
+        "self.freq is a copy of `self.config.freq`, a field of a configuration object: left "
+        "to lift-branch")
+
+
 def test_a_setting_whose_tests_bind_and_read_a_local_becomes_constant() -> None:
     result = rewrite(ENC)
     assert result.text == ENC.replace(

@@ -367,6 +367,19 @@ def _setting_problem(facts: ClassFacts, attr: str, *, bools_on_each_path: bool =
     return None
 
 
+def _config_field_copy(facts: ClassFacts, settings: list[str]) -> str | None:
+    """Why a TSF242 site is left alone when a setting its test reads is a copy of a
+    configuration object's field (``self.x = self.config.x``): lift-branch writes such copies
+    (of ``if self.config.x:``), so making them constant would rewrite its output on a second
+    run (transformers' YolosEncoder)."""
+    for attr in settings:
+        assigned = [a for a in facts.assignments if a.attr == attr]
+        if len(assigned) == 1 and isinstance(assigned[0].value, cst.Attribute):
+            return (f"self.{attr} is a copy of `{code_of(assigned[0].value)}`, a field of a "
+                    "configuration object: left to lift-branch")
+    return None
+
+
 _OPERATOR_WORDS = ((cst.Equal, "is"), (cst.NotEqual, "is_not"), (cst.IsNot, "is_not"),
                    (cst.Is, "is"), (cst.NotIn, "not_in"), (cst.In, "in"),
                    (cst.LessThanEqual, "le"), (cst.LessThan, "lt"),
@@ -1124,7 +1137,8 @@ class Pool(nn.Module):
                     if reason is not None:
                         break
                     settings = _comparison_settings(test, self_var) or [""]
-                    reason = self._guard_test(facts, test, self_var, settings[0], work)
+                    reason = _config_field_copy(facts, settings) or self._guard_test(
+                        facts, test, self_var, settings[0], work)
                 if reason is not None:
                     refused.append((site, reason))
                 else:

@@ -144,9 +144,19 @@ def _isinstance_class(method: MethodState, callee: cst.Name) -> cst.ClassDef | N
 
 
 def _module_class(method: MethodState, name: str) -> cst.ClassDef | None:
+    """The module class ``name`` of this file when it is defined before the class being
+    annotated: its forward() types are then decided in this pass. A class defined after it
+    is not followed: its types would be known only to a second run, which would change the
+    file again (transformers' DebertaV2Attention calls the later DebertaV2SelfAttention)."""
     rule_facts = method.rule.facts
-    return next((s for s in rule_facts.tree.body if isinstance(s, cst.ClassDef)
-                 and s.name.value == name and rule_facts.is_module_class(s)), None)
+    for statement in rule_facts.tree.body:
+        if not isinstance(statement, cst.ClassDef):
+            continue
+        if statement.name.value == method.facts.name:
+            return None
+        if statement.name.value == name and rule_facts.is_module_class(statement):
+            return statement
+    return None
 
 
 def _forward_parameters(method: MethodState, cls: cst.ClassDef) -> Parameters | None:
