@@ -33,6 +33,7 @@ from tsfix.codemods.pipeline.phases.records import (
 )
 from tsfix.codemods.pipeline.phases.rewriting import rewrite_all
 from tsfix.codemods.pipeline.phases.session import Session
+from tsfix.codemods.pipeline.phases.state import RunState
 from tsfix.codemods.pipeline.phases.trials import drop_rules, trials_of
 from tsfix.codemods.pipeline.phases.validate import validate_all
 from tsfix.codemods.pipeline.report import UNVERIFIED, FileResult
@@ -81,22 +82,18 @@ def run_phases(todo: list[File], session: Session) -> tuple[dict[int, Outcome], 
             drops = {}
         final_by_index = finals.final_texts(pending, checked, drops, session, rewriters,
                                             recheck=bool(models) and session.verify)
-        rechecked: dict[str, tuple[dict[str, str], ModelResult]] = {}
+        state = RunState(todo, session, pool, rewriters, models, observations, pending,
+                         checked, drops, final_by_index, validated)
         if models and session.verify:
-            final_by_index = recheck_not_checked(pending, checked, drops, final_by_index,
-                                                 models, validated, session, pool, rewriters,
-                                                 rechecked)
+            final_by_index = state.finals = recheck_not_checked(state)
         # Every final text is known; a file no model reaches has nothing left to wait for.
         reached = {path for model in models for path in (
             str(model.file.resolved), *(validated[model.display].files
                                          if model.display in validated else ()))}
         decisions.tell(file for file in todo if str(file.resolved) not in reached)
         if models:
-            found_models = verdicts_on_final_tree(
-                models, todo, pending, final_by_index, validated, observations, session, pool,
-                rewriters, rechecked, answered=lambda held: decisions.tell(
-                    (file for file in todo if str(file.resolved) not in held),
-                    complete=False))
+            found_models = verdicts_on_final_tree(state, answered=lambda held: decisions.tell(
+                (file for file in todo if str(file.resolved) not in held), complete=False))
     for index, (final, source) in found_models.finals.items():
         # A file of the run the repair loop rewrote (or whose verdicts its model measured
         # again): decided now, again when it was decided while the models ran (its text

@@ -19,9 +19,8 @@ from tsfix.codemods.pipeline.phases.fix_loop import (
     model_stops,
     run_fix_loop,
 )
-from tsfix.codemods.pipeline.phases.processes import Rewriters
-from tsfix.codemods.pipeline.phases.records import File, Final, Outcome, Pending, by_class
-from tsfix.codemods.pipeline.phases.session import Session
+from tsfix.codemods.pipeline.phases.records import Final, Outcome, Pending, by_class
+from tsfix.codemods.pipeline.phases.state import RunState
 from tsfix.codemods.pipeline.report import (
     REJECTED,
     VERIFIED,
@@ -30,7 +29,6 @@ from tsfix.codemods.pipeline.report import (
     ModelRecord,
 )
 from tsfix.codemods.pipeline.sources import SourceText
-from tsfix.codemods.validation.pool import WorkerPool
 from tsfix.codemods.validation.protocol import (
     ClassVerdict,
     ModelResult,
@@ -54,26 +52,46 @@ class Models:
     finals: dict[int, tuple[Final, SourceText]] = field(default_factory=dict)
 
 
-def verdicts_on_final_tree(models: list[configured.Configured], todo: list[File],
-                    pending: list[Pending], finals: dict[int, Final],
-                    validated: dict[str, ModelResult],
-                    observations: configured.Observations, session: Session,
-                    pool: WorkerPool, rewriters: Rewriters,
-                    rechecked: Mapping[str, tuple[dict[str, str], ModelResult]] | None = None,
-                    answered: Callable[[set[str]], None] | None = None) -> Models:
+def verdicts_on_final_tree(state: RunState, answered: Callable[[set[str]], None] | None = None
+                           ) -> Models:
     """Each configured model's verdict on the tree as the run leaves it, and the repair loop
     for a model that stops (models.py's docstring).
-    ``rechecked``: a model's answer on an overlay of its own (recheck_not_checked).
     ``answered``: called once every model has its verdict on the final texts, with the files
     the repair loop may still rewrite (those a model that stops imports); the others are
     final then."""
-    validated_overlay = {str(item.file.resolved): item.text for item in pending}
-    overlay = final_overlay(pending, finals)
+    overlay = final_overlay(state.pending, state.finals)
+    results = _answers_on_final_texts(state, overlay)
+    session = state.session
+    failing = ([m for m in state.models if model_stops(results[m.display])]
+               if session.fix_rounds else [])
+    # The files a model that stops imports may be rewritten by the repair loop: they are
+    # decided once it is over; the others now.
+    held = {path for m in failing for path in (str(m.file.resolved),
+                                                *results[m.display].files)}
+    if answered is not None:
+        answered(held)
+    repair = _Repair(state, overlay)
+    finished = repair.run(results, failing)
+    out = Models()
+    for model, result, _, _ in finished:
+        for file in state.todo:
+            if file.index == model.file.index or str(file.resolved) in result.files:
+                out.depends.setdefault(file.index, set()).update(result.files)
+    _add_records(state, finished, repair, out)
+    _add_loop_files(state, repair, out)
+    return out
+
+
+def _answers_on_final_texts(state: RunState, overlay: Mapping[str, str]
+                            ) -> dict[str, ModelResult]:
+    """Each model's answer on the final texts: the one validation or the recheck phase gave
+    when it ran on the same texts of the files the model imports, else a new model job."""
+    validated_overlay = {str(item.file.resolved): item.text for item in state.pending}
     results: dict[str, ModelResult] = {}
     again: list[configured.Configured] = []
-    for model in models:
-        known = validated.get(model.display)
-        ran_on, last = (rechecked or {}).get(model.display, (None, None))
+    for model in state.models:
+        known = state.validated.get(model.display)
+        ran_on, last = state.rechecked.get(model.display, (None, None))
         if (last is not None and ran_on is not None and last.failure is None
                 and configured.overlay_for(last.files, overlay)
                 == configured.overlay_for(last.files, ran_on)):
@@ -87,122 +105,149 @@ def verdicts_on_final_tree(models: list[configured.Configured], todo: list[File]
         else:
             again.append(model)
     if again:
+        session = state.session
         report = session.reporter("models", len(again))
-        answers = pool.models([configured.model_job(
+        answers = state.pool.models([configured.model_job(
             k, model, session, overlay=overlay, reads=configured.reads_of(
-                validated.get(model.display) or observations.results.get(model.display)))
+                state.validated.get(model.display)
+                or state.observations.results.get(model.display)))
             for k, model in enumerate(again)],
-                              timeout=session.timeout, on_result=lambda *_: report())
+            timeout=session.timeout, on_result=lambda *_: report())
         for k, model in enumerate(again):
             results[model.display] = answers.get(k) or ModelResult(
                 k, failure="no answer from the worker")
+    return {key: configured.located(found, overlay, state.session.target)
+            for key, found in results.items()}
 
-    for key, found in results.items():
-        results[key] = configured.located(found, overlay, session.target)
-    failing = [m for m in models if model_stops(results[m.display])] if session.fix_rounds \
-        else []
-    # The files a model that stops imports may be rewritten by the repair loop: they are
-    # decided once it is over; the others now.
-    held = {path for m in failing for path in (str(m.file.resolved),
-                                                *results[m.display].files)}
-    if answered is not None:
-        answered(held)
-    run_files = {str(file.resolved): file.display for file in todo}
-    display = dict(run_files)
-    # The run's rewrites the loop measures again when it rewrites their file (written ones).
-    run_classes = {str(item.file.resolved): [c for c in final.classes if c.written]
-                   for item in pending if (final := finals.get(item.index)) is not None
-                   and final.status == "changed"}
-    tree: dict[str, LoopFile] = {}
-    out = Models()
-    fix_report = session.reporter("fix", len(failing)) if failing else None
-    finished: list[tuple[configured.Configured, ModelResult, list[str], str | None]] = []
-    loops: dict[str, LoopOutcome] = {}
-    resolved = [(file, str(file.resolved)) for file in todo]
-    ran: list[tuple[configured.Configured, ModelResult, list[str]]] = []
-    # The loops' texts of the files each model's last answer ran on.
-    seen: dict[str, dict[str, str]] = {}
-    for model in models:
-        result = results[model.display]
-        rounds: list[str] = []
-        if model in failing:
-            if _loop_texts(result, tree):
-                # An earlier model's repairs changed files this one imports.
-                result = _again(model, result, overlay, tree, session, pool)
-            if model_stops(result):
-                loop = run_fix_loop(model, result, overlay, tree, run_files, run_classes,
-                                    observations, session, pool, rounds, session.deadline)
-                loops[model.display] = loop
-                result = loop.result
-            seen[model.display] = _loop_texts(result, tree)
-            if fix_report is not None:
-                fix_report()
-        ran.append((model, result, rounds))
-    for model, result, rounds in ran:
-        if _loop_texts(result, tree) != seen.get(model.display, {}):
-            # A later model's repairs changed files this one imports: its verdict is the
-            # tree's as written.
-            result = _again(model, result, overlay, tree, session, pool)
-            rounds.append("checked again on the files the repair loop of another model "
-                          "rewrote")
-        display.update({path: f.display for path, f in tree.items()})
-        blocker = configured.to_explain(result)
-        # The blocker's file as this model's job saw it (a later loop may rewrite it).
-        text = None
-        if blocker is not None and blocker.path is not None:
-            loop_file = tree.get(blocker.path)
-            text = loop_file.current if loop_file else overlay.get(blocker.path)
-        finished.append((model, result, rounds, text))
-        for file, path in resolved:
-            if file.index == model.file.index or path in result.files:
-                out.depends.setdefault(file.index, set()).update(result.files)
+
+# A model's last answer, the loop's round lines, and the text of the file it stops in as
+# its job saw it (a later loop may rewrite that file).
+Finished = tuple[configured.Configured, ModelResult, list[str], str | None]
+
+
+class _Repair:
+    """The repair loops of the models that stop, over one tree of loop-rewritten files
+    shared by every model (a model's repairs are the next model's starting point)."""
+
+    def __init__(self, state: RunState, overlay: dict[str, str]) -> None:
+        self.state, self.overlay = state, overlay
+        self.tree: dict[str, LoopFile] = {}
+        self.loops: dict[str, LoopOutcome] = {}
+        self.run_files = {str(file.resolved): file.display for file in state.todo}
+        # The run's rewrites the loop measures again when it rewrites their file (written).
+        self.run_classes = {str(item.file.resolved): [c for c in final.classes if c.written]
+                            for item in state.pending
+                            if (final := state.finals.get(item.index)) is not None
+                            and final.status == "changed"}
+
+    def run(self, results: Mapping[str, ModelResult], failing: list[configured.Configured]
+            ) -> list[Finished]:
+        """Every model's last answer, after the loops of those in ``failing``."""
+        session = self.state.session
+        fix_report = session.reporter("fix", len(failing)) if failing else None
+        ran: list[tuple[configured.Configured, ModelResult, list[str]]] = []
+        # The loops' texts of the files each model's last answer ran on.
+        seen: dict[str, dict[str, str]] = {}
+        for model in self.state.models:
+            result = results[model.display]
+            rounds: list[str] = []
+            if model in failing:
+                if _loop_texts(result, self.tree):
+                    # An earlier model's repairs changed files this one imports.
+                    result = self.again(model, result)
+                if model_stops(result):
+                    loop = run_fix_loop(model, result, self.overlay, self.tree, self.run_files,
+                                        self.run_classes, self.state.observations, session,
+                                        self.state.pool, rounds, session.deadline)
+                    self.loops[model.display] = loop
+                    result = loop.result
+                seen[model.display] = _loop_texts(result, self.tree)
+                if fix_report is not None:
+                    fix_report()
+            ran.append((model, result, rounds))
+        finished: list[Finished] = []
+        for model, result, rounds in ran:
+            if _loop_texts(result, self.tree) != seen.get(model.display, {}):
+                # A later model's repairs changed files this one imports: its verdict is the
+                # tree's as written.
+                result = self.again(model, result)
+                rounds.append("checked again on the files the repair loop of another model "
+                              "rewrote")
+            blocker = configured.to_explain(result)
+            text = None
+            if blocker is not None and blocker.path is not None:
+                loop_file = self.tree.get(blocker.path)
+                text = loop_file.current if loop_file else self.overlay.get(blocker.path)
+            finished.append((model, result, rounds, text))
+        return finished
+
+    def again(self, model: configured.Configured, result: ModelResult) -> ModelResult:
+        """``model``'s answer on the tree as the loops so far leave it."""
+        texts = {**self.overlay, **{p: f.text for p, f in self.tree.items() if f.text}}
+        answer = self.state.pool.models([configured.model_job(
+            0, model, self.state.session, overlay=texts, reads=configured.reads_of(result))],
+            timeout=self.state.session.timeout).get(0)
+        if answer is None:
+            return ModelResult(0, failure="no answer from the worker")
+        return configured.located(answer, texts, self.state.session.target)
+
+
+def _add_records(state: RunState, finished: list[Finished], repair: _Repair, out: Models
+                 ) -> None:
+    """Each model's record (with what ``tsfix explain`` says where it stops) in ``out``."""
+    display = {**repair.run_files, **{path: f.display for path, f in repair.tree.items()}}
     # `tsfix check` of a file takes about what rewriting it took.
-    seconds = {str(item.file.resolved): item.rewrite_s for item in pending}
+    seconds = {str(item.file.resolved): item.rewrite_s for item in state.pending}
     # A rule whose rewrite of a class this run rejected is not the fix to recommend for it.
     rejected: dict[str, dict[str, dict[str, str]]] = {}
-    for item in pending:
-        for c in (final.classes if (final := finals.get(item.index)) is not None else ()):
+    for item in state.pending:
+        for c in (final.classes if (final := state.finals.get(item.index)) is not None else ()):
             if c.verdict == REJECTED:
                 rejected.setdefault(str(item.file.resolved), {}).setdefault(
                     c.class_name, {})[c.rule] = c.reason
-    explanations = explain_blockers(finished, display, session, rewriters, seconds, rejected)
+    explanations = explain_blockers(finished, display, state.session, state.rewriters, seconds,
+                                    rejected)
     for model, result, rounds, text in finished:
         blocker = configured.to_explain(result)
         explanation = None if blocker is None else explanations.get(explain_key(blocker, text))
         texts = {blocker.path: text} if blocker and blocker.path and text is not None else {}
-        kept = loops.get(model.display)
+        kept = repair.loops.get(model.display)
         record = configured.record_of(model, result, texts=texts, display=display,
-                                      rounds=rounds, target=session.target,
+                                      rounds=rounds, target=state.session.target,
                                       explanation=explanation)
         out.records.setdefault(model.file.index, []).append(replace(
-            record, rewrites=_rewrites_reached(result, pending, finals),
+            record, rewrites=_rewrites_reached(result, state.pending, state.finals),
             repairs=kept.repairs if kept else [],
             stopped=kept.stopped if kept and not record.ok else ""))
-    # The verdicts of the loops' last model jobs, on the tree the loops leave (the one
-    # written), for the rewrites they measured: the run's, in the files those models import,
-    # and the loops' own.
-    measured = configured.merged_verdicts((m, done.result) for m, done in loops.items()
+
+
+def _add_loop_files(state: RunState, repair: _Repair, out: Models) -> None:
+    """The files the loops rewrote, and the run's files whose verdicts their last model jobs
+    measured again, in ``out``: the verdicts of the loops' last model jobs, on the tree the
+    loops leave (the one written), for the rewrites they measured: the run's, in the files
+    those models import, and the loops' own."""
+    measured = configured.merged_verdicts((m, done.result) for m, done in repair.loops.items()
                                           if done.repairs)
-    for item in pending:
-        final = finals.get(item.index)
+    for item in state.pending:
+        final = state.finals.get(item.index)
         path = str(item.file.resolved)
-        if final is not None and final.status == "changed" and path not in tree and any(
+        if final is not None and final.status == "changed" and path not in repair.tree and any(
                 key[0] == path for key in measured):
             out.finals[item.index] = (replace(final, classes=tuple(
                 _remeasured(path, list(final.classes), measured))), item.source)
-    by_path = {str(item.file.resolved): item for item in pending}
-    for path, loop_file in tree.items():
+    by_path = {str(item.file.resolved): item for item in state.pending}
+    index_of = {str(file.resolved): file.index for file in state.todo}
+    for path, loop_file in repair.tree.items():
         if not loop_file.text or loop_file.text == loop_file.source.text:
             continue
         loop_results = _remeasured(path, loop_file.results, measured)
         if loop_file.in_run:
-            index = next(file.index for file, p in resolved if p == path)
             changed = by_path.get(path)
-            final = finals.get(changed.index) if changed is not None else None
+            final = state.finals.get(changed.index) if changed is not None else None
             run_results = _remeasured(path, list(final.classes) if final else [], measured)
             run_results, loop_results = _superseded(run_results, loop_results)
-            out.finals[index] = (Final("changed", (*run_results, *loop_results),
-                                       text=loop_file.text), loop_file.source)
+            out.finals[index_of[path]] = (Final("changed", (*run_results, *loop_results),
+                                                text=loop_file.text), loop_file.source)
             continue
         from tsfix.codemods.pipeline.rewrite import unified_diff
 
@@ -212,24 +257,11 @@ def verdicts_on_final_tree(models: list[configured.Configured], todo: list[File]
                                                    loop_file.display),
                                  new_text=loop_file.text, fix_loop=True)
         out.extra.append(Outcome(result_file, loop_file.text, loop_file.source))
-    return out
 
 
 def _loop_texts(result: ModelResult, tree: Mapping[str, LoopFile]) -> dict[str, str]:
     """The loops' texts of the files ``result``'s model imports."""
     return {path: f.text for path, f in tree.items() if f.text and path in result.files}
-
-
-def _again(model: configured.Configured, result: ModelResult, overlay: Mapping[str, str],
-           tree: Mapping[str, LoopFile], session: Session, pool: WorkerPool) -> ModelResult:
-    """``model``'s answer on the tree as the loops so far leave it."""
-    texts = {**overlay, **{p: f.text for p, f in tree.items() if f.text}}
-    answer = pool.models([configured.model_job(0, model, session, overlay=texts,
-                                               reads=configured.reads_of(result))],
-                         timeout=session.timeout).get(0)
-    if answer is None:
-        return ModelResult(0, failure="no answer from the worker")
-    return configured.located(answer, texts, session.target)
 
 
 def _rewrites_reached(result: ModelResult, pending: list[Pending],
