@@ -38,7 +38,7 @@ from tsfix.codemods.pipeline.phases.trials import drop_rules, trials_of
 from tsfix.codemods.pipeline.phases.validate import validate_all
 from tsfix.codemods.pipeline.report import UNVERIFIED, FileResult
 from tsfix.codemods.validation.pool import WorkerPool
-from tsfix.codemods.validation.protocol import ClassVerdict, ModelResult
+from tsfix.codemods.validation.protocol import ClassVerdict
 
 __all__ = ["File", "Outcome", "Session", "run_phases"]
 
@@ -54,7 +54,6 @@ def run_phases(todo: list[File], session: Session) -> tuple[dict[int, Outcome], 
         file, rewritten[file.index], observed, final or final_by_index.get(file.index)))
     models = configured.configured_models(todo, session) if session.verify else []
     observations = configured.Observations()
-    validated: dict[str, ModelResult] = {}
     found_models = Models()
     # Validation workers start only when a round has jobs; with verify=False none runs.
     with WorkerPool(session.workers) as pool, Rewriters(session) as rewriters:
@@ -69,21 +68,19 @@ def run_phases(todo: list[File], session: Session) -> tuple[dict[int, Outcome], 
         if not models:
             # No model's verdict to wait for: a file the rules did not change is decided.
             decisions.tell(file for file in todo if rewritten[file.index].status != "changed")
+        state = RunState(todo, session, pool, rewriters, models, observations, pending)
         if session.verify:
-            checked, validated = validate_all(
-                pending, models, session, pool, observations,
-                ready=lambda item, check: _decide_early(item, check, session, rewriters,
-                                                        decisions))
-            drops = drop_rules(pending, checked, session, pool, rewriters)
+            validate_all(state, ready=lambda item, check: _decide_early(
+                item, check, session, rewriters, decisions))
+            state.drops = drop_rules(pending, state.checked, session, pool, rewriters)
         else:
-            checked = {item.index: Checked({c.class_name: ClassVerdict(
+            state.checked = {item.index: Checked({c.class_name: ClassVerdict(
                 c.class_name, UNVERIFIED, "not validated (--no-verify)")
                 for c in item.classes}) for item in pending}
-            drops = {}
-        final_by_index = finals.final_texts(pending, checked, drops, session, rewriters,
-                                            recheck=bool(models) and session.verify)
-        state = RunState(todo, session, pool, rewriters, models, observations, pending,
-                         checked, drops, final_by_index, validated)
+        checked, validated = state.checked, state.validated
+        final_by_index = state.finals = finals.final_texts(
+            pending, checked, state.drops, session, rewriters,
+            recheck=bool(models) and session.verify)
         if models and session.verify:
             final_by_index = state.finals = recheck_not_checked(state)
         # Every final text is known; a file no model reaches has nothing left to wait for.

@@ -5,6 +5,7 @@ configured models that reach it, or a guessed example.
 from __future__ import annotations
 
 from collections.abc import Callable, Collection, Mapping, Sequence
+from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
 
 from tsfix.codemods.pipeline import models as configured
@@ -12,13 +13,13 @@ from tsfix.codemods.pipeline.config import Config, ExampleError, ExampleSpec
 from tsfix.codemods.pipeline.phases.processes import answered_here
 from tsfix.codemods.pipeline.phases.records import Checked, File, Pending, by_class, job_class
 from tsfix.codemods.pipeline.phases.session import Session
+from tsfix.codemods.pipeline.phases.state import RunState
 from tsfix.codemods.pipeline.report import (
     REJECTED,
     UNVERIFIED,
     ClassResult,
     Phase,
 )
-from tsfix.codemods.validation.pool import WorkerPool
 from tsfix.codemods.validation.protocol import (
     NOT_CHECKED,
     ClassVerdict,
@@ -33,48 +34,64 @@ if TYPE_CHECKING:
     pass
 
 
-def validate_all(pending: list[Pending], models: list[configured.Configured], session: Session,
-              pool: WorkerPool, observations: configured.Observations | None = None,
-              ready: Callable[[Pending, Checked], None] | None = None
-              ) -> tuple[dict[int, Checked], dict[str, ModelResult]]:
+@dataclass
+class _Sorted:
+    """The rewritten classes by how they are validated, by file index -> class -> their
+    ClassResults: with a table of their own (the models check them too), or without one
+    (the models' verdict, else a guessed example)."""
+
+    tabled: dict[int, dict[str, list[ClassResult]]] = field(default_factory=dict)
+    by_models: dict[int, dict[str, list[ClassResult]]] = field(default_factory=dict)
+
+
+def validate_all(state: RunState, ready: Callable[[Pending, Checked], None] | None = None
+                 ) -> None:
     """A verdict for every rewritten class: a class with its own example table is validated
     alone; the others from the configured models that hold instances of them (one model job
     each, over the whole rewritten tree); a class no model reaches is guessed
-    (``auto-examples``) or unverified. Returns the verdicts by file, and each model job's
-    answer by model (its model verdict is the final one when nothing is held back).
+    (``auto-examples``) or unverified. Sets ``state.checked`` (the verdicts by file) and
+    ``state.validated`` (each model job's answer by model: its model verdict is the final
+    one when nothing is held back).
 
     ``ready`` gets a file's verdicts while other models still run, as soon as they are its
     final ones: every model that may reach the file has answered (a model whose observe job
     named the files it imports reaches only those: its job carries no others; any other
     model may reach every file until it answers), no class of the file waits for a guessed
     example, and no model said it could not check one of its classes (the recheck may
-    still reject that class). Later answers cannot change them: see _early_verdicts."""
-    config = session.config
-    checked: dict[int, Checked] = {}
+    still reject that class). Later answers cannot change them: see _EarlyVerdicts."""
+    sorted_classes = _validate_tabled(state)
+    reached: dict[tuple[str, str], ClassVerdict] = {}
+    if state.models:
+        _validate_by_models(state, sorted_classes, ready)
+        reached = configured.merged_verdicts(state.validated.items())
+    _validate_guessed(state, sorted_classes, reached)
+
+
+def _validate_tabled(state: RunState) -> _Sorted:
+    """The classes with an example table of their own, validated alone; the others sorted
+    out for the models."""
+    session, checked = state.session, state.checked
     jobs: list[ValidationJob] = []
     by_job: dict[int, int] = {}
-    # file index -> class -> its ClassResults: no table of its own, for the models
-    by_models: dict[int, dict[str, list[ClassResult]]] = {}
-    # The classes with a table of their own: the models check them too (below).
-    tabled: dict[int, dict[str, list[ClassResult]]] = {}
-    for item in pending:
+    found = _Sorted()
+    for item in state.pending:
         verdicts: dict[str, ClassVerdict] = {}
         classes: list[JobClass] = []
         error = None
         for name, group in by_class(item.classes).items():
-            spec = config.example_for(item.file.resolved, name, resolved=True)
+            spec = session.config.example_for(item.file.resolved, name, resolved=True)
             if isinstance(spec, ExampleError):
                 error = str(spec)
                 break
             if spec is None:
-                by_models.setdefault(item.index, {})[name] = group
+                found.by_models.setdefault(item.index, {})[name] = group
                 continue
             classes.append(job_class(name, group, spec))
-            tabled.setdefault(item.index, {})[name] = group
+            found.tabled.setdefault(item.index, {})[name] = group
         if error is not None:
             checked[item.index] = Checked(error=error)
-            by_models.pop(item.index, None)
-            tabled.pop(item.index, None)
+            found.by_models.pop(item.index, None)
+            found.tabled.pop(item.index, None)
             continue
         if classes and item.observed.timed_out:
             # Validation runs the same original examples first; do not wait for it twice.
@@ -88,50 +105,58 @@ def validate_all(pending: list[Pending], models: list[configured.Configured], se
             jobs.append(job)
             by_job[job.id] = item.index
         checked[item.index] = Checked(verdicts)
-    _run_validation(jobs, by_job, checked, session, pool, "validate")
+    _run_validation(jobs, by_job, state, "validate")
+    return found
 
-    validated: dict[str, ModelResult] = {}
-    reached: dict[tuple[str, str], ClassVerdict] = {}
-    if models:
-        overlay = {str(item.file.resolved): item.text for item in pending
-                   if checked[item.index].error is None}
-        # A class verified on its own table can still break a model that holds it with
-        # other settings (ParityBench: Dropsample's lifted prob typed int from its default 0,
-        # MBConvResidual builds it with 0.0 and no longer scripted): every model that reaches
-        # a rewritten class judges it, and a rejection there rejects it.
-        wanted = [configured.model_class(item.file.resolved, name, group)
-                  for item in pending for groups in (by_models, tabled)
-                  for name, group in groups.get(item.index, {}).items()]
-        seen = observations.results if observations is not None else {}
-        reads = [configured.reads_of(seen.get(model.display)) for model in models]
-        model_jobs = [configured.model_job(k, model, session, overlay=overlay, classes=wanted,
-                                           reads=reads[k])
-                      for k, model in enumerate(models)]
-        report = session.reporter("models", len(model_jobs))
-        early = _EarlyVerdicts(pending, models, reads, checked, tabled, by_models, config,
-                               ready)
 
-        def answered(job: ModelJob, answer: ModelResult) -> None:
-            report()
-            early.answered(job.id, answer)
+def _validate_by_models(state: RunState, sorted_classes: _Sorted,
+                        ready: Callable[[Pending, Checked], None] | None) -> None:
+    """Every configured model's job over the whole rewritten tree: its verdict, and those of
+    the rewritten classes it reaches."""
+    session, checked = state.session, state.checked
+    overlay = {str(item.file.resolved): item.text for item in state.pending
+               if checked[item.index].error is None}
+    # A class verified on its own table can still break a model that holds it with
+    # other settings (ParityBench: Dropsample's lifted prob typed int from its default 0,
+    # MBConvResidual builds it with 0.0 and no longer scripted): every model that reaches
+    # a rewritten class judges it, and a rejection there rejects it.
+    wanted = [configured.model_class(item.file.resolved, name, group)
+              for item in state.pending
+              for groups in (sorted_classes.by_models, sorted_classes.tabled)
+              for name, group in groups.get(item.index, {}).items()]
+    seen = state.observations.results
+    reads = [configured.reads_of(seen.get(model.display)) for model in state.models]
+    model_jobs = [configured.model_job(k, model, session, overlay=overlay, classes=wanted,
+                                       reads=reads[k])
+                  for k, model in enumerate(state.models)]
+    report = session.reporter("models", len(model_jobs))
+    early = _EarlyVerdicts(state, reads, sorted_classes, ready)
 
-        answers = answered_here(
-            lambda on_result: pool.models(model_jobs, timeout=session.timeout,
-                                          on_result=on_result), answered)
-        for k, model in enumerate(models):
-            validated[model.display] = answers.get(k) or ModelResult(
-                k, failure="no answer from the worker")
-        reached = configured.merged_verdicts(validated.items())
+    def answered(job: ModelJob, answer: ModelResult) -> None:
+        report()
+        early.answered(job.id, answer)
 
-    # Classes no model reached: a guessed example, else unverified with what to add.
+    answers = answered_here(
+        lambda on_result: state.pool.models(model_jobs, timeout=session.timeout,
+                                            on_result=on_result), answered)
+    for k, model in enumerate(state.models):
+        state.validated[model.display] = answers.get(k) or ModelResult(
+            k, failure="no answer from the worker")
+
+
+def _validate_guessed(state: RunState, sorted_classes: _Sorted,
+                      reached: Mapping[tuple[str, str], ClassVerdict]) -> None:
+    """The models' verdicts joined in; the classes no model reached get a guessed example,
+    else unverified with what to add."""
+    session, checked, config = state.session, state.checked, state.session.config
     guessed: list[ValidationJob] = []
     by_guess: dict[int, int] = {}
-    for item in pending:
+    for item in state.pending:
         if checked[item.index].error is not None:
             continue
         checked[item.index], to_guess = _with_model_verdicts(
-            item, checked[item.index], reached, tabled.get(item.index, {}),
-            by_models.get(item.index, {}), config)
+            item, checked[item.index], reached, sorted_classes.tabled.get(item.index, {}),
+            sorted_classes.by_models.get(item.index, {}), config)
         classes = [job_class(name, group, ExampleSpec.automatic(
             f"{_example_key(item.file, config)}:{name}")) for name, group in to_guess.items()]
         if classes:
@@ -139,8 +164,7 @@ def validate_all(pending: list[Pending], models: list[configured.Configured], se
                                 tuple(classes), session.sys_path, target=session.target)
             guessed.append(job)
             by_guess[job.id] = item.index
-    _run_validation(guessed, by_guess, checked, session, pool, "validate")
-    return checked, validated
+    _run_validation(guessed, by_guess, state, "validate")
 
 
 def _with_model_verdicts(item: Pending, check: Checked,
@@ -180,20 +204,20 @@ class _EarlyVerdicts:
     a model's answer judges only classes of the files it imports, and the merged verdict of
     a class comes from the models that judged it, in model order, whichever answered first."""
 
-    def __init__(self, pending: list[Pending], models: list[configured.Configured],
-                 reads: Sequence[Collection[str] | None], checked: Mapping[int, Checked],
-                 tabled: Mapping[int, Mapping[str, list[ClassResult]]],
-                 by_models: Mapping[int, Mapping[str, list[ClassResult]]], config: Config,
-                 ready: Callable[[Pending, Checked], None] | None) -> None:
-        self.models, self.checked, self.config, self.ready = models, checked, config, ready
-        self.tabled, self.by_models = tabled, by_models
+    def __init__(self, state: RunState, reads: Sequence[Collection[str] | None],
+                 sorted_classes: _Sorted, ready: Callable[[Pending, Checked], None] | None
+                 ) -> None:
+        self.models, self.checked, self.ready = state.models, state.checked, ready
+        self.config = state.session.config
+        self.tabled, self.by_models = sorted_classes.tabled, sorted_classes.by_models
+        pending, checked = state.pending, state.checked
         self.items = {item.index: item for item in pending
                       if checked[item.index].error is None}
         self.answers: dict[int, ModelResult] = {}
         self.judged: dict[str, set[int]] = {}       # path -> models that judged its classes
         # file index -> the models that may still judge its classes, and the reverse
         self.waiting: dict[int, set[int]] = {}
-        self.blocks: dict[int, list[int]] = {k: [] for k in range(len(models))}
+        self.blocks: dict[int, list[int]] = {k: [] for k in range(len(self.models))}
         if ready is None:
             return
         for index, item in self.items.items():
@@ -233,15 +257,16 @@ class _EarlyVerdicts:
             self.ready(item, check)
 
 
-def _run_validation(jobs: list[ValidationJob], by_job: dict[int, int],
-                    checked: dict[int, Checked], session: Session, pool: WorkerPool,
+def _run_validation(jobs: list[ValidationJob], by_job: dict[int, int], state: RunState,
                     phase: Phase) -> None:
-    """Run per-file validation jobs; their verdicts join ``checked`` (by file index)."""
+    """Run per-file validation jobs; their verdicts join ``state.checked`` (by file index)."""
     if not jobs:
         return
-    report = session.reporter(phase, sum(len(job.classes) for job in jobs))
-    found = pool.validate(jobs, timeout=session.timeout, on_result=lambda _, found: report(
-        len(found), verdicts=[v.verdict for v in found]))
+    report = state.session.reporter(phase, sum(len(job.classes) for job in jobs))
+    found = state.pool.validate(jobs, timeout=state.session.timeout,
+                                on_result=lambda _, found: report(
+                                    len(found), verdicts=[v.verdict for v in found]))
+    checked = state.checked
     for job_id, class_verdicts in found.items():
         index = by_job[job_id]
         checked[index] = Checked({**checked[index].verdicts,
