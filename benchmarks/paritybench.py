@@ -128,7 +128,7 @@ def cause_of(message: str) -> str:
     return "other"
 
 
-def headline(message: str) -> str:
+def first_lines(message: str) -> str:
     """TorchScript's message without its source excerpt: the lines before the first
     ``File "...", line N`` / ``~~~`` block, squeezed to one line."""
     kept: list[str] = []
@@ -156,7 +156,7 @@ def where(message: str) -> str:
 
 def message_kind(message: str) -> str:
     """A headline without its particulars, so that alike messages count together."""
-    kind = re.sub(r"'[^']*'|\"[^\"]*\"|`[^`]*`", "'...'", headline(message))
+    kind = re.sub(r"'[^']*'|\"[^\"]*\"|`[^`]*`", "'...'", first_lines(message))
     kind = re.sub(r"\b\d+\b", "N", kind)
     return kind[:140]
 
@@ -476,7 +476,7 @@ def same(actual: Any, expected: Any) -> str | None:
         try:
             torch.testing.assert_close(actual, expected, equal_nan=True)
         except AssertionError as error:
-            return headline(str(error))
+            return first_lines(str(error))
         return None
     if isinstance(expected, (list, tuple)):
         if not isinstance(actual, (list, tuple)) or len(actual) != len(expected):
@@ -833,7 +833,7 @@ def summarise(cases: list[Case], before: dict[str, Outcome],
             at = where(outcome.message)
             examples.setdefault(f"{cause}|{kind}",
                                 f"{case.file}:{case.cls} (case {case.index}): "
-                                f"{headline(outcome.message)}" + (f" [at {at}]" if at else ""))
+                                f"{first_lines(outcome.message)}" + (f" [at {at}]" if at else ""))
         causes[label] = {
             "counts": dict(groups.most_common()),
             "top": {cause: [{"count": n, "kind": kind, "example": examples[f"{cause}|{kind}"]}
