@@ -576,22 +576,23 @@ def test_no_round_starts_that_cannot_finish_before_the_time_budget() -> None:
     """--timeout-total: a round takes up to a model job's timeout; past the deadline less
     that, the loop stops and says so (no worker started, no file read)."""
     from tsfix.codemods.pipeline.config import Config, ExampleSpec
-    from tsfix.codemods.pipeline.models import Configured, Observations
-    from tsfix.codemods.pipeline.phases.fix_loop import run_fix_loop
+    from tsfix.codemods.pipeline.models import Configured
+    from tsfix.codemods.pipeline.phases.fix_loop import LoopTree, run_fix_loop
     from tsfix.codemods.pipeline.phases.records import File
     from tsfix.codemods.pipeline.phases.session import Session
+    from tsfix.codemods.pipeline.phases.state import RunState
     from tsfix.codemods.validation.protocol import ModelResult, ModelVerdict
 
     session = Session(["all"], Config(), require_verified=False, unsafe_fixes=False,
-                      timeout=60.0)
+                      timeout=60.0, deadline=time.monotonic() + 30.0)
     model = Configured(File(0, Path("net.py"), Path("/p/net.py"), "net.py"), "Net",
                        ExampleSpec("net.py:Net"))
     stops = ModelResult(0, ModelVerdict("fails", "try blocks aren't supported", False,
                                         Blocker("/p/stack.py", 10, "Stack.forward",
                                                 "try blocks aren't supported")))
     rounds: list[str] = []
-    outcome = run_fix_loop(model, stops, {}, {}, {}, {}, Observations(), session,
-                           None, rounds, deadline=time.monotonic() + 30.0)  # type: ignore[arg-type]
+    state = RunState([], session, None, None)  # type: ignore[arg-type]
+    outcome = run_fix_loop(LoopTree(state, {}), model, stops, rounds)
     assert outcome.stopped == "the run's time budget is spent"
     assert rounds == ["round 1: not tried: the run's time budget is spent"]
     assert outcome.result is stops and outcome.repairs == []

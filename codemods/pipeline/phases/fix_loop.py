@@ -17,6 +17,7 @@ from typing import TYPE_CHECKING
 from tsfix.codemods.pipeline import models as configured
 from tsfix.codemods.pipeline.phases.records import by_class, internal_error, skip_set_of
 from tsfix.codemods.pipeline.phases.session import Session
+from tsfix.codemods.pipeline.phases.state import RunState
 from tsfix.codemods.pipeline.report import (
     MODEL_SCRIPTS,
     REJECTED,
@@ -25,7 +26,6 @@ from tsfix.codemods.pipeline.report import (
     ClassResult,
 )
 from tsfix.codemods.pipeline.sources import SourceError, SourceText, read_source
-from tsfix.codemods.validation.pool import WorkerPool
 from tsfix.codemods.validation.protocol import (
     Blocker,
     ClassVerdict,
@@ -232,36 +232,62 @@ def _loop_file(path: str, tree: dict[str, LoopFile], overlay: Mapping[str, str],
                     overlay.get(path, source.text), in_run)
 
 
-def run_fix_loop(model: configured.Configured, result: ModelResult, overlay: dict[str, str],
-                 tree: dict[str, LoopFile], run_files: Mapping[str, str],
-                 run_classes: Mapping[str, list[ClassResult]],
-                 observations: configured.Observations, session: Session, pool: WorkerPool,
-                 rounds: list[str], deadline: float | None = None) -> LoopOutcome:
+@dataclass
+class LoopTree:
+    """What the repair loops of one run share: the run (``state``), the texts it leaves
+    (``overlay``, by resolved path), the files the loops rewrote so far (``files``: a model's
+    repairs are the next model's starting point), the run's files (resolved path -> display)
+    and their written rewrites (``run_classes``: given to the model job again, so that their
+    verdicts are those of the tree the loops leave)."""
+
+    state: RunState
+    overlay: dict[str, str]
+    files: dict[str, LoopFile] = field(default_factory=dict)
+    run_files: dict[str, str] = field(default_factory=dict)
+    run_classes: dict[str, list[ClassResult]] = field(default_factory=dict)
+
+    @property
+    def session(self) -> Session:
+        return self.state.session
+
+
+@dataclass
+class _ModelLoop:
+    """One model's loop: its rounds' lines, and what "works" means for the target."""
+
+    tree: LoopTree
+    model: configured.Configured
+    rounds: list[str]
+    outcome: LoopOutcome
+
+    @property
+    def works(self) -> str:
+        return "exports" if self.tree.session.target == "export" else "scripts"
+
+
+def run_fix_loop(tree: LoopTree, model: configured.Configured, result: ModelResult,
+                 rounds: list[str]) -> LoopOutcome:
     """The repair loop for ``model``, which stops where ``result`` says: each round rewrites
     the class (or module-level function) the compiler names with the selected rules that
-    answer its error, in any file of the tree (``tree``: the files the loop rewrote so far,
-    shared between models; ``run_files``: resolved path -> display of the run's files, whose
-    texts in ``overlay`` the loop starts from; ``run_classes``: their rewritten classes, given
-    to the model job again so that their verdicts are those of the tree the loop leaves),
-    runs the model again, and keeps the rewrite only when the model scripts or stops further
-    on with every configuration's eager output unchanged. ``rounds`` gets one line per round.
-    Stops when the model scripts, no rule offers a fix, a rewrite is rolled back, after
-    ``session.fix_rounds`` rounds, or at ``deadline`` (``time.monotonic()``)."""
-    outcome = LoopOutcome(result)
+    answer its error, in any file of the tree, runs the model again, and keeps the rewrite
+    only when the model scripts or stops further on with every configuration's eager output
+    unchanged. ``rounds`` gets one line per round. Stops when the model scripts, no rule
+    offers a fix, a rewrite is rolled back, after ``session.fix_rounds`` rounds, or at the
+    run's deadline (``session.deadline``, ``time.monotonic()``)."""
+    session = tree.session
+    loop = _ModelLoop(tree, model, rounds, LoopOutcome(result))
+    outcome = loop.outcome
     before = {path: replace(f, chosen=dict(f.chosen), functions=set(f.functions),
-                            results=list(f.results)) for path, f in tree.items()}
-    works = "exports" if session.target == "export" else "scripts"
+                            results=list(f.results)) for path, f in tree.files.items()}
     for number in range(1, session.fix_rounds + 1):
         if not model_stops(outcome.result):
             break
-        if deadline is not None and time.monotonic() + session.timeout > deadline:
+        if session.deadline is not None and time.monotonic() + session.timeout > session.deadline:
             outcome.stopped = "the run's time budget is spent"
             rounds.append(f"round {number}: not tried: {outcome.stopped}")
             break
         assert outcome.result.model is not None and outcome.result.model.blocker is not None
-        blocker = outcome.result.model.blocker
-        stop = _round(number, model, blocker, outcome, overlay, tree, run_files, run_classes,
-                      observations, session, pool, rounds, works)
+        stop = _round(loop, number, outcome.result.model.blocker)
         if stop:
             outcome.stopped = stop
             break
@@ -273,79 +299,114 @@ def run_fix_loop(model: configured.Configured, result: ModelResult, overlay: dic
             and not model_stops(outcome.result)):
         outcome.stopped = "no rule offers a fix (the compiler names no line of the tree)"
     if (session.require_verified and outcome.repairs
-            and any(c.verdict != VERIFIED for f in tree.values() for c in f.results)):
+            and any(c.verdict != VERIFIED for f in tree.files.values() for c in f.results)):
         # --require-verified writes nothing unproven: a model left short of scripting keeps
         # none of its repairs.
-        tree.clear()
-        tree.update(before)
+        tree.files.clear()
+        tree.files.update(before)
         rounds.append("the repairs are not kept: --require-verified, and the model does not "
-                      f"{works.removesuffix('s')} with them")
+                      f"{loop.works.removesuffix('s')} with them")
         outcome = LoopOutcome(result, stopped=(outcome.stopped or "") + (
             "; its repairs are not kept (--require-verified)"))
     return outcome
 
 
-def _round(number: int, model: configured.Configured, blocker: Blocker, outcome: LoopOutcome,
-           overlay: Mapping[str, str], tree: dict[str, LoopFile],
-           run_files: Mapping[str, str], run_classes: Mapping[str, list[ClassResult]],
-           observations: configured.Observations, session: Session, pool: WorkerPool,
-           rounds: list[str], works: str) -> str:
-    """One round of :func:`run_fix_loop`; returns why the loop stops ("": go on)."""
+@dataclass
+class _Site:
+    """Where a round rewrites: the class or module-level function the compiler's message
+    names (or the callee whose parameter type it names), in ``loop_file``."""
+
+    path: str
+    where: str                               # "file:line" of the blocker, for the lines
+    code: str | None                         # the error's tsfix check code
+    typed: _Typed | None                     # a parameter type the message gives
+    loop_file: LoopFile
+    class_name: str | None
+    function: str | None
+
+    @property
+    def owner(self) -> str:
+        """The name the rewrite is reported under (a function's: function_change_name)."""
+        return (self.class_name if self.class_name is not None
+                else function_change_name(str(self.function)))
+
+    @property
+    def error(self) -> str:
+        return self.code or "an error tsfix does not know"
+
+
+def _site(loop: _ModelLoop, number: int, blocker: Blocker) -> _Site | str:
+    """The place a round rewrites, or why the loop stops (its round line added)."""
+    tree, target = loop.tree, loop.tree.session.target
     path = str(blocker.path)
-    known = tree.get(path)
-    shown = known.display if known else run_files.get(path) or configured.shown(path)
+    known = tree.files.get(path)
+    shown = known.display if known else tree.run_files.get(path) or configured.shown(path)
     where = f"{shown}:{blocker.line}" if blocker.line else shown
-    code = configured.error_code(blocker.message, session.target)
-    typed = (typed_by_message(blocker.message, outcome.result.reached)
-             if session.target != "export" else None)
+    code = configured.error_code(blocker.message, target)
+    typed = (typed_by_message(blocker.message, loop.outcome.result.reached)
+             if target != "export" else None)
     if typed is not None:
         # The compiler names the callee's parameter and the type passed: that is the place.
         path = typed.path
         code = "TSF207" if typed.kind.startswith("Optional[") else "TSF206"
     try:
-        loop_file = _loop_file(path, tree, overlay, run_files)
+        loop_file = _loop_file(path, tree.files, tree.overlay, tree.run_files)
     except SourceError as exc:
-        rounds.append(f"round {number}: stops at {where}: {exc}")
+        loop.rounds.append(f"round {number}: stops at {where}: {exc}")
         return f"{shown} cannot be read"
     current = loop_file.current
+    class_name: str | None = None
+    function = None
     if typed is not None:
-        class_name: str | None = typed.class_name
-        function = None
+        class_name = typed.class_name
     else:
         class_name = configured.class_at(current, blocker.line, blocker.scope)
         function = (configured.function_at(current, blocker.line, blocker.scope)
                     if class_name is None else None)
-        if class_name is not None and session.target != "export":
+        if class_name is not None and target != "export":
             typed = typed_default(current, blocker, path, class_name)
     if class_name is None and function is None:
-        rounds.append(f"round {number}: stops at {where}, outside any class or module-level "
-                      "function")
+        loop.rounds.append(f"round {number}: stops at {where}, outside any class or "
+                           "module-level function")
         return "no rule offers a fix (outside any class or function)"
-    # A function is rewritten as compiled from another file (annotate's entries), its change
-    # reported under function_change_name: the model's verdict is its verdict.
-    owner = class_name if class_name is not None else function_change_name(str(function))
-    functions = loop_file.functions | ({function} if function is not None else set())
+    return _Site(path, where, code, typed, loop_file, class_name, function)
+
+
+@dataclass
+class _Rewritten:
+    """A round's rewrite of its site's file: the text, its changes, the rules chosen per
+    class, the module-level functions rewritten, and how the rules were picked."""
+
+    text: str
+    classes: tuple[ClassResult, ...]
+    chosen: dict[str, set[str]]
+    functions: set[str]
+    names: str
+
+
+def _rewrite_site(loop: _ModelLoop, number: int, site: _Site) -> _Rewritten | str:
+    """The site's file rewritten from its base by the rules that answer the error (else by
+    every selected rule), with the earlier rounds' choices; or why the loop stops."""
+    session, loop_file = loop.tree.session, site.loop_file
+    functions = loop_file.functions | ({site.function} if site.function is not None else set())
     classes_of_file = frozenset(configured.top_level_classes(loop_file.base))
-    types = _merged(observations.types.get(path, {}), loop_file.types)
-    if typed is not None:
-        types = _with_type(types, typed)
-    error = code or "an error tsfix does not know"
-    answering = answering_rules(session, code)
+    types = _merged(loop.tree.state.observations.types.get(site.path, {}), loop_file.types)
+    if site.typed is not None:
+        types = _with_type(types, site.typed)
+    answering = answering_rules(session, site.code)
     # The rules that answer the error first; else every selected rule on that place: the
     # table names one construct per message, and a message listing every overload of a
     # call names several (any rule that gets the model further is kept, on proof).
     tried: list[tuple[type[Rule], ...]] = [answering] if answering else []
     if set(session.rules) - set(answering):
         tried.append(session.rules)
-    text, names = current, ""
-    classes: tuple[ClassResult, ...] = ()
-    chosen = loop_file.chosen
+    done = _Rewritten(loop_file.current, (), loop_file.chosen, functions, "")
     for rules in tried:
         names = (", ".join(rule.name for rule in rules) if rules is answering
                  else "every selected rule")
         chosen = dict(loop_file.chosen)
-        if class_name is not None:
-            chosen[class_name] = chosen.get(class_name, set()) | {r.name for r in rules}
+        if site.class_name is not None:
+            chosen[site.class_name] = chosen.get(site.class_name, set()) | {r.name for r in rules}
         used = {name for names_of in chosen.values() for name in names_of}
         everyone = tuple(r for r in session.rules if r.name in used or r in rules)
         skip = skip_set_of({r.name: classes_of_file - {c for c, on in chosen.items()
@@ -355,71 +416,126 @@ def _round(number: int, model: configured.Configured, blocker: Blocker, outcome:
             text, classes, _ = settings.rewrite(loop_file.base, loop_file.display, types,
                                                 skip, frozenset(functions))
         except Exception as exc:
-            rounds.append(f"round {number}: rewriting {owner} in {loop_file.display} failed: "
-                          f"{internal_error(loop_file.display, exc)}")
+            loop.rounds.append(f"round {number}: rewriting {site.owner} in {loop_file.display}"
+                               f" failed: {internal_error(loop_file.display, exc)}")
             return "a rule failed (internal error)"
-        if text != current and any(c.class_name == owner for c in classes):
+        done = _Rewritten(text, classes, chosen, functions, names)
+        if text != loop_file.current and any(c.class_name == site.owner for c in classes):
             break
-    changed = [c for c in classes if c.class_name == owner]
-    if text == current or not changed:
-        rounds.append(f"round {number}: stops at {where} ({error}) in {owner}: "
-                      f"{names or 'no selected rule'} leave(s) it as it is")
-        return f"no rule offers a fix ({error}; {names or 'no rule'} leave(s) {owner} as it is)"
+    if done.text == loop_file.current or not any(c.class_name == site.owner
+                                                 for c in done.classes):
+        names = done.names or "no selected rule"
+        loop.rounds.append(f"round {number}: stops at {site.where} ({site.error}) in "
+                           f"{site.owner}: {names} leave(s) it as it is")
+        return (f"no rule offers a fix ({site.error}; {done.names or 'no rule'} leave(s) "
+                f"{site.owner} as it is)")
+    return done
+
+
+def _round(loop: _ModelLoop, number: int, blocker: Blocker) -> str:
+    """One round of :func:`run_fix_loop`; returns why the loop stops ("": go on)."""
+    site = _site(loop, number, blocker)
+    if isinstance(site, str):
+        return site
+    done = _rewrite_site(loop, number, site)
+    if isinstance(done, str):
+        return done
+    changed = [c for c in done.classes if c.class_name == site.owner]
     fixed_rules = ", ".join(dict.fromkeys(c.rule for c in changed))
-    # Every rewrite of the loop in this file, from its base: the earlier rounds' again.
-    results = list(classes)
-    texts = {**overlay, **{p: f.text for p, f in tree.items() if f.text}, path: text}
-    owners = {function_change_name(f) for f in functions}
-    wanted = [configured.model_class(Path(p), name, group)
-              for p, file_results in _measured(tree, path, results, run_classes,
-                                               outcome.result.files).items()
-              for name, group in by_class(file_results).items() if name not in owners]
-    answer = pool.models([configured.model_job(0, model, session, overlay=texts,
-                                               classes=wanted)],
-                         timeout=session.timeout).get(0)
-    if answer is None or answer.failure is not None:
-        why = answer.failure if answer is not None else "no answer from the worker"
-        rounds.append(f"round {number}: {owner} rewritten by {fixed_rules}, not validated "
-                      f"({why}); rolled back")
+    answer = _run_model(loop, site, done)
+    if isinstance(answer, str):
+        loop.rounds.append(f"round {number}: {site.owner} rewritten by {fixed_rules}, not "
+                           f"validated ({answer}); rolled back")
         return f"the rewrite by {fixed_rules} could not be validated"
-    answer = configured.located(answer, texts, session.target)
-    verdicts = {found.verdict.name: found.verdict for found in answer.classes
-                if found.path == path}
-    verdicts.update({name: _function_verdict(name, answer) for name in owners})
-    # Rolled back: the rewritten class rejected, or any class the model reaches whose
-    # instances' eager outputs changed. Another class whose own re-script fails now (the run
-    # rewrote it, and scripting gets further into it) says nothing against this rewrite.
+    stop = _rolled_back(loop, number, site, blocker, answer, fixed_rules)
+    if stop:
+        return stop
+    _keep(loop, site, done, answer)
+    elsewhere = (f" ({site.loop_file.display}:{site.owner})"
+                 if site.path != blocker.path or (site.class_name or site.function)
+                 != (blocker.scope or "").split(".")[0] else "")
+    loop.outcome.repairs.append(f"{site.where} "
+                                f"{'+'.join(dict.fromkeys(c.rule for c in changed))}"
+                                f"{elsewhere}")
+    loop.rounds.append(f"round {number}: stops at {site.where} ({site.error}) in {site.owner};"
+                       f" rewritten by {fixed_rules}; the model now {_now(loop, answer)}")
+    return ""
+
+
+def _run_model(loop: _ModelLoop, site: _Site, done: _Rewritten) -> ModelResult | str:
+    """The model's answer on the tree with the round's rewrite (every rewrite of the loop in
+    this file, from its base: the earlier rounds' again), or why there is none."""
+    tree = loop.tree
+    texts = {**tree.overlay, **{p: f.text for p, f in tree.files.items() if f.text},
+             site.path: done.text}
+    owners = {function_change_name(f) for f in done.functions}
+    wanted = [configured.model_class(Path(p), name, group)
+              for p, file_results in _measured(tree.files, site.path, list(done.classes),
+                                               tree.run_classes,
+                                               loop.outcome.result.files).items()
+              for name, group in by_class(file_results).items() if name not in owners]
+    session = tree.session
+    answer = tree.state.pool.models([configured.model_job(0, loop.model, session,
+                                                          overlay=texts, classes=wanted)],
+                                    timeout=session.timeout).get(0)
+    if answer is None or answer.failure is not None:
+        return answer.failure or "" if answer is not None else "no answer from the worker"
+    return configured.located(answer, texts, session.target)
+
+
+def _now(loop: _ModelLoop, answer: ModelResult) -> str:
+    """Where the model is with a round's rewrite, for the round's line."""
+    status = answer.model.status if answer.model else "not checked"
+    return (loop.works if status == MODEL_SCRIPTS else
+            f"stops at {_place(answer)}" if model_stops(answer) else
+            "stops where the compiler names no line of the tree" if answer.model
+            and answer.model.blocker is not None else status)
+
+
+def _rolled_back(loop: _ModelLoop, number: int, site: _Site, blocker: Blocker,
+                 answer: ModelResult, fixed_rules: str) -> str:
+    """Why a round's rewrite is rolled back ("": it is kept): the rewritten class rejected,
+    any class the model reaches whose instances' eager outputs changed, the model failing
+    before it scripts, or the model stopping at the same place. Another class whose own
+    re-script fails now (the run rewrote it, and scripting gets further into it) says
+    nothing against this rewrite."""
+    where, owner = site.where, site.owner
     bad = next((found.verdict for found in answer.classes
                 if found.verdict.verdict == REJECTED and (
-                    (found.verdict.name == owner and found.path == path)
+                    (found.verdict.name == owner and found.path == site.path)
                     or found.verdict.reason.startswith("eager parity"))), None)
-    status = answer.model.status if answer.model else "not checked"
-    now = (works if status == MODEL_SCRIPTS else
-           f"stops at {_place(answer)}" if model_stops(answer) else
-           "stops where the compiler names no line of the tree" if answer.model
-           and answer.model.blocker is not None else status)
     if bad is not None:
-        rounds.append(f"round {number}: stops at {where} in {owner}; the rewrite by "
-                      f"{fixed_rules} is rejected ({bad.name}: {bad.reason}); rolled back")
+        loop.rounds.append(f"round {number}: stops at {where} in {owner}; the rewrite by "
+                           f"{fixed_rules} is rejected ({bad.name}: {bad.reason}); rolled back")
         return f"the rewrite by {fixed_rules} at {where} is rejected: {bad.reason}"
     if not _eager_parity_held(answer):
         reason = answer.model.reason if answer.model else "no model verdict"
-        rounds.append(f"round {number}: stops at {where} in {owner}; with the rewrite by "
-                      f"{fixed_rules} the model fails: {reason}; rolled back")
+        loop.rounds.append(f"round {number}: stops at {where} in {owner}; with the rewrite by "
+                           f"{fixed_rules} the model fails: {reason}; rolled back")
         return f"the rewrite by {fixed_rules} at {where} is rolled back: {reason}"
     assert answer.model is not None
-    if status != MODEL_SCRIPTS and answer.model.blocker is not None and not _moved(
-            blocker, answer.model.blocker, session.target):
-        rounds.append(f"round {number}: stops at {where} in {owner}; the rewrite by "
-                      f"{fixed_rules} leaves the model stopping there; rolled back")
+    if answer.model.status != MODEL_SCRIPTS and answer.model.blocker is not None and not _moved(
+            blocker, answer.model.blocker, loop.tree.session.target):
+        loop.rounds.append(f"round {number}: stops at {where} in {owner}; the rewrite by "
+                           f"{fixed_rules} leaves the model stopping there; rolled back")
         return f"the rewrite by {fixed_rules} does not get the model past {where}"
-    loop_file.text = text
-    loop_file.functions = functions
-    loop_file.chosen = chosen
-    if typed is not None:
-        loop_file.types = _with_type(loop_file.types, typed)
+    return ""
+
+
+def _keep(loop: _ModelLoop, site: _Site, done: _Rewritten, answer: ModelResult) -> None:
+    """The round's rewrite joins the tree, its classes with the verdicts the model gave."""
+    loop_file, owner = site.loop_file, site.owner
+    owners = {function_change_name(f) for f in done.functions}
+    verdicts = {found.verdict.name: found.verdict for found in answer.classes
+                if found.path == site.path}
+    verdicts.update({name: _function_verdict(name, answer) for name in owners})
+    loop_file.text = done.text
+    loop_file.functions = done.functions
+    loop_file.chosen = done.chosen
+    if site.typed is not None:
+        loop_file.types = _with_type(loop_file.types, site.typed)
     # An earlier round's class keeps its verdict unless measured again, and when its own
-    # re-script rejects it now (see `bad`).
+    # re-script rejects it now (see _rolled_back).
     previous = {(c.rule, c.class_name): c for c in loop_file.results}
     verdicts = {name: v for name, v in verdicts.items()
                 if v.verdict != REJECTED or name == owner}
@@ -429,18 +545,11 @@ def _round(number: int, model: configured.Configured, blocker: Blocker, outcome:
                 duration_s=earlier.duration_s)
         if (earlier := previous.get((c.rule, c.class_name))) is not None else
         replace(c, reason=f"not validated: the repair loop rewrote {loop_file.display} for "
-                          f"model {model.display}, which does not reach this class; give it "
-                          "an example table")
-        for c in configured.with_verdicts(results, verdicts)]
-    tree[path] = loop_file
-    outcome.result = answer
-    elsewhere = (f" ({loop_file.display}:{owner})" if path != blocker.path
-                 or (class_name or function) != (blocker.scope or "").split(".")[0] else "")
-    outcome.repairs.append(f"{where} {'+'.join(dict.fromkeys(c.rule for c in changed))}"
-                           f"{elsewhere}")
-    rounds.append(f"round {number}: stops at {where} ({error}) in {owner}; rewritten by "
-                  f"{fixed_rules}; the model now {now}")
-    return ""
+                          f"model {loop.model.display}, which does not reach this class; "
+                          "give it an example table")
+        for c in configured.with_verdicts(list(done.classes), verdicts)]
+    loop.tree.files[site.path] = loop_file
+    loop.outcome.result = answer
 
 
 def _measured(tree: Mapping[str, LoopFile], path: str, results: list[ClassResult],

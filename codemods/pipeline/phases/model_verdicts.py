@@ -16,6 +16,7 @@ from tsfix.codemods.pipeline.phases.finals import final_overlay
 from tsfix.codemods.pipeline.phases.fix_loop import (
     LoopFile,
     LoopOutcome,
+    LoopTree,
     model_stops,
     run_fix_loop,
 )
@@ -131,14 +132,16 @@ class _Repair:
 
     def __init__(self, state: RunState, overlay: dict[str, str]) -> None:
         self.state, self.overlay = state, overlay
-        self.tree: dict[str, LoopFile] = {}
-        self.loops: dict[str, LoopOutcome] = {}
-        self.run_files = {str(file.resolved): file.display for file in state.todo}
         # The run's rewrites the loop measures again when it rewrites their file (written).
-        self.run_classes = {str(item.file.resolved): [c for c in final.classes if c.written]
-                            for item in state.pending
-                            if (final := state.finals.get(item.index)) is not None
-                            and final.status == "changed"}
+        self.shared = LoopTree(
+            state, overlay, run_files={str(file.resolved): file.display for file in state.todo},
+            run_classes={str(item.file.resolved): [c for c in final.classes if c.written]
+                         for item in state.pending
+                         if (final := state.finals.get(item.index)) is not None
+                         and final.status == "changed"})
+        self.tree: dict[str, LoopFile] = self.shared.files
+        self.run_files = self.shared.run_files
+        self.loops: dict[str, LoopOutcome] = {}
 
     def run(self, results: Mapping[str, ModelResult], failing: list[configured.Configured]
             ) -> list[Finished]:
@@ -156,9 +159,7 @@ class _Repair:
                     # An earlier model's repairs changed files this one imports.
                     result = self.again(model, result)
                 if model_stops(result):
-                    loop = run_fix_loop(model, result, self.overlay, self.tree, self.run_files,
-                                        self.run_classes, self.state.observations, session,
-                                        self.state.pool, rounds, session.deadline)
+                    loop = run_fix_loop(self.shared, model, result, rounds)
                     self.loops[model.display] = loop
                     result = loop.result
                 seen[model.display] = _loop_texts(result, self.tree)
