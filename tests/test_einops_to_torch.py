@@ -11,10 +11,8 @@ import textwrap
 import warnings
 from typing import Any
 
-import libcst as cst
 import pytest
-from conftest import FIXTURES_ROOT, fixture_pairs, load_module
-from tsfix.codemods.pipeline.rewrite import Rewrite, rewrite_source
+from conftest import FIXTURES_ROOT, fixture_pairs, load_module, rule_rewriter
 from tsfix.codemods.rules._einops_pattern import Unsupported, plan
 from tsfix.codemods.rules.einops_to_torch import EinopsToTorch
 
@@ -166,12 +164,7 @@ def test_patterns_einops_rejects_or_that_cannot_be_proven_are_refused(
         getattr(einops, kind)(torch.zeros(*shape), pattern, *extra, **lengths)
 
 
-def rewrite(code: str) -> Rewrite:
-    result = rewrite_source(textwrap.dedent(code), "m.py", [EinopsToTorch])
-    cst.parse_module(result.text)
-    again = rewrite_source(result.text, "m.py", [EinopsToTorch])
-    assert not again.changed and again.text == result.text, "not a fixed point"
-    return result
+rewrite = rule_rewriter(EinopsToTorch)
 
 
 def method(body: str, signature: str = "self, x") -> str:

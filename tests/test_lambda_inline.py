@@ -10,22 +10,16 @@ from __future__ import annotations
 import textwrap
 from pathlib import Path
 
-import libcst as cst
 import pytest
-from conftest import apply_with_report
+from conftest import apply_with_report, rule_rewriter
 from tsfix.codemods.lint.check import check_source
-from tsfix.codemods.pipeline.rewrite import Rewrite, rewrite_source
+from tsfix.codemods.pipeline.rewrite import Rewrite
 from tsfix.codemods.rules.lambda_inline import LambdaInline
 
 HEADER = "import torch\nimport torch.nn as nn\n\n\nclass M(nn.Module):\n"
 
 
-def rewrite(code: str) -> Rewrite:
-    result = rewrite_source(textwrap.dedent(code), "m.py", [LambdaInline])
-    cst.parse_module(result.text)
-    again = rewrite_source(result.text, "m.py", [LambdaInline])
-    assert not again.changed and again.text == result.text, "not a fixed point"
-    return result
+rewrite = rule_rewriter(LambdaInline)
 
 
 def forward(body: str, signature: str = "self, x") -> str:

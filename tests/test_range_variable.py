@@ -7,21 +7,15 @@ from __future__ import annotations
 
 import textwrap
 
-import libcst as cst
 import pytest
+from conftest import rule_rewriter
 from tsfix.codemods.lint.check import check_source
-from tsfix.codemods.pipeline.rewrite import Rewrite, rewrite_source
 from tsfix.codemods.rules.range_variable import RangeVariable
 
 HEADER = "import torch\nimport torch.nn as nn\n\n\nclass M(nn.Module):\n"
 
 
-def rewrite(code: str) -> Rewrite:
-    result = rewrite_source(textwrap.dedent(code), "m.py", [RangeVariable])
-    cst.parse_module(result.text)
-    again = rewrite_source(result.text, "m.py", [RangeVariable])
-    assert not again.changed and again.text == result.text, "not a fixed point"
-    return result
+rewrite = rule_rewriter(RangeVariable)
 
 
 def forward(body: str) -> str:
