@@ -153,6 +153,14 @@ def main() -> None:
               help="Rounds of the repair loop per configured model that does not script "
                    "(export) after the rules: each rewrites the place the compiler names, in "
                    "any file of the model's tree (0: no loop).")
+@click.option("--executor", type=click.Choice(("local", "ray")), default=None,
+              help="Where validation jobs run: local worker processes, or Ray tasks on a "
+                   "Ray cluster (pip install 'tsfix[ray]'; docs/cluster.md). Default: "
+                   "[tool.tsfix] executor, else local.")
+@click.option("--ray-address", default=None, metavar="ADDRESS",
+              help="With --executor ray: the cluster to connect to (ray://HOST:10001, "
+                   "HOST:6379, auto). Default: [tool.tsfix] ray-address, else $RAY_ADDRESS, "
+                   "else a local Ray instance started for the run.")
 @click.option("-q", "--quiet", is_flag=True, help="Only errors (and the diff with --dry-run).")
 @click.option("-v", "--verbose", is_flag=True,
               help="Also say what each rewrite did and why candidates were skipped.")
@@ -161,7 +169,8 @@ def apply(paths: tuple[Path, ...], rule_names: tuple[str, ...], dry_run: bool, c
           unsafe_fixes: bool | None, report_path: Path | None,
           config_path: Path | None, jobs: int, no_cache: bool, timeout: float | None,
           timeout_total: float | None, target: Target | None, allow_unscriptable: bool | None,
-          fix_rounds: int, quiet: bool, verbose: bool) -> None:
+          fix_rounds: int, executor: Literal["local", "ray"] | None, ray_address: str | None,
+          quiet: bool, verbose: bool) -> None:
     """Rewrite the model files under PATHS, validating every rewritten class."""
     state = _ApplyState()
     try:
@@ -169,7 +178,7 @@ def apply(paths: tuple[Path, ...], rule_names: tuple[str, ...], dry_run: bool, c
             code = _apply(state, paths, rule_names, dry_run, check, interactive, no_verify,
                           require_verified, unsafe_fixes, report_path, config_path, jobs,
                           no_cache, timeout, target, quiet, verbose, allow_unscriptable,
-                          fix_rounds, timeout_total)
+                          fix_rounds, timeout_total, executor, ray_address)
     except (KeyboardInterrupt, RuntimeError) as exc:
         if not _is_interrupt(exc):
             raise
@@ -229,7 +238,9 @@ def _apply(state: _ApplyState, paths: tuple[Path, ...], rule_names: tuple[str, .
            config_path: Path | None, jobs: int, no_cache: bool, timeout: float | None,
            target: Target | None, quiet: bool, verbose: bool,
            allow_unscriptable: bool | None = None, fix_rounds: int = 12,
-           timeout_total: float | None = None) -> int:
+           timeout_total: float | None = None,
+           executor: Literal["local", "ray"] | None = None,
+           ray_address: str | None = None) -> int:
     """``tsfix apply``; returns the exit code."""
     from tsfix.cli.progress import ProgressDisplay
     from tsfix.codemods.pipeline.config import ConfigError
@@ -257,7 +268,8 @@ def _apply(state: _ApplyState, paths: tuple[Path, ...], rule_names: tuple[str, .
                       timeout=timeout, unsafe_fixes=unsafe_fixes, progress=display,
                       cache=not no_cache, target=target,
                       allow_unscriptable=allow_unscriptable, fix_rounds=fix_rounds,
-                      timeout_total=timeout_total)
+                      timeout_total=timeout_total, executor=executor,
+                      ray_address=ray_address)
     try:
         result = run(list(paths), options)
     except (ConfigError, UnknownRuleError) as exc:

@@ -294,6 +294,32 @@ def test_settings_loaded(project: Project) -> None:
     assert config.line_length == 99
 
 
+def test_executor_settings(project: Project) -> None:
+    path = project.pyproject(settings='executor = "ray"\nray-address = "ray://head:10001"')
+    config = load_config(path)
+    assert config.executor == "ray" and config.ray_address == "ray://head:10001"
+    defaults = load_config(project.pyproject(settings='rules = "lift-branch"'))
+    assert defaults.executor == "local" and defaults.ray_address is None
+
+
+def test_ray_executor_without_ray_is_a_usage_error(project: Project,
+                                                   monkeypatch: pytest.MonkeyPatch) -> None:
+    # `executor = "ray"` without the ray extra: a ConfigError (exit 2) naming the extra,
+    # before any file is touched.
+    import importlib.util
+
+    from tsfix.codemods.pipeline.config import require_executor
+
+    real = importlib.util.find_spec
+    monkeypatch.setattr(importlib.util, "find_spec",
+                        lambda name, *a: None if name == "ray" else real(name, *a))
+    with pytest.raises(ConfigError, match=r'pip install "tsfix\[ray\]"'):
+        require_executor("ray")
+    require_executor("local")
+    with pytest.raises(ConfigError, match="unknown executor 'slurm'"):
+        require_executor("slurm")
+
+
 def test_defaults_without_configuration() -> None:
     config = load_config(None)
     assert config.root is None and config.rules is None and config.examples == {}
@@ -311,6 +337,9 @@ def test_defaults_without_configuration() -> None:
     ("rules = [1, 2]", "rules: expected a list of strings"),
     ("exclude = 3", "exclude: expected a list of strings"),
     ("examples = 3", "examples: expected dict"),
+    ('executor = "slurm"', "executor: expected one of 'local', 'ray', got 'slurm'"),
+    ("executor = 1", "executor: expected str"),
+    ("ray-address = 6379", "ray-address: expected str"),
 ])
 def test_bad_settings_are_config_errors(project: Project, settings: str, wording: str) -> None:
     path = project.pyproject(settings=settings)

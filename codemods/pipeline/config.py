@@ -13,6 +13,9 @@ Configuration comes from the nearest ``pyproject.toml`` above the given paths th
     unsafe-fixes = false             # fixes that change what callers may pass (--unsafe-fixes)
     auto-examples = true             # guess inputs for classes without an example table
     target = "torchscript"           # or "onnx", "export": what the rewrite must serve (--target)
+    executor = "local"               # or "ray": where validation jobs run (--executor)
+    ray-address = "ray://head:10001" # the Ray cluster (--ray-address); else RAY_ADDRESS or a
+                                     # local Ray instance started for the run
 
     [tool.tsfix.examples."models/custom.py:CustomModel"]
     init = [{ branch_testing = true }, { branch_testing = false }]
@@ -79,7 +82,13 @@ TENSOR_KEY = "__tensor__"
 
 _LOOKS_LIKE_CALL = re.compile(r"^\s*[A-Za-z_][\w.]*\(")   # name( ... : meant as a tensor
 _KNOWN_KEYS = {"rules", "exclude", "line-length", "timeout", "timeout-total", "require-verified",
-               "unsafe-fixes", "auto-examples", "target", "allow-unscriptable", "examples"}
+               "unsafe-fixes", "auto-examples", "target", "allow-unscriptable", "examples",
+               "executor", "ray-address"}
+# Where validation jobs run: "local" worker processes (validation/pool.py) or Ray tasks
+# (validation/ray_executor.py, the ray extra).
+EXECUTORS = ("local", "ray")
+RAY_MISSING = ('executor "ray" needs Ray, which is not installed: pip install "tsfix[ray]" '
+               '(the ray extra)')
 _EXAMPLE_KEYS = {"init", "inputs", "kwargs", "calls", "factory"}
 _CALL_KEYS = {"inputs", "kwargs"}
 
@@ -161,6 +170,11 @@ class Config:
     # "torchscript", or "onnx": lift-branch emits the exportable form, and validation also
     # exports every rewritten class and runs it in onnxruntime.
     target: str = "torchscript"
+    # Where validation jobs run: "local" (worker processes) or "ray" (Ray tasks).
+    executor: str = "local"
+    # The Ray cluster to connect to ("ray://host:10001", "host:6379", "auto"); None: RAY_ADDRESS,
+    # else a local Ray instance started for the run.
+    ray_address: str | None = None
     # (resolved file path, class name) -> spec, or the error that makes the spec unusable
     examples: dict[tuple[Path, str], ExampleSpec | ExampleError] = field(default_factory=dict)
     # (resolved file path, class name) -> the table's key as written ("models/net.py:Net")
@@ -250,6 +264,12 @@ def load_config(path: Path | None) -> Config:
     if config.target not in TARGETS:
         raise ConfigError(f"{where} target: expected one of {', '.join(map(repr, TARGETS))}, "
                           f"got {config.target!r}")
+    config.executor = _typed(table.get("executor", "local"), str, f"{where} executor")
+    if config.executor not in EXECUTORS:
+        raise ConfigError(f"{where} executor: expected one of "
+                          f"{', '.join(map(repr, EXECUTORS))}, got {config.executor!r}")
+    if "ray-address" in table:
+        config.ray_address = _typed(table["ray-address"], str, f"{where} ray-address")
     if "rules" in table:
         config.rules = _string_list(table["rules"], f"{where} rules")
     config.exclude = _string_list(table.get("exclude", []), f"{where} exclude")
@@ -267,6 +287,18 @@ def load_config(path: Path | None) -> Config:
             config.examples[(target, class_name)] = ExampleError(
                 f'{path}: [tool.tsfix.examples."{key}"] {exc}')
     return config
+
+
+def require_executor(name: str) -> None:
+    """ConfigError (exit 2) when validation jobs cannot run on executor ``name``: an unknown
+    name, or "ray" without the ray extra installed (looked up, not imported)."""
+    import importlib.util
+
+    if name not in EXECUTORS:
+        raise ConfigError(f"unknown executor {name!r} (expected one of "
+                          f"{', '.join(map(repr, EXECUTORS))})")
+    if name == "ray" and importlib.util.find_spec("ray") is None:
+        raise ConfigError(RAY_MISSING)
 
 
 def _typed(value: Any, kind: type | tuple[type, ...], where: str) -> Any:

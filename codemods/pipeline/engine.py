@@ -99,6 +99,7 @@ from tsfix.codemods.pipeline.config import (
     ExampleSpec,
     find_pyproject,
     load_config,
+    require_executor,
 )
 from tsfix.codemods.pipeline.report import (
     REJECTED,
@@ -161,6 +162,12 @@ class Options:
     # (Interrupted with ``time_limit``). None: [tool.tsfix] timeout-total, else no limit.
     # Measured from the call; only in the main thread (a timer signal, SIGALRM).
     timeout_total: float | None = None
+    # Where validation jobs run: "local" worker processes or "ray" tasks (the ray extra;
+    # codemods/validation/ray_executor.py). None: [tool.tsfix] executor, else "local".
+    executor: Literal["local", "ray"] | None = None
+    # The Ray cluster ("ray://host:10001", "host:6379", "auto"). None: [tool.tsfix]
+    # ray-address, else RAY_ADDRESS, else a local Ray instance started for the run.
+    ray_address: str | None = None
 
 
 # ---- the run -----------------------------------------------------------------------------------
@@ -213,6 +220,9 @@ def _run(paths: list[Path], options: Options, config: Config) -> RunResult:
     unsafe_fixes = config.unsafe_fixes if options.unsafe_fixes is None else options.unsafe_fixes
     allow_unscriptable = (config.allow_unscriptable if options.allow_unscriptable is None
                           else options.allow_unscriptable)
+    executor = options.executor or config.executor
+    if options.verify:
+        require_executor(executor)
     warnings: list[str] = []
     found: list[Path | SourceError] = list(discover(paths, config.root, config.exclude,
                                                     warnings))
@@ -276,6 +286,7 @@ def _run(paths: list[Path], options: Options, config: Config) -> RunResult:
                 verify=options.verify, workers=options.jobs or os.cpu_count() or 1,
                 timeout=options.timeout or config.timeout, progress=options.progress,
                 fix_rounds=options.fix_rounds, decided=write_decided,
+                executor=executor, ray_address=options.ray_address or config.ray_address,
                 # The repair loop starts no round it cannot finish before the time limit.
                 deadline=(time.monotonic() + limit
                           if (limit := options.timeout_total or config.timeout_total)

@@ -72,6 +72,11 @@ class Session:
     # writes them before the run is over: a run stopped later keeps them. By file index;
     # the flag: the outcome is complete (no model's record or imports will be added).
     decided: Callable[[dict[int, Outcome], bool], None] | None = None
+    # Where validation jobs run: "local" (validation/pool.py) or "ray"
+    # (validation/ray_executor.py), and the Ray cluster's address (None: RAY_ADDRESS, else a
+    # local Ray instance).
+    executor: str = "local"
+    ray_address: str | None = None
 
     @cached_property
     def rules(self) -> tuple[type[Rule], ...]:
