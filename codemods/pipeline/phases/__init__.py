@@ -56,7 +56,7 @@ def run_phases(todo: list[File], session: Session) -> tuple[dict[int, Outcome], 
     observations = configured.Observations()
     found_models = Models()
     # Validation workers start only when a round has jobs; with verify=False none runs.
-    with WorkerPool(session.workers) as pool, Rewriters(session) as rewriters:
+    with _executor(session) as pool, Rewriters(session) as rewriters:
         if models and any(rule.needs_observations for rule in session.rules):
             observations = configured.observe(models, session, pool)
             observed = observed_files(todo, models, observations)
@@ -108,6 +108,22 @@ def run_phases(todo: list[File], session: Session) -> tuple[dict[int, Outcome], 
                                                                                ())), ""))
         outcomes[file.index] = replace(outcome, result=result)
     return outcomes, found_models.extra
+
+
+def _executor(session: Session) -> WorkerPool:
+    """Where the run's validation jobs go: local worker processes, or Ray tasks
+    (``session.executor == "ray"``; ray is imported only then, on the first round with jobs).
+    Connected to a cluster by address (``ray-address``, ``RAY_ADDRESS``), the project folder
+    travels to nodes that do not have it at its path (docs/cluster.md)."""
+    if session.executor == "ray":
+        import os
+
+        from tsfix.codemods.validation.ray_executor import RayExecutor
+
+        return RayExecutor(session.workers, address=session.ray_address,
+                           root=session.config.root,
+                           ship=bool(session.ray_address or os.environ.get("RAY_ADDRESS")))
+    return WorkerPool(session.workers)
 
 
 def _outcome(file: File, rewritten: Rewritten, observed: Mapping[int, Observed],
