@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import signal
 import subprocess
 import sys
@@ -115,10 +116,16 @@ def _comparable(report: dict[str, Any]) -> dict[str, Any]:
     return dict(strip(report))
 
 
+PROGRESS = re.compile(r"^[a-z][a-z ,-]* \d+/\d+ ")
+
+
 def _verdict_lines(stderr: str) -> list[str]:
-    """What a run says, less its timings (the summary's slowest classes)."""
+    """What a run says, less its timings (the summary's slowest classes, the progress lines
+    printed every few seconds)."""
     lines, timing = [], False
     for line in stderr.splitlines():
+        if PROGRESS.match(line):
+            continue
         if line.lstrip().startswith("slowest"):
             timing = True
         elif timing and line.startswith("    "):
@@ -243,3 +250,54 @@ def test_ctrl_c_cancels_the_tasks_and_writes_nothing(tmp_path: Path, ray_head: s
     while _worker_processes() & running:
         assert time.monotonic() < deadline, "a cancelled task's worker is still running"
         time.sleep(0.2)
+
+
+SHIPPING_DRIVER = """
+import json, logging, sys
+import ray
+from tsfix.codemods.validation.ray_executor import run_one
+ray.init(address=sys.argv[1], runtime_env={"working_dir": sys.argv[2]},
+         logging_level=logging.ERROR, log_to_driver=False)
+task = ray.remote(num_cpus=1, max_retries=0)(run_one)
+print(json.dumps(ray.get(task.remote(sys.argv[3], 60.0, 1, sys.argv[4]))))
+"""
+
+
+@pytest.mark.slow
+def test_a_node_without_the_project_runs_the_job_on_the_shipped_copy(tmp_path: Path,
+                                                                     ray_head: str) -> None:
+    """The project reaches a node that does not have it at its path as Ray's working_dir:
+    the job's files, and the unchanged files they import, are found in that copy, and the
+    answer names the paths the driver knows."""
+    from tsfix.codemods.pipeline.config import parse_example
+    from tsfix.codemods.validation.protocol import (
+        ObservationResult,
+        ObserveClass,
+        ObserveJob,
+        encode,
+        result_from_json,
+    )
+
+    project = tmp_path / "project"
+    project.mkdir()
+    (project / "helper.py").write_text("def scale(x):\n    return x * 2\n")
+    (project / "net.py").write_text(
+        "import torch.nn as nn\nfrom helper import scale\n\n\nclass Net(nn.Module):\n"
+        "    def forward(self, x):\n        return scale(x)\n\n\nclass Broken(nn.Module):\n"
+        "    def forward(self, x):\n        raise ValueError(__file__)\n")
+    elsewhere = "/nowhere/tsfix-test-project"          # the driver's path, not on this node
+    example = parse_example("net.py:Net", {"inputs": ["randn(2, 3)"]}).to_example()
+    job = ObserveJob(1, f"{elsewhere}/net.py", (ObserveClass("Net", example),
+                                               ObserveClass("Broken", example)), (elsewhere,))
+    # A driver of its own: Ray ships a folder only for a whole job (ray.init).
+    done = subprocess.run([sys.executable, "-c", SHIPPING_DRIVER, ray_head, str(project),
+                           encode(job), elsewhere], capture_output=True, text=True,
+                          timeout=300, env={**os.environ, **LOOPBACK})
+    assert done.returncode == 0, done.stderr
+    kind, text = json.loads(done.stdout)
+    assert kind == "result", text
+    answer = result_from_json(json.loads(text))
+    assert isinstance(answer, ObservationResult)
+    assert answer.observed["Net"]["forward"]["x"] == "Tensor", answer
+    # The failure names the file where the driver has it.
+    assert f"{elsewhere}/net.py" in answer.failures["Broken"], answer.failures

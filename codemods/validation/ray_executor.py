@@ -19,8 +19,10 @@ folder (the pyproject.toml's folder) as Ray's ``runtime_env`` ``working_dir`` (R
 512 MiB zipped, after excludes) and a task whose node does not have the folder at its path runs
 the job against that copy, the paths in the job and in its answer mapped between the two.
 
-At most ``workers`` (``-j``) tasks are in flight; Ray places them on its nodes. Ctrl-C (and a
-stopped run) cancels the tasks in flight: each one's subprocess is killed. ``ray`` is imported
+Every job of a round is submitted at once; Ray runs as many as its nodes have CPUs (a local
+instance started for the run has ``workers``, ``-j``, CPUs: the local pool's parallelism).
+Ctrl-C (and a run stopped by SIGTERM or its time limit) cancels the tasks running and queued:
+each running one's subprocess is killed. ``ray`` is imported
 here only, when the first round has jobs.
 """
 
@@ -122,7 +124,8 @@ class RayExecutor(WorkerPool):
                 runtime_env.update(working_dir=str(self.root), excludes=_EXCLUDES)
             extra: dict[str, Any] = {}
             if self.address is None and not os.environ.get("RAY_ADDRESS"):
-                extra.update(include_dashboard=False)       # a local instance for this run
+                # A local instance for this run: -j CPUs, as many jobs at once as the pool.
+                extra.update(include_dashboard=False, num_cpus=self.workers)
             try:
                 ray.init(address=self.address, runtime_env=runtime_env or None,
                          logging_level=logging.ERROR, log_to_driver=False, **extra)
@@ -157,18 +160,18 @@ class RayExecutor(WorkerPool):
         self._connect()
         ray = self._ray
         root = str(self.root) if self.ship and self.root is not None else None
-        waiting = list(reversed(todo))
         by_ref: dict[Any, J] = {}
         results: dict[int, Outcome] = {}
         try:
-            while waiting or by_ref:
-                while waiting and len(by_ref) < self.workers and not self._closed:
-                    job = waiting.pop()
-                    ref = self._task.remote(encode(job), timeout, 1, root)
-                    by_ref[ref] = job
-                    self._in_flight.add(ref)
-                if not by_ref:
+            # Every job at once: Ray queues them and runs as many as the cluster has CPUs
+            # (an autoscaler sees the demand); a job's timeout starts when it runs.
+            for job in todo:
+                if self._closed:
                     break
+                ref = self._task.remote(encode(job), timeout, 1, root)
+                by_ref[ref] = job
+                self._in_flight.add(ref)
+            while by_ref:
                 # A short wait: Ctrl-C is seen between waits.
                 done, _ = ray.wait(list(by_ref), num_returns=1, timeout=0.5)
                 for ref in done:
@@ -179,8 +182,8 @@ class RayExecutor(WorkerPool):
                     if on_result is not None:
                         on_result(job, outcome)
         except BaseException:
-            # Ctrl-C, SIGTERM or the time limit: the tasks in flight are cancelled (the
-            # caller's close() does it again; cancelling twice is harmless).
+            # Ctrl-C, SIGTERM or the time limit: the tasks in flight and queued are cancelled
+            # (the caller's close() does it again; cancelling twice is harmless).
             for ref in by_ref:
                 with contextlib.suppress(Exception):
                     ray.cancel(ref)
