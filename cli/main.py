@@ -11,7 +11,7 @@ import os
 import sys
 from collections.abc import Iterator
 from contextlib import contextmanager
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Literal, NoReturn
 
@@ -20,6 +20,7 @@ from tsfix.codemods.rules.names import TARGETS, rule_summaries
 
 if TYPE_CHECKING:
     from tsfix.cli.progress import ProgressDisplay
+    from tsfix.codemods.pipeline.engine import Options
     from tsfix.codemods.pipeline.report import RunResult
 
 # --target's values, as the engine's Options type them (names.TARGETS lists them).
@@ -172,13 +173,26 @@ def apply(paths: tuple[Path, ...], rule_names: tuple[str, ...], dry_run: bool, c
           fix_rounds: int, executor: Literal["local", "ray"] | None, ray_address: str | None,
           quiet: bool, verbose: bool) -> None:
     """Rewrite the model files under PATHS, validating every rewritten class."""
+    from tsfix.codemods.pipeline.engine import Options
+
     state = _ApplyState()
+    if interactive and (dry_run or check):
+        click.echo("error: --interactive writes what you accept; it cannot be combined with "
+                   "--dry-run or --check", err=True)
+        sys.exit(EXIT_USAGE)
+    # The run's options, built once; the engine resolves them against [tool.tsfix].
+    options = Options(rules=[name.strip() for value in rule_names for name in value.split(",")
+                             if name.strip()] or None,
+                      mode="diff" if dry_run or interactive else "check" if check else "write",
+                      verify=not no_verify, require_verified=require_verified,
+                      config=config_path, jobs=jobs, timeout=timeout,
+                      unsafe_fixes=unsafe_fixes, cache=not no_cache, target=target,
+                      allow_unscriptable=allow_unscriptable, fix_rounds=fix_rounds,
+                      timeout_total=timeout_total, executor=executor, ray_address=ray_address)
+    output = _Output(report_path, interactive, quiet, verbose)
     try:
         with _terminate_as_interrupt():
-            code = _apply(state, paths, rule_names, dry_run, check, interactive, no_verify,
-                          require_verified, unsafe_fixes, report_path, config_path, jobs,
-                          no_cache, timeout, target, quiet, verbose, allow_unscriptable,
-                          fix_rounds, timeout_total, executor, ray_address)
+            code = _apply(state, paths, options, output)
     except (KeyboardInterrupt, RuntimeError) as exc:
         if not _is_interrupt(exc):
             raise
@@ -232,44 +246,36 @@ class _ApplyState:
     written: list[str] = field(default_factory=list)   # files written, as the report names them
 
 
-def _apply(state: _ApplyState, paths: tuple[Path, ...], rule_names: tuple[str, ...],
-           dry_run: bool, check: bool, interactive: bool, no_verify: bool,
-           require_verified: bool | None, unsafe_fixes: bool | None, report_path: Path | None,
-           config_path: Path | None, jobs: int, no_cache: bool, timeout: float | None,
-           target: Target | None, quiet: bool, verbose: bool,
-           allow_unscriptable: bool | None = None, fix_rounds: int = 12,
-           timeout_total: float | None = None,
-           executor: Literal["local", "ray"] | None = None,
-           ray_address: str | None = None) -> int:
+@dataclass(frozen=True)
+class _Output:
+    """What ``tsfix apply`` shows and writes besides the files."""
+
+    report_path: Path | None
+    interactive: bool
+    quiet: bool
+    verbose: bool
+
+
+def _apply(state: _ApplyState, paths: tuple[Path, ...], options: Options, output: _Output
+           ) -> int:
     """``tsfix apply``; returns the exit code."""
     from tsfix.cli.progress import ProgressDisplay
     from tsfix.codemods.pipeline.config import ConfigError
-    from tsfix.codemods.pipeline.engine import Options, run
+    from tsfix.codemods.pipeline.engine import run
     from tsfix.codemods.pipeline.report import EXIT_FAILED, printable
     from tsfix.codemods.rules.names import UnknownRuleError
 
-    rules = [name.strip() for value in rule_names for name in value.split(",") if name.strip()]
-    if interactive and (dry_run or check):
-        click.echo("error: --interactive writes what you accept; it cannot be combined with "
-                   "--dry-run or --check", err=True)
-        return EXIT_USAGE
+    report_path, interactive, quiet = output.report_path, output.interactive, output.quiet
     if report_path is not None:
         # Found out before any file is written, not after a run that cannot be reported.
         problem = _unwritable(report_path)
         if problem:
             click.echo(f"error: cannot write the report to {report_path}: {problem}", err=True)
             return EXIT_USAGE
-    mode: Literal["write", "diff", "check"] = (
-        "diff" if dry_run or interactive else "check" if check else "write")
     display = None if quiet else ProgressDisplay(sys.stderr, terminal=sys.stderr.isatty())
     state.display = display
-    options = Options(rules=rules or None, mode=mode, verify=not no_verify,
-                      require_verified=require_verified, config=config_path, jobs=jobs,
-                      timeout=timeout, unsafe_fixes=unsafe_fixes, progress=display,
-                      cache=not no_cache, target=target,
-                      allow_unscriptable=allow_unscriptable, fix_rounds=fix_rounds,
-                      timeout_total=timeout_total, executor=executor,
-                      ray_address=ray_address)
+    options = replace(options, progress=display)
+    mode = options.mode
     try:
         result = run(list(paths), options)
     except (ConfigError, UnknownRuleError) as exc:
@@ -283,7 +289,7 @@ def _apply(state: _ApplyState, paths: tuple[Path, ...], rule_names: tuple[str, .
         for file in result.files:
             if file.diff:
                 click.echo(file.diff, nl=False)
-    _print_outcome(result, quiet=quiet, verbose=verbose)
+    _print_outcome(result, quiet=quiet, verbose=output.verbose)
     if interactive:
         from tsfix.cli.interactive import review
 

@@ -618,6 +618,7 @@ def test_a_class_verified_on_its_own_table_is_rejected_by_a_model_it_breaks(
     from tsfix.codemods.pipeline import phases
     from tsfix.codemods.pipeline.config import Config, ExampleSpec
     from tsfix.codemods.pipeline.phases.records import Observed, Pending
+    from tsfix.codemods.pipeline.phases.state import RunState
     from tsfix.codemods.pipeline.phases.validate import validate_all
     from tsfix.codemods.pipeline.report import ClassResult
     from tsfix.codemods.pipeline.sources import SourceText
@@ -633,7 +634,10 @@ def test_a_class_verified_on_its_own_table_is_rejected_by_a_model_it_breaks(
     wrap = configured.Configured(file, "Wrap", specs[(path, "Wrap")])
     answers = _Answers(str(path))
 
-    checked, _ = validate_all(pending, [wrap], session, answers)  # type: ignore[arg-type]
+    state = RunState([file], session, answers, None, [wrap],  # type: ignore[arg-type]
+                     pending=pending)
+    validate_all(state)
+    checked = state.checked
 
     [job] = answers.model_jobs
     assert [c.name for c in job.classes] == ["Drop"]

@@ -177,14 +177,18 @@ def test_missing_onnx_extra_is_a_usage_error(tmp_path: Path,
 
 def test_target_is_part_of_the_cache_key() -> None:
     from tsfix.codemods.pipeline.cache import Cache
+    from tsfix.codemods.pipeline.settings import RunSettings
 
-    def key(target: str) -> str:
-        cache = Cache.for_run(Path("/unused"), rules=["lift-branch"], unsafe_fixes=False,
-                              line_length=88, verify=True, require_verified=False,
-                              target=target)
+    def key(**settings: object) -> str:
+        cache = Cache.for_run(Path("/unused"), RunSettings(("lift-branch",),
+                                                           **settings))  # type: ignore[arg-type]
         return cache.key(b"content", "{}")
 
-    assert key("onnx") != key("torchscript")
+    assert key(target="onnx") != key(target="torchscript")
+    # What does not change a file's outcome is not in the key: --diff and --check runs
+    # answer from a write run's cache.
+    assert key(mode="diff") == key(mode="write") == key()
+    assert key(unsafe_fixes=True) != key()
 
 
 # ---- branches in the exported graph ------------------------------------------------------------

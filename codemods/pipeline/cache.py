@@ -33,6 +33,7 @@ from pathlib import Path
 from typing import Any
 
 from tsfix.codemods.pipeline.report import ClassResult, FileResult, ModelRecord, SkipResult
+from tsfix.codemods.pipeline.settings import RunSettings
 
 # Reasons that say the machine, not the code, decided: never cached.
 _TRANSIENT = ("timed out", "internal validation error", "worker", "internal error",
@@ -85,17 +86,11 @@ class Cache:
         self.salt = salt
 
     @classmethod
-    def for_run(cls, directory: Path | None, *, rules: list[str], unsafe_fixes: bool,
-                line_length: int, verify: bool, require_verified: bool,
-                auto_examples: bool = True, target: str = "torchscript") -> Cache:
-        salt = json.dumps({"code": code_fingerprint(), "rules": rules,
-                           "unsafe_fixes": unsafe_fixes,
-                           "line_length": line_length, "verify": verify,
-                           "torch": torch_version() if verify else None,
-                           "require_verified": require_verified,
-                           "auto_examples": auto_examples and verify,
-                           # The target changes lift-branch's form and the validation steps.
-                           "target": target})
+    def for_run(cls, directory: Path | None, settings: RunSettings) -> Cache:
+        """The cache of a run with ``settings`` (``directory``: None for the default)."""
+        salt = json.dumps({"code": code_fingerprint(), **settings.cache_salt(),
+                           "torch": torch_version() if settings.verify else None},
+                          sort_keys=True)
         return cls(directory or default_directory(), salt)
 
     def key(self, content: bytes, examples: str) -> str:

@@ -79,7 +79,7 @@ import signal
 import sys
 import threading
 import time
-from collections.abc import Callable, Collection, Iterator, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass, replace
 from pathlib import Path
@@ -111,6 +111,7 @@ from tsfix.codemods.pipeline.report import (
     RunResult,
     TimeLimitReached,
 )
+from tsfix.codemods.pipeline.settings import RunSettings
 from tsfix.codemods.pipeline.sources import (
     SourceError,
     SourceText,
@@ -128,7 +129,7 @@ from tsfix.codemods.rules.names import (
 )
 
 if TYPE_CHECKING:
-    from tsfix.codemods.pipeline.phases import Outcome
+    from tsfix.codemods.pipeline.phases import Outcome, Session
 
 
 @dataclass
@@ -206,6 +207,56 @@ def _time_limit(seconds: float | None) -> Iterator[None]:
 
 
 def _run(paths: list[Path], options: Options, config: Config) -> RunResult:
+    settings = _settings(options, config)
+    warnings: list[str] = []
+    files = _found(paths, config, warnings)
+    # Example tables that name a class the file does not define, or a file that does not
+    # exist: the file fails (nothing validated or written for it), as for any bad table.
+    missing = _table_problems(files, paths, config) if settings.verify else []
+    cache = Cache.for_run(options.cache_dir, settings) if options.cache else None
+    _from_cache(files, cache, config)
+    writer = _Writer(settings.mode, cache)
+    todo = [file for file in files if file.todo]
+    processes = 0
+    extra: list[Outcome] = []               # files the fix loop rewrote, not among `files`
+    try:
+        if todo:
+            from tsfix.codemods.pipeline import phases
+
+            session = _session(settings, options, config,
+                               lambda ready, complete: writer.decided(files, ready, complete))
+            try:
+                outcomes, extra = phases.run_phases(
+                    [phases.File(f.index, f.path, f.resolved, f.display) for f in todo
+                     if f.resolved is not None],
+                    session)
+            finally:
+                processes = session.processes
+            for index, outcome in outcomes.items():
+                files[index].outcome = outcome
+    except KeyboardInterrupt as exc:
+        raise _stopped(exc, writer.written,
+                       [f.display for f in todo if f.index not in writer.known]) from None
+    try:
+        results = [writer.final(file) for file in files]
+        # A model's outcome rests on what the fix loop did to the files it imports; when
+        # that was not written (--diff, --check), a cached outcome would tell the next run
+        # the model scripts while nothing rewrites those files.
+        extra_results = [writer.write(o.result, o.text, o.source) for o in extra]
+        unwritten = {str(r.path) for r in extra_results
+                     if r.status == "changed" and not r.written}
+        writer.cache_outcomes(files, results, unwritten)
+    except KeyboardInterrupt as exc:
+        raise _stopped(exc, writer.written) from None
+    return RunResult([*results, *extra_results, *missing], list(settings.rule_names),
+                     settings.mode, settings.verify, settings.require_verified,
+                     settings.unsafe_fixes, processes,
+                     sum(file.cached is not None for file in files),
+                     warnings=tuple(warnings), allow_unscriptable=settings.allow_unscriptable)
+
+
+def _settings(options: Options, config: Config) -> RunSettings:
+    """The options resolved against the configuration, once for the run."""
     target = _target(options, config)
     if config.rules:
         # --rule overrides the configured rules; a typo there is still a broken configuration
@@ -214,138 +265,141 @@ def _run(paths: list[Path], options: Options, config: Config) -> RunResult:
             _rule_names(config.rules, target if not options.rules else None)
         except UnknownRuleError as exc:
             raise ConfigError(f"{config.source}: [tool.tsfix] rules: {exc}") from None
-    rule_names = _rule_names(options.rules or config.rules or ["all"], target)
-    require_verified = (config.require_verified if options.require_verified is None
-                        else options.require_verified)
-    unsafe_fixes = config.unsafe_fixes if options.unsafe_fixes is None else options.unsafe_fixes
-    allow_unscriptable = (config.allow_unscriptable if options.allow_unscriptable is None
-                          else options.allow_unscriptable)
+
+    def given(option: bool | None, configured: bool) -> bool:
+        return configured if option is None else option
+
+    rule_names = tuple(_rule_names(options.rules or config.rules or ["all"], target))
     executor = options.executor or config.executor
     if options.verify:
         require_executor(executor)
-    warnings: list[str] = []
-    found: list[Path | SourceError] = list(discover(paths, config.root, config.exclude,
-                                                    warnings))
-    # Each path resolved once (a stat per folder): names in the report, example tables, jobs.
+    return RunSettings(
+        rule_names, target, options.mode, options.verify,
+        require_verified=given(options.require_verified, config.require_verified),
+        unsafe_fixes=given(options.unsafe_fixes, config.unsafe_fixes),
+        allow_unscriptable=given(options.allow_unscriptable, config.allow_unscriptable),
+        line_length=config.line_length, auto_examples=config.auto_examples,
+        executor=executor, ray_address=options.ray_address or config.ray_address)
+
+
+def _session(settings: RunSettings, options: Options, config: Config,
+             decided: Callable[[dict[int, Outcome], bool], None]) -> Session:
+    """What the phases need of the run (``decided``: where they tell decided files)."""
+    from tsfix.codemods.pipeline import phases
+
+    limit = options.timeout_total or config.timeout_total
+    return phases.Session(
+        list(settings.rule_names), config, settings.require_verified, settings.unsafe_fixes,
+        settings.target, verify=settings.verify, workers=options.jobs or os.cpu_count() or 1,
+        timeout=options.timeout or config.timeout, progress=options.progress,
+        fix_rounds=options.fix_rounds, decided=decided, executor=settings.executor,
+        ray_address=settings.ray_address,
+        # The repair loop starts no round it cannot finish before the time limit.
+        deadline=time.monotonic() + limit if limit else None)
+
+
+@dataclass
+class _File:
+    """One file found for the run, from discovery to its result."""
+
+    index: int                              # in the run's list of files
+    found: Path | SourceError               # as discovered, or why it cannot be read
+    display: str                            # in messages and the report
+    resolved: Path | None = None            # None for a SourceError
+    problem: str | None = None              # an example table names no class of it
+    key: str | None = None                  # its cache key
+    cached: tuple[FileResult, str | None] | None = None   # its outcome (and text) cached
+    outcome: Outcome | None = None          # what the phases made of it
+    decided: FileResult | None = None       # written (or not) as soon as it was decided
+
+    @property
+    def path(self) -> Path:
+        return self.found.path if isinstance(self.found, SourceError) else self.found
+
+    @property
+    def todo(self) -> bool:
+        """For the phases: readable, not answered from the cache, no bad table."""
+        return isinstance(self.found, Path) and self.cached is None and self.problem is None
+
+
+def _found(paths: list[Path], config: Config, warnings: list[str]) -> list[_File]:
+    """The files under ``paths``, each resolved once (a stat per folder) and named."""
     cwd = Path.cwd().resolve()
-    resolved = {i: f.resolve() for i, f in enumerate(found) if isinstance(f, Path)}
-    displays = [_display(f, resolved[i], cwd) if isinstance(f, Path) else str(f.path)
-                for i, f in enumerate(found)]
+    files = []
+    for i, found in enumerate(discover(paths, config.root, config.exclude, warnings)):
+        if isinstance(found, SourceError):
+            files.append(_File(i, found, str(found.path)))
+        else:
+            resolved = found.resolve()
+            files.append(_File(i, found, _display(found, resolved, cwd), resolved))
+    return files
 
-    # Example tables that name a class the file does not define, or a file that does not
-    # exist: the file fails (nothing validated or written for it), as for any bad table.
-    bad_tables, missing = (_table_problems(found, resolved, displays, paths, config, cwd)
-                           if options.verify else ({}, []))
 
-    cache = None
-    if options.cache:
-        cache = Cache.for_run(options.cache_dir, rules=rule_names, unsafe_fixes=unsafe_fixes,
-                              line_length=config.line_length, verify=options.verify,
-                              require_verified=require_verified,
-                              auto_examples=config.auto_examples, target=target)
-    keys, cached = _from_cache(found, resolved, displays, cache, config, skip=bad_tables)
+class _Writer:
+    """The one place a run writes a file (a changed file, in write mode), as soon as the
+    phases have decided it, in one atomic rename, so that a run stopped later (Ctrl-C,
+    SIGTERM, the time limit) keeps it; :class:`Interrupted` names the files written and
+    those not decided. Caches the outcomes that are complete."""
 
-    outcomes: dict[int, Outcome] = {}
-    extra: list[Outcome] = []               # files the fix loop rewrote, not among `found`
-    processes = 0
-    # Each file is written as soon as the phases have decided it, in one atomic rename, so
-    # that a run stopped later (Ctrl-C, SIGTERM, the time limit) keeps it; Interrupted names
-    # the files written and those not decided.
-    written: list[str] = []
-    decided: dict[int, FileResult] = {}     # by index in `found`: after its write, if any
-    known: set[int] = set()                 # decided, written or not (a stop may come between)
-    todo = {i: f for i, f in enumerate(found)
-            if isinstance(f, Path) and i not in cached and i not in bad_tables}
+    def __init__(self, mode: str, cache: Cache | None) -> None:
+        self.mode, self.cache = mode, cache
+        self.written: list[str] = []
+        self.known: set[int] = set()        # decided, written or not (a stop may come between)
 
-    def write(result: FileResult, text: str | None, source: SourceText | None) -> FileResult:
-        """The one place a run writes a file: a changed file, in write mode."""
-        if text is None or result.status != "changed" or options.mode != "write":
+    def write(self, result: FileResult, text: str | None, source: SourceText | None
+              ) -> FileResult:
+        if text is None or result.status != "changed" or self.mode != "write":
             return result
         with interrupts_deferred():
             result = _written(result, text, source)
             if result.written:
-                written.append(result.display)
+                self.written.append(result.display)
         return result
 
-    def write_decided(ready: dict[int, Outcome], complete: bool) -> None:
-        known.update(ready)
+    def decided(self, files: list[_File], ready: dict[int, Outcome], complete: bool) -> None:
+        """The phases decided ``ready`` (by file index); ``complete``: no model's record or
+        imports will be added to them."""
+        self.known.update(ready)
         for i, outcome in ready.items():
-            result = write(outcome.result, outcome.text, outcome.source)
-            decided[i] = result
-            # Complete already (no model's record or imports to add later): the next run
-            # answers it from the cache even when this one is stopped.
-            if cache is not None and i in keys and complete and cacheable(result):
-                cache.put(keys[i], entry_of(result, outcome.text))
+            file = files[i]
+            file.decided = self.write(outcome.result, outcome.text, outcome.source)
+            # Complete already: the next run answers it from the cache even when this one
+            # is stopped.
+            if (self.cache is not None and file.key is not None and complete
+                    and cacheable(file.decided)):
+                self.cache.put(file.key, entry_of(file.decided, outcome.text))
 
-    try:
-        if todo:
-            from tsfix.codemods.pipeline import phases
+    def final(self, file: _File) -> FileResult:
+        """A file's result at the end of the run, written if it was not already."""
+        if file.problem is not None:
+            return FileResult(file.path, file.display, "failed", file.problem)
+        if file.cached is not None:
+            result, text, like = *file.cached, None
+        elif isinstance(file.found, SourceError):
+            return FileResult(file.path, file.display, "failed", str(file.found))
+        else:
+            assert file.outcome is not None
+            result, text, like = file.outcome.result, file.outcome.text, file.outcome.source
+        if file.decided is not None:
+            # Written (or not) when it was decided; the model phase may have added records.
+            done = file.decided
+            return replace(result, status=done.status, error=done.error, written=done.written)
+        return self.write(result, text, like)
 
-            session = phases.Session(
-                rule_names, config, require_verified, unsafe_fixes, target,
-                verify=options.verify, workers=options.jobs or os.cpu_count() or 1,
-                timeout=options.timeout or config.timeout, progress=options.progress,
-                fix_rounds=options.fix_rounds, decided=write_decided,
-                executor=executor, ray_address=options.ray_address or config.ray_address,
-                # The repair loop starts no round it cannot finish before the time limit.
-                deadline=(time.monotonic() + limit
-                          if (limit := options.timeout_total or config.timeout_total)
-                          else None))
-            try:
-                outcomes, extra = phases.run_phases(
-                    [phases.File(i, f, resolved[i], displays[i]) for i, f in todo.items()],
-                    session)
-            finally:
-                processes = session.processes
-    except KeyboardInterrupt as exc:
-        raise _stopped(exc, written, [displays[i] for i in todo if i not in known]) from None
-
-    files: list[FileResult] = []
-    try:
-        for i, source in enumerate(found):
-            like = None
-            if i in bad_tables:
-                result, text = FileResult(source.path if isinstance(source, SourceError)
-                                          else source, displays[i], "failed",
-                                          bad_tables[i]), None
-            elif i in cached:
-                result, text = cached[i]
-            elif isinstance(source, SourceError):
-                result, text = FileResult(source.path, displays[i], "failed", str(source)), None
-            else:
-                result, text, like = outcomes[i].result, outcomes[i].text, outcomes[i].source
-            if i in decided:
-                # Written (or not) when it was decided; the model phase may have added records.
-                done = decided[i]
-                files.append(replace(result, status=done.status, error=done.error,
-                                     written=done.written))
+    def cache_outcomes(self, files: list[_File], results: list[FileResult],
+                       unwritten: set[str]) -> None:
+        """Every new outcome the next run can be answered from, with the digests of the
+        files it depends on as the next run will see them (this run may have written them)."""
+        if self.cache is None:
+            return
+        for file, result in zip(files, results, strict=True):
+            if (file.key is None or file.cached is not None or not cacheable(result)
+                    or unwritten & set(result.depends)):
                 continue
-            files.append(write(result, text, like))
-        # A model's outcome rests on what the fix loop did to the files it imports; when
-        # that was not written (--diff, --check), a cached outcome would tell the next run
-        # the model scripts while nothing rewrites those files.
-        unwritten: set[str] = set()
-        for outcome in extra:
-            result = write(outcome.result, outcome.text, outcome.source)
-            if result.status == "changed" and not result.written:
-                unwritten.add(str(result.path))
-            files.append(result)
-        files.extend(missing)
-        if cache is not None:
-            for i, key in keys.items():
-                if (i not in cached and cacheable(files[i])
-                        and not unwritten & set(files[i].depends)):
-                    result = files[i]
-                    if result.depends:
-                        # The bytes the next run will see (this run may have written them).
-                        result = replace(result, depends=file_digests(set(result.depends)))
-                    cache.put(key, entry_of(result,
-                                            outcomes[i].text if i in outcomes else None))
-    except KeyboardInterrupt as exc:
-        raise _stopped(exc, written) from None
-    return RunResult(files, rule_names, options.mode, options.verify, require_verified,
-                     unsafe_fixes, processes, len(cached),
-                     warnings=tuple(warnings), allow_unscriptable=allow_unscriptable)
+            if result.depends:
+                result = replace(result, depends=file_digests(set(result.depends)))
+            self.cache.put(file.key, entry_of(result, file.outcome.text
+                                              if file.outcome is not None else None))
 
 
 def _stopped(exc: KeyboardInterrupt, written: list[str], undecided: Sequence[str] = ()
@@ -385,75 +439,71 @@ def _target(options: Options, config: Config) -> str:
     return target
 
 
-def _from_cache(found: list[Path | SourceError], resolved: dict[int, Path], displays: list[str],
-                cache: Cache | None, config: Config, *, skip: Collection[int] = ()
-                ) -> tuple[dict[int, str], dict[int, tuple[FileResult, str | None]]]:
-    """Every readable file's cache key, and the outcomes (with the rewritten text of a changed
-    file) restored from the cache, both by index in ``found`` (``skip``: not these)."""
-    keys: dict[int, str] = {}
-    cached: dict[int, tuple[FileResult, str | None]] = {}
+def _from_cache(files: list[_File], cache: Cache | None, config: Config) -> None:
+    """Every readable file's cache key, and its outcome (with the rewritten text of a changed
+    file) restored from the cache (not for a file with a bad table)."""
     if cache is None:
-        return keys, cached
-    for i, path in enumerate(found):
-        if isinstance(path, SourceError) or i in skip:
+        return
+    for file in files:
+        if not isinstance(file.found, Path) or file.problem is not None:
             continue
+        assert file.resolved is not None
         try:
-            content = path.read_bytes()
+            content = file.found.read_bytes()
         except OSError:
             continue        # reported when the file is read for rewriting
-        specs = config.examples_in(resolved[i], resolved=True)
+        specs = config.examples_in(file.resolved, resolved=True)
         examples = json.dumps({name: spec.to_json() if isinstance(spec, ExampleSpec)
                                else str(spec) for name, spec in sorted(specs.items())})
-        keys[i] = cache.key(content, examples)
-        entry = cache.get(keys[i])
+        file.key = cache.key(content, examples)
+        entry = cache.get(file.key)
         if entry is not None:
-            cached[i] = restore(path, displays[i], entry)
+            file.cached = restore(file.found, file.display, entry)
     # An outcome that depends on a file the run redoes (a model's imports) is redone too: the
     # model's run gives that file's classes their verdicts.
-    redone = {str(resolved[i]) for i, f in enumerate(found)
-              if isinstance(f, Path) and i not in cached}
+    redone = {str(file.resolved) for file in files
+              if isinstance(file.found, Path) and file.cached is None}
     while True:
-        stale = [i for i, (result, _) in cached.items() if redone & set(result.depends)]
+        stale = [file for file in files if file.cached is not None
+                 and redone & set(file.cached[0].depends)]
         if not stale:
-            return keys, cached
-        for i in stale:
-            del cached[i]
-            redone.add(str(resolved[i]))
+            return
+        for file in stale:
+            file.cached = None
+            redone.add(str(file.resolved))
 
 
-def _table_problems(found: list[Path | SourceError], resolved: dict[int, Path],
-                    displays: list[str], paths: list[Path], config: Config, cwd: Path
-                    ) -> tuple[dict[int, str], list[FileResult]]:
-    """Example tables that cannot be about anything: the error of each found file with a
-    table naming a class it does not define (by index in ``found``), and a failed record for
-    each table naming a file under ``paths`` that does not exist."""
-    index = {path: i for i, path in resolved.items()}
+def _table_problems(files: list[_File], paths: list[Path], config: Config) -> list[FileResult]:
+    """Example tables that cannot be about anything: each found file with a table naming a
+    class it does not define gets its ``problem``, and each table naming a file under
+    ``paths`` that does not exist gives a failed record (returned)."""
+    index = {file.resolved: file for file in files if file.resolved is not None}
     given = [p.resolve() for p in paths]
-    bad: dict[int, str] = {}
     missing: list[FileResult] = []
+    cwd = Path.cwd().resolve()
     by_file: dict[Path, list[str]] = {}
     for file, class_name in config.examples:
         by_file.setdefault(file, []).append(class_name)
     for file, class_names in sorted(by_file.items()):
         where = [f'{config.source}: [tool.tsfix.examples."{config.example_keys[(file, name)]}"]'
                  for name in class_names]
-        i = index.get(file)
-        if i is not None:
-            defined = _defined_names(found[i], class_names)
+        known = index.get(file)
+        if known is not None:
+            defined = _defined_names(known.found, class_names)
             if defined is None:
                 continue        # not readable or not parseable: reported when rewritten
-            problems = [f"{label} names no class {name} in {displays[i]} (it defines "
+            problems = [f"{label} names no class {name} in {known.display} (it defines "
                         f"{', '.join(defined.classes) or 'no class'})"
                         for label, name in zip(where, class_names, strict=True)
                         if name not in defined.names]
             if problems:
-                bad[i] = "; ".join(problems)
+                known.problem = "; ".join(problems)
         elif not file.exists() and any(file == g or file.is_relative_to(g) for g in given):
             display = _display(file, file, cwd)
             missing.extend(FileResult(file, display, "failed",
                                       f"{label} names a file that does not exist: {display}")
                            for label in where)
-    return bad, missing
+    return missing
 
 
 @dataclass(frozen=True)
