@@ -132,8 +132,11 @@ if TYPE_CHECKING:
     from tsfix.codemods.pipeline.phases import Outcome, Session
 
 
-@dataclass
+@dataclass(frozen=True)
 class Options:
+    """What a run is asked to do (the CLI builds one; None: from ``[tool.tsfix]``). Frozen:
+    the engine resolves it once into :class:`~tsfix.codemods.pipeline.settings.RunSettings`."""
+
     rules: list[str] | None = None          # None: [tool.tsfix] rules, else every rule
     mode: Literal["write", "diff", "check"] = "write"
     verify: bool = True
