@@ -69,6 +69,19 @@ def test_ray_executor_without_ray_is_a_usage_error(project: Project, how: str) -
     assert project.snapshot() == before
 
 
+def test_an_address_nothing_answers_at_is_a_usage_error(project: Project) -> None:
+    """Ray itself would retry for minutes: exit 2 at once, nothing written."""
+    pytest.importorskip("ray")
+    project.pyproject({"model.py:Net": TWO_CONFIGS})
+    project.write("model.py", MODEL)
+    before = project.snapshot()
+    done = tsfix("apply", "--rule", "lift-branch", "--executor", "ray", "--ray-address",
+                 "127.0.0.1:1", ".", cwd=project.root, timeout=120)
+    assert done.returncode == 2, done.stderr
+    assert "error: cannot reach Ray at 127.0.0.1:1: " in done.stderr, done.stderr
+    assert project.snapshot() == before
+
+
 def test_shipped_tree_paths_are_mapped(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     """A node without the project at its path runs the job against Ray's copy (its working
     folder), the paths in the job and in the answer mapped both ways."""

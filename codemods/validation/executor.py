@@ -3,10 +3,10 @@
 An :class:`Executor` runs :mod:`~tsfix.codemods.validation.protocol` jobs somewhere torch can
 be imported and gives back, per job id, the worker's result or a string saying why there is
 none (a timeout, a dead worker). :class:`~tsfix.codemods.validation.pool.WorkerPool` (local
-worker processes) is one; a cluster engine that ships the same JSON jobs to remote workers
-(``python -m tsfix.codemods.validation.worker`` reads them one per line) can be another,
-without touching the rules or the pipeline: phases depend on this Protocol and the functions
-below only.
+worker processes) is one; :class:`~tsfix.codemods.validation.ray_executor.RayExecutor`
+(``--executor ray``) ships the same JSON jobs to Ray tasks, each run by the pool's own code in
+a fresh ``python -m tsfix.codemods.validation.worker`` subprocess. Neither touches the rules or
+the pipeline: phases depend on this Protocol and the functions below only.
 
 :func:`validate`, :func:`observe` and :func:`models` turn raw outcomes into what the pipeline
 uses (verdicts, observed types, model results), so a missing answer becomes a verdict that says

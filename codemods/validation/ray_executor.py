@@ -93,6 +93,21 @@ def _moved(text: str, old: str, new: str) -> str:
     return text.replace(json.dumps(old)[1:-1], json.dumps(new)[1:-1])
 
 
+def _unreachable(address: str, seconds: float = 10.0) -> str | None:
+    """Why nothing answers at a ``host:port`` or ``ray://host:port`` address (None: something
+    does, or the address names no port, as ``auto`` does)."""
+    import socket
+
+    host, sep, port = address.removeprefix("ray://").rpartition(":")
+    if not sep or not port.isdigit():
+        return None
+    try:
+        with socket.create_connection((host.strip("[]"), int(port)), timeout=seconds):
+            return None
+    except OSError as exc:
+        return exc.strerror or str(exc) or type(exc).__name__
+
+
 class RayExecutor(WorkerPool):
     """The :class:`~tsfix.codemods.validation.executor.Executor` on Ray: connects (or starts
     a local Ray instance) when the first round has jobs, keeps the connection for the run.
@@ -126,6 +141,11 @@ class RayExecutor(WorkerPool):
             if self.address is None and not os.environ.get("RAY_ADDRESS"):
                 # A local instance for this run: -j CPUs, as many jobs at once as the pool.
                 extra.update(include_dashboard=False, num_cpus=self.workers)
+            address = self.address or os.environ.get("RAY_ADDRESS")
+            problem = _unreachable(address) if address else None
+            if problem:
+                # Ray would retry for minutes, printing its own warnings.
+                raise ConfigError(f"cannot reach Ray at {address}: {problem}")
             try:
                 ray.init(address=self.address, runtime_env=runtime_env or None,
                          logging_level=logging.ERROR, log_to_driver=False, **extra)
