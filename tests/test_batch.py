@@ -133,7 +133,8 @@ def _run_result() -> RunResult:
         FileResult(Path("e.py"), "e.py", "unchanged",
                    skips=[SkipResult("annotate", "E", 4, "cannot type x")]),
     ]
-    return RunResult(files, ["lift-branch", "annotate"], "diff", True, False)
+    return RunResult(files, ["lift-branch", "annotate"], "diff", True, False,
+                     phase_s={"rewrite": 0.01, "validate": 14.5, "trials": 2.04})
 
 
 def test_summary_table_counts_rules_verdicts_slowest_and_reasons() -> None:
@@ -142,6 +143,8 @@ def test_summary_table_counts_rules_verdicts_slowest_and_reasons() -> None:
         "  files     5 scanned, 1 changed, 1 unchanged, 1 failed",
         "  rewrites  lift-branch 2, annotate 3",
         "  verdicts  2 verified, 2 rejected, 1 unverified",
+        # Phases that took next to nothing are left out.
+        "  time      validate 14.5s, trials 2.0s",
         "  slowest      9.5s  b.py:B",
         "               4.0s  a.py:A",
         # Alike reasons count together whatever name and configuration they mention.

@@ -116,6 +116,12 @@ def test_inner_classes_are_verified_from_the_model_and_the_model_scripts(
     assert model.scripted_before is False
     assert result.exit_code == 0
     assert not any(f.fix_loop for f in result.files)
+    # Where the time went: the model job validated the classes it reaches.
+    assert result.phase_s.get("models", 0) > 0, result.phase_s
+    assert "fix" not in result.phase_s
+    [time_row] = [row for row in result.summary_table() if row.lstrip().startswith("time")]
+    assert "models " in time_row, time_row
+    assert any("model pkg/net.py:Net" in row for row in result.summary_table())
 
 
 @pytest.mark.slow

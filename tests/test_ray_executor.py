@@ -139,6 +139,8 @@ def _verdict_lines(stderr: str) -> list[str]:
     for line in stderr.splitlines():
         if PROGRESS.match(line):
             continue
+        if line.lstrip().startswith("time "):
+            continue                # the summary's seconds per phase
         if line.lstrip().startswith("slowest"):
             timing = True
         elif timing and line.startswith("    "):

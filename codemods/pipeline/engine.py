@@ -221,6 +221,7 @@ def _run(paths: list[Path], options: Options, config: Config) -> RunResult:
     writer = _Writer(settings.mode, cache)
     todo = [file for file in files if file.todo]
     processes = 0
+    phase_s: dict[str, float] = {}
     extra: list[Outcome] = []               # files the fix loop rewrote, not among `files`
     try:
         if todo:
@@ -234,7 +235,7 @@ def _run(paths: list[Path], options: Options, config: Config) -> RunResult:
                      if f.resolved is not None],
                     session)
             finally:
-                processes = session.processes
+                processes, phase_s = session.processes, session.phase_s
             for index, outcome in outcomes.items():
                 files[index].outcome = outcome
     except KeyboardInterrupt as exc:
@@ -255,7 +256,8 @@ def _run(paths: list[Path], options: Options, config: Config) -> RunResult:
                      settings.mode, settings.verify, settings.require_verified,
                      settings.unsafe_fixes, processes,
                      sum(file.cached is not None for file in files),
-                     warnings=tuple(warnings), allow_unscriptable=settings.allow_unscriptable)
+                     warnings=tuple(warnings), allow_unscriptable=settings.allow_unscriptable,
+                     phase_s={k: round(v, 2) for k, v in phase_s.items()})
 
 
 def _settings(options: Options, config: Config) -> RunSettings:

@@ -238,6 +238,8 @@ class RunResult:
     warnings: tuple[str, ...] = ()
     # A configured model that does not script does not fail the run (--allow-unscriptable).
     allow_unscriptable: bool = False
+    # Seconds per phase (observe, rewrite, validate, trials, models, fix, ...), in run order.
+    phase_s: dict[str, float] = field(default_factory=dict)
 
     def classes(self) -> list[ClassResult]:
         return [c for f in self.files for c in f.classes]
@@ -322,6 +324,7 @@ class RunResult:
             "summary": self.counts(),
             "warnings": list(self.warnings),
             "allow_unscriptable": self.allow_unscriptable,
+            "phase_s": self.phase_s,
             "models": [m.to_json() for m in self.models()],
             "files": [{
                 "path": f.display,
@@ -372,7 +375,8 @@ class RunResult:
         return cls(files, list(data["rules"]), data["mode"], data["verify"],
                    data.get("require_verified", False), data.get("unsafe_fixes", False),
                    data.get("rewrite_processes", 0), data.get("cache_hits", 0),
-                   tuple(data.get("warnings", ())), data.get("allow_unscriptable", False))
+                   tuple(data.get("warnings", ())), data.get("allow_unscriptable", False),
+                   dict(data.get("phase_s", {})))
 
     def summary_table(self, top: int = 5) -> list[str]:
         """End-of-run table: files, rewrites per rule, verdicts, the slowest validations and
@@ -392,6 +396,15 @@ class RunResult:
             rows.append(("models", f"{len(models)} configured, {scripting} "
                                    f"{self.model_verb()}, "
                                    f"{len(models) - scripting} do not"))
+        if any(seconds >= 0.05 for seconds in self.phase_s.values()):
+            # Where a run's time went: validation dominates real runs (issue 29).
+            rows.append(("time", ", ".join(f"{phase} {seconds:.1f}s"
+                                           for phase, seconds in self.phase_s.items()
+                                           if seconds >= 0.05)))
+        slow_models = sorted(((m.duration_s, m.model) for m in models if m.duration_s > 0),
+                             reverse=True)[:top]
+        for i, (seconds, name) in enumerate(slow_models):
+            rows.append(("slowest" if i == 0 else "", f"{seconds:6.1f}s  model {name}"))
         timed: dict[tuple[str, str], float] = {}
         for f in self.files:
             for cl in f.classes:

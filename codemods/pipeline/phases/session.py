@@ -4,6 +4,7 @@
 
 from __future__ import annotations
 
+import time
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 from functools import cached_property
@@ -77,6 +78,8 @@ class Session:
     # local Ray instance).
     executor: str = "local"
     ray_address: str | None = None
+    # Seconds each phase took, from its first item to its last answered (the summary's time).
+    phase_s: dict[str, float] = field(default_factory=dict)
 
     @cached_property
     def rules(self) -> tuple[type[Rule], ...]:
@@ -90,7 +93,7 @@ class Session:
         return {name: i for i, name in enumerate(self.rule_names)}
 
     def reporter(self, phase: Phase, total: int) -> _Reporter:
-        return _Reporter(self.progress, phase, total, self.counts, self.target)
+        return _Reporter(self.progress, phase, total, self.counts, self.target, self.phase_s)
 
     @cached_property
     def settings(self) -> RewriteSettings:
@@ -109,15 +112,24 @@ class _Reporter:
     """Counts one phase's completed items and tells ``Options.progress`` (if any)."""
 
     def __init__(self, callback: Callable[[Progress], None] | None, phase: Phase, total: int,
-                 counts: dict[str, int], target: str = "torchscript") -> None:
+                 counts: dict[str, int], target: str = "torchscript",
+                 phase_s: dict[str, float] | None = None) -> None:
         self.callback, self.phase, self.total, self.counts = callback, phase, total, counts
-        self.target = target
+        self.target, self.phase_s = target, phase_s
         self.done = 0
+        self.last = time.monotonic()
         self._tell()
 
     def __call__(self, items: int = 1, *, rewrites: int = 0,
                  verdicts: Iterable[str] = ()) -> None:
         self.done += items
+        if self.phase_s is not None:
+            # A phase's time runs from its reporter's start to its last item; the phases of
+            # a run that report under one name (models: validation's, the recheck's and
+            # the final tree's model jobs) add up.
+            now = time.monotonic()
+            self.phase_s[self.phase] = self.phase_s.get(self.phase, 0.0) + now - self.last
+            self.last = now
         self.counts["rewrites"] = self.counts.get("rewrites", 0) + rewrites
         for verdict in verdicts:
             self.counts[verdict] = self.counts.get(verdict, 0) + 1
