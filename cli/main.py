@@ -154,6 +154,11 @@ def main() -> None:
               help="Rounds of the repair loop per configured model that does not script "
                    "(export) after the rules: each rewrites the place the compiler names, in "
                    "any file of the model's tree (0: no loop).")
+@click.option("--model-budget", type=click.FloatRange(min=0, min_open=True), default=None,
+              metavar="SECONDS",
+              help="Seconds the repair loop may spend on one configured model: no round "
+                   "starts that cannot finish within it (each takes up to --timeout). "
+                   "Default: [tool.tsfix] model-budget, else no limit.")
 @click.option("--executor", type=click.Choice(("local", "ray")), default=None,
               help="Where validation jobs run: local worker processes, or Ray tasks on a "
                    "Ray cluster (pip install 'tsfix[ray]'; docs/cluster.md). Default: "
@@ -170,7 +175,8 @@ def apply(paths: tuple[Path, ...], rule_names: tuple[str, ...], dry_run: bool, c
           unsafe_fixes: bool | None, report_path: Path | None,
           config_path: Path | None, jobs: int, no_cache: bool, timeout: float | None,
           timeout_total: float | None, target: Target | None, allow_unscriptable: bool | None,
-          fix_rounds: int, executor: Literal["local", "ray"] | None, ray_address: str | None,
+          fix_rounds: int, model_budget: float | None, executor: Literal["local", "ray"] | None,
+          ray_address: str | None,
           quiet: bool, verbose: bool) -> None:
     """Rewrite the model files under PATHS, validating every rewritten class."""
     from tsfix.codemods.pipeline.engine import Options
@@ -188,7 +194,8 @@ def apply(paths: tuple[Path, ...], rule_names: tuple[str, ...], dry_run: bool, c
                       config=config_path, jobs=jobs, timeout=timeout,
                       unsafe_fixes=unsafe_fixes, cache=not no_cache, target=target,
                       allow_unscriptable=allow_unscriptable, fix_rounds=fix_rounds,
-                      timeout_total=timeout_total, executor=executor, ray_address=ray_address)
+                      timeout_total=timeout_total, model_budget=model_budget,
+                      executor=executor, ray_address=ray_address)
     output = _Output(report_path, interactive, quiet, verbose)
     try:
         with _terminate_as_interrupt():

@@ -523,3 +523,15 @@ def test_jobs_and_results_round_trip_through_the_worker_json() -> None:
     with pytest.raises(ValueError, match="not a verdict"):
         p.result_from_json({"id": 1, "classes": [{"name": "N", "verdict": "fine",
                                                   "reason": ""}]})
+
+
+def test_model_budget_is_positive_seconds(tmp_path: Path) -> None:
+    from tsfix.codemods.pipeline.config import ConfigError, load_config
+
+    good = tmp_path / "good.toml"
+    good.write_text("[tool.tsfix]\nmodel-budget = 90\n")
+    assert load_config(good).model_budget == 90.0
+    bad = tmp_path / "bad.toml"
+    bad.write_text("[tool.tsfix]\nmodel-budget = 0\n")
+    with pytest.raises(ConfigError, match="model-budget: expected a positive number"):
+        load_config(bad)

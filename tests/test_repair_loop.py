@@ -596,3 +596,29 @@ def test_no_round_starts_that_cannot_finish_before_the_time_budget() -> None:
     assert outcome.stopped == "the run's time budget is spent"
     assert rounds == ["round 1: not tried: the run's time budget is spent"]
     assert outcome.result is stops and outcome.repairs == []
+
+
+def test_no_round_starts_past_the_models_repair_budget() -> None:
+    """--model-budget: the loop of one model starts no round that cannot finish within it
+    (a round takes up to a model job's timeout), and says so."""
+    from tsfix.codemods.pipeline.config import Config, ExampleSpec
+    from tsfix.codemods.pipeline.models import Configured
+    from tsfix.codemods.pipeline.phases.fix_loop import LoopTree, run_fix_loop
+    from tsfix.codemods.pipeline.phases.records import File
+    from tsfix.codemods.pipeline.phases.session import Session
+    from tsfix.codemods.pipeline.phases.state import RunState
+    from tsfix.codemods.validation.protocol import ModelResult, ModelVerdict
+
+    session = Session(["all"], Config(), require_verified=False, unsafe_fixes=False,
+                      timeout=60.0, model_budget=45.0)
+    model = Configured(File(0, Path("net.py"), Path("/p/net.py"), "net.py"), "Net",
+                       ExampleSpec("net.py:Net"))
+    stops = ModelResult(0, ModelVerdict("fails", "try blocks aren't supported", False,
+                                        Blocker("/p/stack.py", 10, "Stack.forward",
+                                                "try blocks aren't supported")))
+    rounds: list[str] = []
+    state = RunState([], session, None, None)  # type: ignore[arg-type]
+    outcome = run_fix_loop(LoopTree(state, {}), model, stops, rounds)
+    assert outcome.stopped == "the model's repair budget (45 s, --model-budget) is spent"
+    assert rounds == [f"round 1: not tried: {outcome.stopped}"]
+    assert outcome.result is stops and outcome.repairs == []

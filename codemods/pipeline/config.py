@@ -9,6 +9,7 @@ Configuration comes from the nearest ``pyproject.toml`` above the given paths th
     line-length = 100                # else [tool.black] line-length, else 88
     timeout = 120                    # seconds per file's validation
     timeout-total = 3600             # seconds for the whole run (--timeout-total); else none
+    model-budget = 600               # seconds of repair rounds per configured model; else none
     require-verified = false
     unsafe-fixes = false             # fixes that change what callers may pass (--unsafe-fixes)
     auto-examples = true             # guess inputs for classes without an example table
@@ -81,7 +82,8 @@ DTYPES = ("float16", "float32", "float64", "bfloat16", "half", "float", "double"
 TENSOR_KEY = "__tensor__"
 
 _LOOKS_LIKE_CALL = re.compile(r"^\s*[A-Za-z_][\w.]*\(")   # name( ... : meant as a tensor
-_KNOWN_KEYS = {"rules", "exclude", "line-length", "timeout", "timeout-total", "require-verified",
+_KNOWN_KEYS = {"rules", "exclude", "line-length", "timeout", "timeout-total", "model-budget",
+               "require-verified",
                "unsafe-fixes", "auto-examples", "target", "allow-unscriptable", "examples",
                "executor", "ray-address"}
 # Where validation jobs run: "local" worker processes (validation/pool.py) or Ray tasks
@@ -161,6 +163,9 @@ class Config:
     # The whole run's time limit (--timeout-total): decided files are kept, the rest left as
     # they were. None: no limit.
     timeout_total: float | None = None
+    # Seconds the repair loop may spend on one configured model (--model-budget): no round
+    # starts that cannot finish within it. None: no limit but the rounds and the run's.
+    model_budget: float | None = None
     require_verified: bool = False
     unsafe_fixes: bool = False
     # Classes without an example table are validated on a guessed input (validation_worker).
@@ -253,6 +258,12 @@ def load_config(path: Path | None) -> Config:
         if config.timeout_total <= 0:
             raise ConfigError(f"{where} timeout-total: expected a positive number of seconds, "
                               f"got {config.timeout_total:g}")
+    if "model-budget" in table:
+        config.model_budget = float(_typed(table["model-budget"], (int, float),
+                                           f"{where} model-budget"))
+        if config.model_budget <= 0:
+            raise ConfigError(f"{where} model-budget: expected a positive number of seconds, "
+                              f"got {config.model_budget:g}")
     config.require_verified = _typed(table.get("require-verified", False), bool,
                                      f"{where} require-verified")
     config.unsafe_fixes = _typed(table.get("unsafe-fixes", False), bool, f"{where} unsafe-fixes")

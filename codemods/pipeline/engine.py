@@ -162,6 +162,9 @@ class Options:
     allow_unscriptable: bool | None = None
     # Rounds of the repair loop per configured model (0: no loop, the model verdict only).
     fix_rounds: int = 12
+    # Seconds of repair rounds per configured model. None: [tool.tsfix] model-budget, else
+    # no limit but the rounds and the run's.
+    model_budget: float | None = None
     # Seconds for the whole run: then it stops as on Ctrl-C, keeping the files decided by then
     # (Interrupted with ``time_limit``). None: [tool.tsfix] timeout-total, else no limit.
     # Measured from the call; only in the main thread (a timer signal, SIGALRM).
@@ -299,6 +302,7 @@ def _session(settings: RunSettings, options: Options, config: Config,
         timeout=options.timeout or config.timeout, progress=options.progress,
         fix_rounds=options.fix_rounds, decided=decided, executor=settings.executor,
         ray_address=settings.ray_address,
+        model_budget=options.model_budget or config.model_budget,
         # The repair loop starts no round it cannot finish before the time limit.
         deadline=time.monotonic() + limit if limit else None)
 

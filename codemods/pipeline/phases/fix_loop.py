@@ -279,11 +279,19 @@ def run_fix_loop(tree: LoopTree, model: configured.Configured, result: ModelResu
     outcome = loop.outcome
     before = {path: replace(f, chosen=dict(f.chosen), functions=set(f.functions),
                             results=list(f.results)) for path, f in tree.files.items()}
+    budget_ends = (time.monotonic() + session.model_budget
+                   if session.model_budget is not None else None)
     for number in range(1, session.fix_rounds + 1):
         if not model_stops(outcome.result):
             break
+        # A round takes up to a model job's timeout: none starts that cannot finish in time.
         if session.deadline is not None and time.monotonic() + session.timeout > session.deadline:
             outcome.stopped = "the run's time budget is spent"
+            rounds.append(f"round {number}: not tried: {outcome.stopped}")
+            break
+        if budget_ends is not None and time.monotonic() + session.timeout > budget_ends:
+            outcome.stopped = (f"the model's repair budget ({session.model_budget:g} s, "
+                               "--model-budget) is spent")
             rounds.append(f"round {number}: not tried: {outcome.stopped}")
             break
         assert outcome.result.model is not None and outcome.result.model.blocker is not None

@@ -68,6 +68,8 @@ class Session:
     fix_rounds: int = 12                    # per configured model (models.py)
     # time.monotonic() when the run's time budget (--timeout-total) ends; None: no limit.
     deadline: float | None = None
+    # Seconds of repair rounds per configured model (--model-budget); None: no limit.
+    model_budget: float | None = None
     # Called in this process with the outcomes of files as they are decided (their final
     # text known and every configured model reaching them answered), so that the engine
     # writes them before the run is over: a run stopped later keeps them. By file index;
