@@ -844,6 +844,41 @@ def test_a_local_set_to_none_then_to_a_tensor_in_a_loop_is_declared_optional() -
     assert _findings(result) == [("TSF229", 11, "fixed")]
 
 
+MERGED = HEADER + textwrap.dedent("""\
+    class TwoBranch(nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.freq = nn.ModuleList([nn.Linear(4, 4) for _ in range(3)])
+            self.time = nn.ModuleList([nn.Linear(4, 4) for _ in range(3)])
+
+        def forward(self, x, xt: torch.Tensor, merge_at: int):
+            for idx, (freq, time) in enumerate(zip(self.freq, self.time)):
+                inject = None
+                xt = time(xt)
+                if idx == merge_at:
+                    inject = xt
+                x = freq(x)
+                if inject is not None:
+                    x = x + inject
+            return x
+    """)
+
+
+def test_a_local_set_to_a_local_of_one_known_type_is_declared_optional() -> None:
+    # ``xt = time(xt)`` tells nothing (a list element's call), but ``xt`` is a Tensor
+    # parameter and TorchScript keeps one type per local: ``inject`` is Optional[Tensor]
+    # (hybrid demucs' encoder loop).
+    result = _rewrite(MERGED)
+    assert result.text == "from typing import Optional\n\n" + MERGED.replace(
+        "inject = None", "inject: Optional[torch.Tensor] = None")
+    assert _findings(result) == [("TSF229", 13, "fixed")]
+
+
+def test_a_local_whose_known_bindings_disagree_is_left() -> None:
+    code = MERGED.replace("xt = time(xt)", "xt = time(xt)\n            xt = 1")
+    assert "inject: Optional" not in _rewrite(code).text
+
+
 @pytest.mark.slow
 def test_the_declared_local_scripts_with_eager_results(tmp_path: Path) -> None:
     import torch

@@ -126,7 +126,8 @@ def optional_locals(method: MethodState) -> list[tuple[cst.Assign, str]]:
         if not values or any(len(a.targets) != 1 for a in values):
             continue
         kinds = [method.typer.type_of(a.value)
-                 or (TENSOR if scripted_as_tensor(method, a.value) else None) for a in values]
+                 or (TENSOR if scripted_as_tensor(method, a.value) else None)
+                 or _local_type(method, a.value) for a in values]
         kind = unify_all(kinds)
         if kind is None or not is_complete(kind) or kind.startswith("Optional[") or \
                 without_none(kind) != kind:
@@ -136,6 +137,39 @@ def optional_locals(method: MethodState) -> list[tuple[cst.Assign, str]]:
             continue        # straight-line rebinding compiles as it is
         found.append((named[0], f"Optional[{kind}]"))
     return found
+
+
+def _local_type(method: MethodState, value: cst.BaseExpression,
+                seen: frozenset[str] = frozenset()) -> str | None:
+    """The one type the known bindings of ``value``, a local, agree on, when the typer leaves
+    it unknown because others tell nothing (``xt = tenc(xt)``, a list element's call;
+    ``xt, _ = tdec(...)``): TorchScript keeps one type per local (a parameter keeps its
+    declared one), so the code compiles only if the unknown ones have that type too, and a
+    wrong guess fails validation. A binding to another such local counts with its type."""
+    if not isinstance(value, cst.Name) or value.value in seen:
+        return None
+    name = value.value
+    known: set[str] = set()
+    param = parameters_of(method.func).get(name)
+    if param is not None:
+        declared = method.param_types.get(name) or (
+            type_from_annotation(param.annotation.annotation)
+            if param.annotation is not None else None)
+        if declared is not None:
+            known.add(declared)
+        elif scripted_as_tensor(method, value):
+            known.add(TENSOR)
+    for node in own(method.func.body, cst.Assign):
+        if any(is_name(t.target, name) for t in node.targets):
+            kind = method.typer.type_of(node.value) or _local_type(method, node.value,
+                                                                   seen | {name})
+            if kind is not None:
+                known.add(kind)
+    for node in own(method.func.body, cst.AnnAssign):
+        if is_name(node.target, name):
+            known.add(type_from_annotation(node.annotation.annotation) or "?")
+    kind = known.pop() if len(known) == 1 else None
+    return kind if kind is not None and is_complete(kind) and kind != "None" else None
 
 
 def optional_local_names(method: MethodState, declared: Iterable[str]) -> list[str]:
