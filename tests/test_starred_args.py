@@ -5,6 +5,7 @@ tests/test_fixtures.py's."""
 from __future__ import annotations
 
 import textwrap
+from pathlib import Path
 
 import libcst as cst
 import pytest
@@ -445,3 +446,57 @@ def test_comments_inside_a_spelled_value_are_not_lost(lines: str) -> None:
     assert not result.changed, result.text
     assert [s.reason.rpartition(": ")[2] for s in result.skips] == [
         "a comment inside it would be lost when it is spelled out"]
+
+
+# -- a module-level function compiled from another file (the repair loop names it) --------------
+
+SPECTRO = textwrap.dedent('''\
+    import torch as th
+
+
+    def spectro(x, n_fft: int = 512, hop_length: int = 128):
+        *other, length = x.shape
+        x = x.reshape(-1, length)
+        z = th.stft(x, n_fft, hop_length, window=th.hann_window(n_fft).to(x),
+                    return_complex=True)
+        _, freqs, frame = z.shape
+        return z.view(*other, freqs, frame)
+
+
+    def eager_only(x):
+        *other, length = x.shape
+        return x.view(*other, length)
+''')
+
+
+def test_a_function_compiled_from_another_file_is_rewritten() -> None:
+    """demucs' spec.py: HDemucs' forward calls spectro(), whose starred target and starred
+    view stop TorchScript; the repair loop names the function (Rule.compiled_functions)."""
+    result = rewrite_source(SPECTRO, "spec.py", [StarredArgs], compiled_functions={"spectro"})
+    spectro = result.text.split("def eager_only")[0]
+    assert "other, length = list(x.shape[:-1]), x.shape[-1]" in spectro
+    assert "return z.view(list(other) + [freqs, frame])" in spectro
+    # Only the function named: another one of the file is left as it is.
+    assert result.text.split("def eager_only")[1] == SPECTRO.split("def eager_only")[1]
+    [change] = result.changes
+    assert change.class_name == "spectro()" and change.lines == (4, 10)
+    assert sorted((f.code, f.line) for f in result.fixes) == [("TSF115", 5), ("TSF214", 10)]
+    assert not result.skips
+    assert not rewrite_source(SPECTRO, "spec.py", [StarredArgs]).changed
+    again = rewrite_source(result.text, "spec.py", [StarredArgs], compiled_functions={"spectro"})
+    assert not again.changed
+
+
+@pytest.mark.slow
+def test_the_rewritten_function_scripts_with_the_originals_outputs(tmp_path: Path) -> None:
+    torch = pytest.importorskip("torch")
+    result = rewrite_source(SPECTRO, "spec.py", [StarredArgs], compiled_functions={"spectro"})
+    (tmp_path / "spec_in.py").write_text(SPECTRO)
+    (tmp_path / "spec_out.py").write_text(result.text)
+    original = load_module(tmp_path / "spec_in.py", "_sa_spec_in")
+    rewritten = load_module(tmp_path / "spec_out.py", "_sa_spec_out")
+    with pytest.raises(Exception, match=r"[Ss]tarred|cannot statically infer"):
+        torch.jit.script(original.spectro)
+    scripted = torch.jit.script(rewritten.spectro)
+    x = torch.randn(2, 3, 2048)
+    assert torch.equal(scripted(x), original.spectro(x))

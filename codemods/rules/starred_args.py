@@ -2,9 +2,10 @@
 
 What it does
     In compiled methods (``forward()``, ``@torch.jit.export`` methods and the methods they call;
-    not ``@torch.jit.ignore`` methods nor ``if not torch.jit.is_scripting():`` branches), a call
-    that unpacks a list of ints with ``*`` into an API that also takes the sequence itself passes
-    the sequence instead::
+    not ``@torch.jit.ignore`` methods nor ``if not torch.jit.is_scripting():`` branches), and in
+    a module-level function another file's compiled code calls (the repair loop names it when
+    a model stops there: demucs' ``spectro()``), a call that unpacks a list of ints with ``*``
+    into an API that also takes the sequence itself passes the sequence instead::
 
         x.view(*shape)                 ->  x.view(shape)
         x.view(*x.shape[:2], -1)       ->  x.view(x.shape[0], x.shape[1], -1)
@@ -17,8 +18,9 @@ What it does
     (``x.shape[:2]``, ``x.size()[1:3]``) and a starred list literal are spelled out element by
     element, which works for any callee; other mixes of starred and plain arguments become one
     list (``list(a) + [b, c]``). The starred value must be provably a sequence of ints: a shape
-    (``x.shape``, ``x.size()``, a slice of either, ``list(...)`` of one), a ``List[int]``
-    parameter, local or ``__init__`` attribute, or a list literal.
+    (``x.shape``, ``x.size()``, a slice of either, ``list(...)`` of one, the starred target of
+    a shape unpacking: ``*other, n = x.shape``), a ``List[int]`` parameter, local or
+    ``__init__`` attribute, or a list literal.
 
     ``torch.meshgrid`` takes its tensors as one list: ``torch.meshgrid(*(torch.arange(s) for
     s in sizes), indexing="ij")`` -> ``torch.meshgrid([torch.arange(s) for s in sizes],
@@ -108,19 +110,23 @@ Fix safety
 from __future__ import annotations
 
 import ast
+import functools
 import re
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Collection, Mapping, Sequence
+from dataclasses import dataclass
+from typing import Protocol
 
 import libcst as cst
 import libcst.matchers as m
 from libcst.helpers import get_full_name_for_node
-from tsfix.codemods.facts.classes import ClassFacts
+from tsfix.codemods.facts.classes import ClassFacts, is_ignored, never_compiled_nodes
 from tsfix.codemods.facts.prefilter import AstFile
 from tsfix.codemods.facts.syntax import (
     JOIN_FUNCTIONS,
     code_of,
     find_all,
     fresh_name,
+    literal_type,
     names_bound_in,
     names_used,
     parent_map,
@@ -138,7 +144,8 @@ from tsfix.codemods.facts.value_types import (
     type_from_annotation,
     unify_all,
 )
-from tsfix.codemods.rules.base import ClassChange, Code, Example, Rule
+from tsfix.codemods.rules.base import ClassChange, Code, Example, Fix, Rule, Skip
+from tsfix.codemods.validation.protocol import function_change_name
 
 _SEQUENCE_METHODS = ("view", "reshape", "permute", "repeat", "expand", "flip", "tile",
                      "new_zeros", "new_ones", "new_empty")
@@ -264,23 +271,65 @@ class _Refused(Exception):
 
 
 class _MethodRewriter:
-    def __init__(self, rule: StarredArgs, facts: ClassFacts, method: str,
-                 attributes: dict[str, str]) -> None:
+    """The rewrites of one compiled function: a method of a module class, or a module-level
+    function compiled from another file (:meth:`for_function`)."""
+
+    def __init__(self, rule: StarredArgs, func: cst.FunctionDef, typer: Typer) -> None:
         self.rule = rule
-        self.func = func = facts.methods[method]
-        self.self_var = self_name(func)
+        self.func = func
+        self.self_var = typer.self_var
         params = func.params
         self.unannotated = {param.name.value for param in (*params.posonly_params,
                                                            *params.params, *params.kwonly_params)
                             if param.annotation is None and param.default is None}
-        self.typer = Typer(facts.parameter_types(method), rule.imports, self.self_var,
-                           attributes, facts.layers)
+        self.typer = typer
         collect_locals(func.body, self.typer)
-        self.shape_locals = self._locals_assigned(_is_shape_like)
+        self.shape_locals = self._locals_assigned(_is_shape_like) | self._starred_shape_targets()
         self.tuple_locals = self._locals_assigned(_is_literal_tuple)
         self.list_locals = self._locals_assigned(_is_new_list)
         self.star_parameters = {p.star_arg.name.value for p in find_all(func, cst.Parameters)
                                 if isinstance(p.star_arg, cst.Param)}
+
+    @classmethod
+    def for_method(cls, rule: StarredArgs, facts: ClassFacts, method: str,
+                   attributes: dict[str, str]) -> _MethodRewriter:
+        func = facts.methods[method]
+        return cls(rule, func, Typer(facts.parameter_types(method), rule.imports,
+                                     self_name(func), attributes, facts.layers))
+
+    @classmethod
+    def for_function(cls, rule: StarredArgs, func: cst.FunctionDef) -> _MethodRewriter:
+        """A module-level function: its parameters typed by their annotations (an
+        unannotated one is a Tensor to TorchScript, or unknown with a default)."""
+        params = func.params
+        env = {param.name.value: (type_from_annotation(param.annotation.annotation)
+                                  if param.annotation is not None else
+                                  literal_type(param.default) if param.default is not None
+                                  else TENSOR)
+               for param in (*params.posonly_params, *params.params, *params.kwonly_params)}
+        return cls(rule, func, Typer(env, rule.imports, None))
+
+    def _starred_shape_targets(self) -> set[str]:
+        """Locals bound only as the starred target of a shape (``*other, n = x.shape``):
+        a list of ints (a torch.Size's slice in eager mode, rewritten to ``list(...)``)."""
+        starred: set[str] = set()
+        bound: dict[str, int] = {}
+        for node in find_all(self.func.body, cst.Assign, cst.AugAssign, cst.AnnAssign,
+                             cst.For, cst.WithItem, cst.CompFor):
+            targets = ([t.target for t in node.targets] if isinstance(node, cst.Assign)
+                       else [node.asname.name] if isinstance(node, cst.WithItem)
+                       and node.asname is not None
+                       else [] if isinstance(node, cst.WithItem) else [node.target])
+            for target in targets:
+                for name in find_all(target, cst.Name):
+                    bound[name.value] = bound.get(name.value, 0) + 1
+            if (isinstance(node, cst.Assign) and len(node.targets) == 1
+                    and _shape_of(node.value) is not None
+                    and isinstance(node.targets[0].target, cst.Tuple | cst.List)):
+                starred.update(e.value.value for e in node.targets[0].target.elements
+                               if isinstance(e, cst.StarredElement)
+                               and isinstance(e.value, cst.Name))
+        return {name for name in starred if bound.get(name) == 1}
 
     def _locals_assigned(self, test: Callable[[cst.BaseExpression], bool]) -> set[str]:
         """Locals every assignment of which passes ``test`` (``s = list(x.shape)``)."""
@@ -976,80 +1025,135 @@ class CrossAttention(nn.Module):
     def transform_module_impl(self, tree: cst.Module) -> cst.Module:
         if self.source_text is not None and not _STARRED_ARGUMENT.search(self.source_text):
             return tree
-        return super().transform_module_impl(tree)
+        tree = super().transform_module_impl(tree)
+        if not self.compiled_functions:
+            return tree
+        return self._rewrite_functions(tree)
 
     def rewrite_class(self, cls: cst.ClassDef) -> cst.ClassDef:
         name = cls.name.value
         if not self.facts.is_module_class(cls):
             return cls
         facts = self.class_facts(cls)
-        sites = [(method, call) for method, func in facts.compiled_methods()
-                 for skipped in [facts.never_compiled(method) | _nested(func)]
+        bodies = [(method, func, facts.never_compiled(method) | _nested(func))
+                  for method, func in facts.compiled_methods()]
+        attributes: dict[str, str] | None = None
+
+        def rewriter(method: str) -> _MethodRewriter:
+            nonlocal attributes
+            if attributes is None:
+                attributes = _attribute_types(facts, self.imports)
+            return _MethodRewriter.for_method(self, facts, method, attributes)
+
+        done = self._rewrite_bodies(bodies, rewriter, _ClassSites(self, name))
+        if done is None:
+            return cls
+        replacer, summary, notes = done
+        rewritten = cls.visit(replacer)
+        assert isinstance(rewritten, cst.ClassDef)
+        self.changes.append(ClassChange(self.name, name, self.span_of(cls), summary,
+                                        notes=notes))
+        return rewritten
+
+    def _rewrite_functions(self, tree: cst.Module) -> cst.Module:
+        """The module-level functions another file's compiled code calls (the repair loop
+        names them: ``Rule.compiled_functions``), each reported under
+        ``function_change_name``."""
+        body = list(tree.body)
+        for index, statement in enumerate(body):
+            if (not isinstance(statement, cst.FunctionDef)
+                    or statement.name.value not in self.compiled_functions
+                    or is_ignored(statement)):
+                continue
+            func = statement
+            owner = function_change_name(func.name.value)
+            skipped = never_compiled_nodes(func, self.imports) | _nested(func)
+            done = self._rewrite_bodies(
+                [(func.name.value, func, skipped)],
+                functools.partial(_function_rewriter, self, func),
+                _FunctionSites(self, func, owner))
+            if done is None:
+                continue
+            replacer, summary, notes = done
+            rewritten = func.visit(replacer)
+            assert isinstance(rewritten, cst.FunctionDef)
+            self.changes.append(ClassChange(self.name, owner, self.function_span(func),
+                                            summary, notes=notes))
+            body[index] = rewritten
+        return tree.with_changes(body=body)
+
+    def _rewrite_bodies(self, bodies: Sequence[tuple[str, cst.FunctionDef, Collection[int]]],
+                        rewriter_of: Callable[[str], _MethodRewriter], sites_of: _Sites
+                        ) -> tuple[_Replace, str, list[str]] | None:
+        """The starred calls, unpackings and joined displays of the compiled ``bodies``
+        (name, function, ids of the nodes never compiled) rewritten: the replacer, the
+        change's summary and notes; None when nothing is rewritten. Every site is reported
+        through ``sites_of`` as fixed or left with the reason."""
+        sites = [(method, call) for method, func, skipped in bodies
                  for call in find_all(func.body, cst.Call)
                  if id(call) not in skipped and any(a.star == "*" for a in call.args)]
-        unpacks = [(method, line, index, small) for method, func in facts.compiled_methods()
-                   for skipped in [facts.never_compiled(method) | _nested(func)]
+        unpacks = [(method, line, index, small) for method, func, skipped in bodies
                    for line in find_all(func.body, cst.SimpleStatementLine)
                    for index, small in enumerate(line.body)
                    if id(small) not in skipped and _is_starred_unpacking(small)]
-        joins = [(method, call.args[0].value) for method, func in facts.compiled_methods()
-                 for skipped in [facts.never_compiled(method) | _nested(func)]
+        joins = [(method, call.args[0].value) for method, func, skipped in bodies
                  for call in find_all(func.body, cst.Call)
                  if id(call) not in skipped and _is_join_of_display(call, self.imports)]
         if not sites and not unpacks and not joins:
-            return cls
-        attributes = _attribute_types(facts, self.imports)
+            return None
         rewriters: dict[str, _MethodRewriter] = {}
+
+        def rewriter(method: str) -> _MethodRewriter:
+            if method not in rewriters:
+                rewriters[method] = rewriter_of(method)
+            return rewriters[method]
+
         chosen: dict[int, _MethodRewriter] = {}
         parts: list[tuple[int, str]] = []
         notes: list[str] = []
         spelled_lines: list[int] = []
         for method, call in sites:
-            if method not in rewriters:
-                rewriters[method] = _MethodRewriter(self, facts, method, attributes)
             starred = [a for a in call.args if a.star == "*"]
             try:
-                outcome = rewriters[method].rewrite(call)
+                outcome = rewriter(method).rewrite(call)
             except _Refused as refused:
                 for arg in starred:
-                    self.skip(name, arg, f"{method}(): `{short_source(call)}`: {refused}",
-                              code="TSF214", message=_message(arg, method))
+                    sites_of.skipped(arg, f"{method}(): `{short_source(call)}`: {refused}",
+                                     "TSF214", _message(arg, method))
                 continue
             if outcome is None:
                 continue
             for arg in starred:
-                self.fixed(arg, "TSF214", _message(arg, method))
+                sites_of.fixed(arg, "TSF214", _message(arg, method))
             new_call, spelled_shape = outcome
-            chosen[id(call)] = rewriters[method]
-            line = self.line_of(call)
+            chosen[id(call)] = rewriter(method)
+            line = sites_of.line(call)
             parts.append((line, f"line {line}: `{short_source(call)}` -> "
                                 f"`{short_source(new_call)}`"))
             if spelled_shape:
                 spelled_lines.append(line)
         unpackings: dict[int, _Unpacking | _Display] = {}
-        for method, line, index, small in unpacks:
+        for method, line_node, index, small in unpacks:
             assert isinstance(small, cst.Assign)
-            if method not in rewriters:
-                rewriters[method] = _MethodRewriter(self, facts, method, attributes)
             star = _starred_of(small)
             message = f"*{short_source(star.value)} unpacked in {method}()"
             try:
                 _keeps_comments(small.value)
                 unpacking: _Unpacking | _Display | None = (
-                    rewriters[method].display(small, line)
+                    rewriter(method).display(small, line_node)
                     if isinstance(small.targets[0].target, cst.Name)
-                    else rewriters[method].unpacking(small, line))
+                    else rewriter(method).unpacking(small, line_node))
             except _Refused as refused:
-                self.skip(name, star, f"{message}: `{short_source(small)}`: {refused}",
-                          code="TSF115", message=message)
+                sites_of.skipped(star, f"{message}: `{short_source(small)}`: {refused}",
+                                 "TSF115", message)
                 continue
             if unpacking is None:
                 continue
             unpacking.line_index = index
-            self.fixed(star, "TSF115", message)
-            unpackings[id(line)] = unpacking
+            sites_of.fixed(star, "TSF115", message)
+            unpackings[id(line_node)] = unpacking
             spelled = "; ".join(unpacking.statements(small))
-            at = self.line_of(small)
+            at = sites_of.line(small)
             parts.append((at, f"line {at}: `{short_source(small)}` -> `{spelled}`"))
             if unpacking.indexed_whole:
                 notes.append(f"line {at}: the shape is indexed element by element; a tensor "
@@ -1063,35 +1167,79 @@ class CrossAttention(nn.Module):
                              "ValueError")
         joined: dict[int, _MethodRewriter] = {}
         for method, display in joins:
-            if method not in rewriters:
-                rewriters[method] = _MethodRewriter(self, facts, method, attributes)
             star = next(e for e in display.elements if isinstance(e, cst.StarredElement))
             message = f"*{short_source(star.value)} in a display in {method}()"
             try:
                 _keeps_comments(display)
-                text = rewriters[method].joined(display)
+                text = rewriter(method).joined(display)
             except _Refused as refused:
-                self.skip(name, star, f"{message}: `{short_source(display)}`: {refused}",
-                          code="TSF115", message=message)
+                sites_of.skipped(star, f"{message}: `{short_source(display)}`: {refused}",
+                                 "TSF115", message)
                 continue
             if text is None:
                 continue
-            self.fixed(star, "TSF115", message)
-            joined[id(display)] = rewriters[method]
-            at = self.line_of(display)
+            sites_of.fixed(star, "TSF115", message)
+            joined[id(display)] = rewriter(method)
+            at = sites_of.line(display)
             parts.append((at, f"line {at}: `{short_source(display)}` -> `{text}`"))
         if not chosen and not unpackings and not joined:
-            return cls
+            return None
         if spelled_lines:
             notes.append(f"line {', '.join(map(str, sorted(set(spelled_lines))))}: shape "
                          "slices are spelled out element by element; a tensor with fewer "
                          "dimensions than the slice bound now raises IndexError")
-        rewritten = cls.visit(_Replace(chosen, unpackings, joined))
-        assert isinstance(rewritten, cst.ClassDef)
-        self.changes.append(ClassChange(self.name, name, self.span_of(cls),
-                                        "; ".join(part for _, part in sorted(parts)),
-                                        notes=notes))
-        return rewritten
+        return (_Replace(chosen, unpackings, joined),
+                "; ".join(part for _, part in sorted(parts)), notes)
+
+
+def _function_rewriter(rule: StarredArgs, func: cst.FunctionDef, _: str) -> _MethodRewriter:
+    return _MethodRewriter.for_function(rule, func)
+
+
+class _Sites(Protocol):
+    """Where the sites of one class or function are reported, and their lines."""
+
+    def fixed(self, node: cst.CSTNode, code: str, message: str) -> None: ...
+
+    def skipped(self, node: cst.CSTNode, reason: str, code: str, message: str) -> None: ...
+
+    def line(self, node: cst.CSTNode) -> int: ...
+
+
+@dataclass
+class _ClassSites:
+    rule: StarredArgs
+    class_name: str
+
+    def fixed(self, node: cst.CSTNode, code: str, message: str) -> None:
+        self.rule.fixed(node, code, message)
+
+    def skipped(self, node: cst.CSTNode, reason: str, code: str, message: str) -> None:
+        self.rule.skip(self.class_name, node, reason, code=code, message=message)
+
+    def line(self, node: cst.CSTNode) -> int:
+        return self.rule.line_of(node)
+
+
+@dataclass
+class _FunctionSites:
+    """A module-level function's sites, placed in the lines of the file as the user has it."""
+
+    rule: StarredArgs
+    func: cst.FunctionDef
+    owner: str
+
+    def fixed(self, node: cst.CSTNode, code: str, message: str) -> None:
+        line, column = self.rule.function_position(self.func, node)
+        self.rule.fixes.append(Fix(self.rule.name, code, self.owner, line, column, message))
+
+    def skipped(self, node: cst.CSTNode, reason: str, code: str, message: str) -> None:
+        line, column = self.rule.function_position(self.func, node)
+        self.rule.skips.append(Skip(self.rule.name, self.owner, line, reason, code, column,
+                                    message))
+
+    def line(self, node: cst.CSTNode) -> int:
+        return self.rule.function_position(self.func, node)[0]
 
 
 def _keeps_comments(value: cst.BaseExpression) -> None:
