@@ -666,6 +666,35 @@ def test_an_assert_that_the_value_is_none_elsewhere_refines_nothing() -> None:
         "            x = x + skip\n")
 
 
+def test_a_none_test_that_only_raises_elsewhere_refines_nothing() -> None:
+    # torchaudio's _HDecLayer: `x = x + skip` when not empty, `if skip is not None: raise`
+    # when empty.
+    code = HEADER + textwrap.dedent("""\
+        from typing import Optional
+
+
+        class Dec(nn.Module):
+            def __init__(self, empty=False):
+                super().__init__()
+                self.empty = empty
+
+            def forward(self, x, skip: Optional[torch.Tensor]):
+                if not self.empty:
+                    x = x + skip
+                else:
+                    if skip is not None:
+                        raise ValueError("skip must be None when empty")
+                return x
+        """)
+    result = _rewrite(code)
+    assert result.text == code.replace(
+        "            x = x + skip\n", "            assert skip is not None\n"
+        "            x = x + skip\n")
+    # A test with an else, or a body that goes on, is the user's own refinement.
+    kept = code.replace('raise ValueError("skip must be None when empty")', "x = x + 1")
+    assert _rewrite(kept).text == kept
+
+
 @pytest.mark.slow
 def test_the_asserts_in_a_branch_keep_eager_results_and_script(tmp_path: Path) -> None:
     import torch

@@ -14,7 +14,7 @@ A local set to None and then, inside a loop or branch, to a value of one type ``
 
 from __future__ import annotations
 
-from collections.abc import Iterable
+from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 
 import libcst as cst
@@ -198,11 +198,17 @@ def optional_local_names(method: MethodState, declared: Iterable[str]) -> list[s
 
 def _tested(body: cst.CSTNode, name: str) -> bool:
     """``name is (not) None``, ``if name:`` or ``name`` in an ``and``/``or`` somewhere; not an
-    ``assert name is None``, which refines nothing to the inner type (demucs' HDecLayer asserts
-    it in the branch that does not use the value)."""
+    ``assert name is None`` or an ``if name is not None: raise ...`` (no ``else``), which refine
+    nothing to the inner type past them (demucs' HDecLayer asserts it, torchaudio's raises, in
+    the branch that does not use the value)."""
     none_asserts = {id(a.test) for a in find_all(body, cst.Assert)
                     if isinstance(a.test, cst.Comparison) and len(a.test.comparisons) == 1
                     and isinstance(a.test.comparisons[0].operator, cst.Is)}
+    none_asserts |= {id(s.test) for s in find_all(body, cst.If)
+                     if isinstance(s.test, cst.Comparison) and len(s.test.comparisons) == 1
+                     and isinstance(s.test.comparisons[0].operator, cst.IsNot)
+                     and s.orelse is None and isinstance(s.body, cst.IndentedBlock)
+                     and _raises(s.body.body)}
     for comparison in find_all(body, cst.Comparison):
         if id(comparison) in none_asserts:
             continue
@@ -218,6 +224,13 @@ def _tested(body: cst.CSTNode, name: str) -> bool:
             return True     # ``if name:`` refines too
     return any(is_name(boolean.left, name) or is_name(boolean.right, name)
                for boolean in find_all(body, cst.BooleanOperation))
+
+
+def _raises(statements: Sequence[cst.BaseStatement]) -> bool:
+    """The block ends in a ``raise``, so nothing after it runs."""
+    last = statements[-1] if statements else None
+    return isinstance(last, cst.SimpleStatementLine) and any(
+        isinstance(small, cst.Raise) for small in last.body)
 
 
 def _rebound(body: cst.CSTNode, name: str) -> bool:
