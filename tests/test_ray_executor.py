@@ -316,3 +316,27 @@ def test_a_node_without_the_project_runs_the_job_on_the_shipped_copy(tmp_path: P
     assert answer.observed["Net"]["forward"]["x"] == "Tensor", answer
     # The failure names the file where the driver has it.
     assert f"{elsewhere}/net.py" in answer.failures["Broken"], answer.failures
+
+
+@pytest.mark.slow
+@pytest.mark.skipif(not Path("/proc/self/stat").is_file(), reason="needs /proc")
+def test_the_time_limit_stops_a_ray_run_as_a_local_one(tmp_path: Path, ray_head: str) -> None:
+    """--timeout-total while a Ray task runs a model that hangs: exit 3 (not Ctrl-C's 130:
+    Ray's waits would turn the time limit into a plain KeyboardInterrupt), the time limit's
+    message, and the task's worker subprocess gone."""
+    zoo = tmp_path / "zoo"
+    (zoo / ".git").mkdir(parents=True)
+    (zoo / "hang.py").write_text(model_source(header=["import time"],
+                                              forward_lines=["time.sleep(600)"]))
+    (zoo / "pyproject.toml").write_text(pyproject_text({"hang.py:Net": TWO_CONFIGS}))
+    before = snapshot(zoo)
+    done = tsfix("apply", "--rule", "lift-branch", "-j", "2", "--no-cache", "--executor", "ray",
+                 "--ray-address", ray_head, "--timeout-total", "15", ".", cwd=zoo)
+    assert done.returncode == 3, done.stderr
+    assert "time limit reached (--timeout-total 15s)" in done.stderr, done.stderr
+    assert "Traceback" not in done.stderr
+    assert snapshot(zoo) == before
+    deadline = time.monotonic() + 30
+    while _worker_processes():
+        assert time.monotonic() < deadline, "a cancelled task's worker is still running"
+        time.sleep(0.2)

@@ -32,6 +32,8 @@ import contextlib
 import json
 import logging
 import os
+import queue
+import threading
 from collections.abc import Callable, Iterable
 from pathlib import Path
 from typing import Any, TypeVar
@@ -191,16 +193,29 @@ class RayExecutor(WorkerPool):
                 ref = self._task.remote(encode(job), timeout, 1, root)
                 by_ref[ref] = job
                 self._in_flight.add(ref)
-            while by_ref:
-                # A short wait: Ctrl-C is seen between waits.
-                done, _ = ray.wait(list(by_ref), num_returns=1, timeout=0.5)
-                for ref in done:
+            # Ray's blocking calls turn any exception a signal handler raises into a plain
+            # KeyboardInterrupt (the time limit's TimeLimitReached would become Ctrl-C): they
+            # run in a thread of their own, and this one waits where Python sees signals.
+            answers: queue.Queue[tuple[Any, Outcome] | BaseException] = queue.Queue()
+            stop = threading.Event()
+            threading.Thread(target=self._collect, args=(list(by_ref), answers, stop),
+                             daemon=True).start()
+            try:
+                while by_ref:
+                    try:
+                        answer = answers.get(timeout=0.5)
+                    except queue.Empty:
+                        continue
+                    if isinstance(answer, BaseException):
+                        raise answer
+                    ref, outcome = answer
                     job = by_ref.pop(ref)
                     self._in_flight.discard(ref)
-                    outcome = self._outcome(ref)
                     results[job.id] = outcome
                     if on_result is not None:
                         on_result(job, outcome)
+            finally:
+                stop.set()
         except BaseException:
             # Ctrl-C, SIGTERM or the time limit: the tasks in flight and queued are cancelled
             # (the caller's close() does it again; cancelling twice is harmless).
@@ -209,6 +224,17 @@ class RayExecutor(WorkerPool):
                     ray.cancel(ref)
             raise
         return results
+
+    def _collect(self, refs: list[Any], answers: queue.Queue[tuple[Any, Outcome] | BaseException],
+                 stop: threading.Event) -> None:
+        """Puts each task's outcome on ``answers`` as it finishes (in a thread of its own)."""
+        try:
+            while refs and not stop.is_set():
+                done, refs = self._ray.wait(refs, num_returns=1, timeout=0.5)
+                for ref in done:
+                    answers.put((ref, self._outcome(ref)))
+        except BaseException as exc:
+            answers.put(exc)
 
     def _outcome(self, ref: Any) -> Outcome:
         ray = self._ray
