@@ -622,3 +622,53 @@ def test_no_round_starts_past_the_models_repair_budget() -> None:
     assert outcome.stopped == "the model's repair budget (45 s, --model-budget) is spent"
     assert rounds == [f"round 1: not tried: {outcome.stopped}"]
     assert outcome.result is stops and outcome.repairs == []
+
+
+SPEC = '''\
+import torch
+
+
+def frames(x, size=4):
+    *other, length = x.shape
+    x = x.reshape(-1, length)
+    z = x.unfold(-1, size, size)
+    return z.reshape(*other, -1, size)
+'''
+
+FRAMED = '''\
+import torch
+from torch import nn
+
+from pkg.spec import frames
+
+
+class Net(nn.Module):
+    def __init__(self, size=4):
+        super().__init__()
+        self.size = size
+        self.proj = nn.Linear(size, size)
+
+    def forward(self, x):
+        return self.proj(frames(x, self.size))
+'''
+
+
+@pytest.mark.slow
+def test_rounds_on_one_function_keep_each_others_rewrites(project: Project) -> None:
+    """demucs' spectro(): starred-args gets the model past the starred unpacking, then
+    annotate past the untyped `size=4`; the second round rewrites the function from its base
+    with both rules (with annotate alone it undid the first round, and the two rounds
+    alternated until the round budget was spent)."""
+    project.write("pkg/__init__.py", "")
+    project.write("pkg/spec.py", SPEC)
+    project.write("pkg/net.py", FRAMED)
+    project.pyproject({"pkg/net.py:Net": {"init": [{"size": 4}], "inputs": ["randn(2, 3, 16)"]}})
+
+    result = project.run("pkg/net.py", rules=["all"], jobs=1)
+
+    [model] = result.models()
+    assert model.ok, (model.reason, model.rounds)
+    assert model.repairs == ["pkg/spec.py:5 starred-args", "pkg/spec.py:8 starred-args+annotate"]
+    spec = project.bytes("pkg/spec.py").decode()
+    assert "other, length = list(x.shape[:-1]), x.shape[-1]" in spec, spec
+    assert "def frames(x, size: int = 4)" in spec, spec

@@ -259,6 +259,9 @@ class _ModelLoop:
     model: configured.Configured
     rounds: list[str]
     outcome: LoopOutcome
+    # Where each round found the model stopping: a rewrite that brings it back to one of
+    # them undoes an earlier round (two rules rewriting one line back and forth).
+    stops: list[Blocker] = field(default_factory=list)
 
     @property
     def works(self) -> str:
@@ -412,9 +415,10 @@ def _rewrite_site(loop: _ModelLoop, number: int, site: _Site) -> _Rewritten | st
     for rules in tried:
         names = (", ".join(rule.name for rule in rules) if rules is answering
                  else "every selected rule")
+        # The rules earlier rounds chose for this class or function run again with these:
+        # each round rewrites the file from its base.
         chosen = dict(loop_file.chosen)
-        if site.class_name is not None:
-            chosen[site.class_name] = chosen.get(site.class_name, set()) | {r.name for r in rules}
+        chosen[site.owner] = chosen.get(site.owner, set()) | {r.name for r in rules}
         used = {name for names_of in chosen.values() for name in names_of}
         everyone = tuple(r for r in session.rules if r.name in used or r in rules)
         skip = skip_set_of({r.name: classes_of_file - {c for c, on in chosen.items()
@@ -455,6 +459,7 @@ def _round(loop: _ModelLoop, number: int, blocker: Blocker) -> str:
         loop.rounds.append(f"round {number}: {site.owner} rewritten by {fixed_rules}, not "
                            f"validated ({answer}); rolled back")
         return f"the rewrite by {fixed_rules} could not be validated"
+    loop.stops.append(blocker)
     stop = _rolled_back(loop, number, site, blocker, answer, fixed_rules)
     if stop:
         return stop
@@ -527,6 +532,15 @@ def _rolled_back(loop: _ModelLoop, number: int, site: _Site, blocker: Blocker,
         loop.rounds.append(f"round {number}: stops at {where} in {owner}; the rewrite by "
                            f"{fixed_rules} leaves the model stopping there; rolled back")
         return f"the rewrite by {fixed_rules} does not get the model past {where}"
+    if answer.model.status != MODEL_SCRIPTS and answer.model.blocker is not None:
+        again = next((k for k, earlier in enumerate(loop.stops[:-1], 1) if not _moved(
+            earlier, answer.model.blocker, loop.tree.session.target)), None)
+        if again is not None:
+            loop.rounds.append(f"round {number}: stops at {where} in {owner}; the rewrite by "
+                               f"{fixed_rules} takes the model back to where round {again} "
+                               "stopped; rolled back")
+            return (f"the rewrite by {fixed_rules} at {where} undoes round {again}'s (the "
+                    "model stops there again)")
     return ""
 
 
