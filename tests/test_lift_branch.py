@@ -1163,3 +1163,34 @@ def test_a_torchscript_constant_is_never_lifted(declaration: str) -> None:
     assert "scale: Optional[float] = None" in result.text     # the other setting still is
     assert any("self.use_proj is a TorchScript constant" in reason
                for reason in reasons(result))
+
+
+def test_a_parameter_init_binds_again_is_not_the_settings_type() -> None:
+    """bottleneck-transformer's BottleStack: `fmap_size = pair(fmap_size)` makes a tuple of
+    the int the caller passed; lifted with the parameter's (observed) type, the attribute
+    became `Optional[int]` and the class stopped scripting on the assignment."""
+    code = """
+        import torch
+        from torch import nn
+
+
+        def pair(x):
+            return (x, x) if not isinstance(x, tuple) else x
+
+
+        class Stack(nn.Module):
+            def __init__(self, dim, fmap_size: int = 8):
+                super().__init__()
+                fmap_size = pair(fmap_size)
+                self.fmap_size = fmap_size
+                self.proj = nn.Linear(dim, dim)
+
+            def forward(self, x):
+                if x.shape[-1] == self.fmap_size[1]:
+                    return self.proj(x)
+                return x
+    """
+    result = rewrite(code)
+    assert result.text == textwrap.dedent(code)
+    assert reasons(result) == ["self.fmap_size comes from fmap_size, which __init__ binds "
+                               "again: its type is unknown"]

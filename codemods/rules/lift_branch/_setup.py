@@ -16,6 +16,7 @@ from tsfix.codemods.facts.syntax import (
     qualified_name,
     self_attr,
     self_name,
+    target_names,
 )
 from tsfix.codemods.facts.type_flow import constant_attributes
 from tsfix.codemods.rules.base import Rule
@@ -57,6 +58,13 @@ class ClassSetup:
         self.init = self.facts.init
         self.assignments = self.facts.assignments
         self.init_params = parameters_of(self.init) if self.init else {}
+        # Parameters __init__ binds again (`size = pair(size)`): the name no longer holds
+        # what the caller passed, so the parameter's type says nothing about it.
+        self.rebound_params = {
+            name.value for node in (find_all(self.init.body, cst.AssignTarget, cst.AnnAssign,
+                                             cst.AugAssign, cst.For, cst.NamedExpr)
+                                    if self.init else ())
+            for name in target_names(node.target) if name.value in self.init_params}
         self.registered = self.facts.registered
         # What TorchScript compiles: forward, @torch.jit.export methods and what they call;
         # never a @torch.jit.ignore/unused method.

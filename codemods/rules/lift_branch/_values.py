@@ -26,6 +26,9 @@ def value_kind(setup: ClassSetup, value: cst.BaseExpression | None) -> tuple[str
         return kind, ""
     if m.matches(value, m.Name("None")):
         return "none", "may be None"
+    if isinstance(value, cst.Name) and value.value in setup.rebound_params:
+        return "computed", (f"comes from {value.value}, which __init__ binds again: its type "
+                            "is unknown")
     if isinstance(value, cst.Name) and value.value in setup.init_params:
         param = setup.init_params[value.value]
         declared = annotation_type(param.annotation)
