@@ -122,7 +122,7 @@ class Seen:
     not_recorded: str | None = None     # why a call was not recorded
 
     def label(self, many_configs: bool, j: int | None = None) -> str:
-        text = self.path or "the model"
+        text = self.path or "model"
         if many_configs:
             text += f" (init[{self.config}])"
         if j is not None and len(self.calls) > 1:
