@@ -297,6 +297,9 @@ KNOWN_ERRORS = (
     KnownError(r"Mutable default parameters are not supported", "TSF209"),
     KnownError(r"can't take variable number of arguments or use keyword-only", "TSF210"),
     KnownError(r"'Tensor' object has no attribute or method 'forward'", "TSF211"),
+    # dtype-methods: conversions TorchScript's Tensor lacks, and torch.finfo (torch 2.13).
+    KnownError(r"'Tensor' object has no attribute or method '(bool|bfloat16)'|Unknown builtin "
+               r"op: aten::finfo", "TSF245"),
     KnownError(r"Class Variable does not have an __init__", "TSF213"),
     KnownError(r"aten::sum|sum\.\w+\(", "TSF215"),
     KnownError(r"previously matched to type Tensor is matched to type \w+", None,
