@@ -15,6 +15,7 @@ import os
 import signal
 import subprocess
 import sys
+import textwrap
 import threading
 import time
 from collections.abc import Callable
@@ -550,3 +551,25 @@ def test_report_of_interrupted_run_is_not_written(project: Project,
                          "r.json", ".")
     assert result.exit_code == 130
     assert not (project.root / "r.json").exists()
+
+
+def test_the_pools_threads_import_nothing_while_the_import_lock_is_held() -> None:
+    """The Ctrl-C hang: a Ctrl-C that lands in the main thread's import can leave Python's
+    import lock held; a pool thread that then imports (a text file's codec, sysconfig) waits
+    for it forever and the run never ends. What the threads call must not import."""
+    script = textwrap.dedent("""\
+        import _imp, os, threading
+        from tsfix.codemods.validation.pool import _installed_file, resident_mb
+
+        _imp.acquire_lock()
+        thread = threading.Thread(target=lambda: (resident_mb(os.getpid()),
+                                                  _installed_file("/nowhere/model.py")),
+                                  daemon=True)
+        thread.start()
+        thread.join(20)
+        print("stuck" if thread.is_alive() else "done")
+        os._exit(0)
+    """)
+    done = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True,
+                          timeout=60)
+    assert done.stdout.strip() == "done", done.stderr

@@ -27,6 +27,7 @@ import re
 import signal
 import subprocess
 import sys
+import sysconfig
 import tempfile
 import threading
 from collections.abc import Callable, Iterable, Sequence
@@ -75,11 +76,14 @@ J = TypeVar("J", bound=Job)
 
 
 def resident_mb(pid: int) -> float | None:
-    """A process's resident memory in MB (None where /proc cannot tell: not Linux, gone)."""
+    """A process's resident memory in MB (None where /proc cannot tell: not Linux, gone).
+    Read as bytes: it runs in the pool's threads, which must not import anything (a text
+    file's codec is imported on first use, and a Ctrl-C that lands in the main thread's
+    import can leave the import lock held: the thread then waited for it forever)."""
     try:
-        with open(f"/proc/{pid}/status", encoding="ascii", errors="replace") as status:
+        with open(f"/proc/{pid}/status", "rb") as status:
             for line in status:
-                if line.startswith("VmRSS:"):
+                if line.startswith(b"VmRSS:"):
                     return int(line.split()[1]) / 1024
     except (OSError, ValueError, IndexError):
         return None
@@ -332,20 +336,21 @@ def _display(file: str) -> str:
     return path.name
 
 
+def _installation() -> tuple[str, ...]:
+    paths = sysconfig.get_paths()
+    return tuple({str(Path(paths[key]).resolve()) + os.sep
+                  for key in ("stdlib", "platstdlib", "purelib", "platlib")}
+                 | {str(Path(__file__).resolve().parents[1]) + os.sep})
+
+
+# Computed when the pool is imported, not in its threads: sysconfig imports its data module on
+# first use (see resident_mb on why the threads must not import).
+_INSTALLATION = _installation()
+
+
 def _installed_file(file: str) -> bool:
     """A frame in the Python installation (torch, the standard library) or tsfix's own, or
     a frozen or generated one: not the model's code."""
     if file.startswith("<"):
         return True
-    global _INSTALLATION
-    if _INSTALLATION is None:
-        import sysconfig
-
-        paths = sysconfig.get_paths()
-        _INSTALLATION = tuple({str(Path(paths[key]).resolve()) + os.sep
-                               for key in ("stdlib", "platstdlib", "purelib", "platlib")}
-                              | {str(Path(__file__).resolve().parents[1]) + os.sep})
     return str(Path(file).resolve()).startswith(_INSTALLATION)
-
-
-_INSTALLATION: tuple[str, ...] | None = None
