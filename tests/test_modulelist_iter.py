@@ -694,6 +694,196 @@ def test_selected_elements(forward: str, expected: str) -> None:
     assert result.skips == [] and {f.code for f in result.fixes} == {"TSF201"}
 
 
+@pytest.mark.parametrize(("forward", "expected"), [
+    # torchaudio's HDemucs: an element of a shorter list, bound to a name, under a test that
+    # keeps the index in range (no check); the statement after the last use stays put.
+    ("""
+     def forward(self, x, n: int):
+         for i in range(n):
+             x = x + 1
+             if i < len(self.layers):
+                 layer = self.layers[i]
+                 h = layer(x)
+                 if layer.in_features > 2:
+                     x = h
+             x = x * 2
+         return x
+     """, """
+     def forward(self, x, n: int):
+         for i in range(n):
+             x = x + 1
+             if i < len(self.layers):
+                 for j, layer in enumerate(self.layers):
+                     if j == i:
+                         h = layer(x)
+                         if layer.in_features > 2:
+                             x = h
+             x = x * 2
+         return x
+     """),
+    # HDemucs' decoder: `if i >= offset:` keeps `i - offset` non-negative; its upper end is
+    # checked. A statement between the binding and the first use moves too.
+    ("""
+     def forward(self, x):
+         for i, other in enumerate(self.other):
+             x = other(x)
+             offset = len(self.other) - len(self.layers)
+             if i >= offset:
+                 layer = self.layers[i - offset]
+                 n = x.shape[0]
+                 x = layer(x)[:n]
+         return x
+     """, """
+     def forward(self, x):
+         for i, other in enumerate(self.other):
+             x = other(x)
+             offset = len(self.other) - len(self.layers)
+             if i >= offset:
+                 if i - offset >= len(self.layers):
+                     raise IndexError(f"index {i - offset} is out of range")
+                 for j, layer in enumerate(self.layers):
+                     if j == i - offset:
+                         n = x.shape[0]
+                         x = layer(x)[:n]
+         return x
+     """),
+    # An int argument, checked both ways; a selection before the binding and two inside the
+    # moved statements keep their own forms.
+    ("""
+     def forward(self, x, k: int):
+         y = self.other[k](x)
+         layer = self.layers[k]
+         y = self.norms[k](y)
+         y = layer(y) + self.layers[k - 1](y)
+         x = x + y
+         return x
+     """, """
+     def forward(self, x, k: int):
+         if not -len(self.other) <= k < len(self.other):
+             raise IndexError(f"index {k} is out of range")
+         other_out: Optional[torch.Tensor] = None
+         for j, other_layer in enumerate(self.other):
+             if j == k or j == k + len(self.other):
+                 other_out = other_layer(x)
+         assert other_out is not None
+         y = other_out
+         if not -len(self.layers) <= k < len(self.layers):
+             raise IndexError(f"index {k} is out of range")
+         for j2, layer in enumerate(self.layers):
+             if j2 == k or j2 == k + len(self.layers):
+                 if not -len(self.norms) <= k < len(self.norms):
+                     raise IndexError(f"index {k} is out of range")
+                 for j, norm in enumerate(self.norms):
+                     if j == k or j == k + len(self.norms):
+                         y = norm(y)
+                 if not -len(self.layers) <= k - 1 < len(self.layers):
+                     raise IndexError(f"index {k - 1} is out of range")
+                 for j, layer_module in enumerate(self.layers):
+                     if j == k - 1 or j == k - 1 + len(self.layers):
+                         y = layer(y) + layer_module(y)
+         x = x + y
+         return x
+     """),
+])
+def test_an_element_bound_to_a_name_moves_with_the_statements_using_it(
+        forward: str, expected: str) -> None:
+    result = rewrite(model(LAYERS, forward))
+    assert body(result) == textwrap.dedent(expected).lstrip("\n"), reasons(result)
+    assert result.skips == [] and {f.code for f in result.fixes} == {"TSF201"}
+
+
+def test_a_test_on_a_name_the_guarded_block_rebinds_proves_nothing() -> None:
+    result = rewrite(model(LAYERS, """
+        def forward(self, x, i: int):
+            if 0 <= i < len(self.layers):
+                i = i + 1
+                layer = self.layers[i]
+                x = layer(x)
+            return x
+        """))
+    assert "if not -len(self.layers) <= i < len(self.layers):" in body(result)
+    chained = rewrite(model(LAYERS, """
+        def forward(self, x, i: int):
+            if 0 <= i < len(self.layers):
+                layer = self.layers[i]
+                x = layer(x)
+            return x
+        """))
+    assert "raise IndexError" not in body(chained) and "if j == i:" in body(chained)
+
+
+@pytest.mark.parametrize(("forward", "reason"), [
+    ("""
+     def forward(self, x, k: int):
+         layer = self.layers[k]
+         x = layer(x)
+         layer = self.norms[k]
+         return layer(x)
+     """, "`layer`, bound to self.layers[k], is bound elsewhere in the method too"),
+    ("""
+     def forward(self, x, k: int):
+         layer = self.layers[k]
+         return apply(layer, x)
+     """, "`layer` is used other than by calling it or reading an attribute "
+          "(`apply(layer, x)`)"),
+    ("""
+     def forward(self, x, k: int):
+         layer = self.layers[k]
+         if layer.in_features > 2:
+             return layer(x)
+         x = layer(x) * 2
+         return x
+     """, "a `return` among the statements using `layer` (TorchScript would give the method "
+          "an Optional result)"),
+    ("""
+     def forward(self, x, n: int):
+         for i in range(1, n):
+             layer = self.layers[i]
+             if x.sum() > 0:
+                 continue
+             x = layer(x)
+         return x
+     """, "a `break`/`continue` among the statements using `layer` would leave the new loop "
+          "over the list instead of its own"),
+    ("""
+     def forward(self, x, k: int):
+         layer = self.layers[k]
+         k = k + 1
+         x = layer(x)
+         return x
+     """, "the statements using `layer` bind `k`, which the index reads: later elements would "
+          "be compared with another value"),
+    ("""
+     def forward(self, x, k: int):
+         layer = self.layers[k]
+         y = layer(x)
+         return y
+     """, "`y` is bound by the statements using `layer` and read outside them with no binding "
+          "on every path before them (TorchScript would find it undefined where no element "
+          "matched)"),
+    ("""
+     def forward(self, x, k: int):
+         if k > 0:
+             layer = self.layers[k]
+             x = layer(x)
+         else:
+             x = layer(x)
+         return x
+     """, "`layer`, bound to self.layers[k], is read outside the block that binds it"),
+    ("""
+     def forward(self, x, k: int):
+         layer = self.layers[k]
+         return x
+     """, "`layer`, bound to self.layers[k], is never used"),
+])
+def test_an_element_bound_to_a_name_is_refused_where_moving_would_change_meaning(
+        forward: str, reason: str) -> None:
+    result = rewrite(model(LAYERS, forward))
+    assert not result.changed
+    first = reasons(result)[0]
+    assert f"the enumerate+if form does not apply: {reason}; not rewritten" in first, first
+
+
 def test_an_attribute_set_to_an_int_in_init_is_an_index() -> None:
     """``self.last`` derives from a parameter annotated int: an int for certain. Outside any
     loop, and possibly negative: matched from the end too."""
@@ -1444,7 +1634,8 @@ def test_fixtures_rewrite_exactly_these_classes() -> None:
                          "EarlyExitClassifier", "ProgressiveGenerator", "CascadeRefiner",
                          "ExpertSelector", "TaskHeads", "PyramidDecoder", "UBlock",
                          "UConvBlock", "Res2NetBlock", "RNNCell", "MultiScaleDiscriminator",
-                         "Transformer", "MergingTransformer", "GatedStack"}
+                         "Transformer", "MergingTransformer", "GatedStack", "HybridNet",
+                         "StageSelector"}
 
 
 def test_kept_loops_fixture_reports_every_refusal() -> None:

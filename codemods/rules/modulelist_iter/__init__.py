@@ -47,7 +47,9 @@ What it does
 
     An index that may be out of range is checked first, raising what the list itself raises
     (``IndexError("index 5 is out of range")``); an index that may be negative also matches
-    ``j == index + len(self.blocks)``, counting from the end as the list does. A statement that
+    ``j == index + len(self.blocks)``, counting from the end as the list does. An index is known
+    to be in range from the loop that counts it, or from the ``if`` tests around the statement
+    (``if i < len(self.blocks):``; ``if i >= offset:`` for ``i - offset``). A statement that
     binds a name for the first time (``out_k = self.spp_dw[k](output[-1])``, SuDORMRF's UBlock)
     gets the call's result first, typed as a Tensor, since TorchScript needs a name bound on
     every path before it is read::
@@ -59,6 +61,18 @@ What it does
             if j == k:
                 out_k = spp_dw_layer(output[-1])
         assert out_k is not None
+
+    An element bound to a name (``tenc = self.time_encoder[idx]``, torchaudio's HDemucs) is
+    selected with the statements that use it: those after the binding, up to the last that
+    reads the name, move under ``if j == idx:`` in a loop whose variable takes the name, so
+    its calls and attribute reads (``tenc.empty``) stay as written::
+
+        if idx < len(self.time_encoder):     ->  if idx < len(self.time_encoder):
+            tenc = self.time_encoder[idx]            for j, tenc in enumerate(self.time_encoder):
+            xt = tenc(xt)                                if j == idx:
+            if not tenc.empty:                               xt = tenc(xt)
+                saved_t.append(xt)                           if not tenc.empty:
+                                                                 saved_t.append(xt)
 
     A ``return self.experts[k](x)`` returns from inside the loop and raises the list's
     ``IndexError`` after it. Iteration stays the rewrite wherever its proof holds; a loop may
@@ -138,11 +152,19 @@ Fix safety
     result is taken to be a Tensor (a result unpacked later is refused), and a selected module
     that returns None raises ``AssertionError`` instead of binding None. A statement calling two
     selected elements nests one loop in the other (TorchScript compiles n x m copies of it).
+    Statements moved with an element bound to a name run once, on the element indexing
+    picked, in the same order: the name is bound nowhere else and only called or its attributes
+    read; they hold no ``return`` (it would make the method's result Optional to TorchScript),
+    ``yield``, or ``break``/``continue`` of an enclosing loop; they rebind no name the index
+    reads; and a name they bind that is read outside them is bound on every path before them
+    (TorchScript needs it bound where no element matched). Otherwise the site is refused with
+    the reason.
     Unpacked elements are picked by index only when every element's length is proven, so
     ``layer[k]`` is the module the unpacking bound (the original raises ``ValueError`` on any
     other length).
     Not rewritten, with the reason reported: ``for ... else`` (TorchScript rejects it anyway),
-    nested containers indexed by two variables, elements used other than by a call, a call
+    nested containers indexed by two variables, elements used other than by a call (or bound
+    to a name used so), a call
     inside a lambda, comprehension, conditional expression or the right side of ``and``/``or``,
     in a compound statement's header or on a line shared with other statements, and a first
     binding whose statement calls two selected elements.
@@ -519,6 +541,59 @@ class M(nn.Module):
         raise IndexError(f"index {k} is out of range")
 """,
         ),
+        # An element bound to a name (torchaudio's HDemucs): the statements using it move into
+        # the loop; the if around them proves the index in range.
+        Example(
+            """
+import torch.nn as nn
+class Block(nn.Module):
+    def __init__(self, gated=False):
+        super().__init__()
+        self.gated = gated
+        self.lin = nn.Linear(4, 4)
+    def forward(self, x):
+        return self.lin(x)
+class M(nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.layers = nn.ModuleList([Block() for _ in range(3)])
+        self.side = nn.ModuleList([Block(), Block(True)])
+    def forward(self, x):
+        for i, layer in enumerate(self.layers):
+            x = layer(x)
+            if i < len(self.side):
+                side = self.side[i]
+                x = side(x)
+                if side.gated:
+                    x = x.sigmoid() * x
+        return x
+""",
+            """
+import torch.nn as nn
+class Block(nn.Module):
+    def __init__(self, gated=False):
+        super().__init__()
+        self.gated = gated
+        self.lin = nn.Linear(4, 4)
+    def forward(self, x):
+        return self.lin(x)
+class M(nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.layers = nn.ModuleList([Block() for _ in range(3)])
+        self.side = nn.ModuleList([Block(), Block(True)])
+    def forward(self, x):
+        for i, layer in enumerate(self.layers):
+            x = layer(x)
+            if i < len(self.side):
+                for j, side in enumerate(self.side):
+                    if j == i:
+                        x = side(x)
+                        if side.gated:
+                            x = x.sigmoid() * x
+        return x
+""",
+        ),
         # A ModuleDict chosen by a string argument.
         Example(
             """
@@ -594,7 +669,7 @@ class M(Module):
             if self_name(class_facts.methods[name]) is None:
                 continue
             plan = MethodAnalysis(self, analysis, name).analyse()
-            if plan.loops or plan.hoists or plan.selects or plan.unpacks:
+            if plan.loops or plan.hoists or plan.selects or plan.unpacks or plan.regions:
                 plans[name] = plan
         if not plans:
             return cls
@@ -629,6 +704,12 @@ class M(Module):
                                      f"taken to be a Tensor ({select.result}: "
                                      f"Optional[{select.tensor}], asserted not None after the "
                                      "loop)")
+                for region in sorted(plan.regions.values(), key=lambda p: p.line):
+                    chosen = region.selection
+                    parts.append(f"line {region.line}: `{chosen.element} = {self_var}."
+                                 f"{chosen.attr}[{chosen.index}]` and the {region.moved} "
+                                 "statement(s) using it -> the element matched in a loop over "
+                                 f"enumerate({self_var}.{chosen.attr})")
                 for hoist in sorted(plan.hoists.values(), key=lambda p: p.line):
                     parts.append(f"line {hoist.line}: `{self_var}.{hoist.attr}[{hoist.key}]` -> "
                                  f"a loop over {self_var}.{hoist.attr}.items() matching the name")

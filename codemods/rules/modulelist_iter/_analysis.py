@@ -15,11 +15,11 @@ from tsfix.codemods.rules.modulelist_iter._common import (
 )
 from tsfix.codemods.rules.modulelist_iter._loops import LoopAnalysis
 from tsfix.codemods.rules.modulelist_iter._moduledict import DictLookups
-from tsfix.codemods.rules.modulelist_iter._select import Selections
+from tsfix.codemods.rules.modulelist_iter._region import Regions
 from tsfix.codemods.rules.modulelist_iter._unpack import UnpackAnalysis
 
 
-class MethodAnalysis(LoopAnalysis, UnpackAnalysis, Selections, DictLookups):
+class MethodAnalysis(LoopAnalysis, UnpackAnalysis, Regions, DictLookups):
     """Plans the rewrites of one compiled method and reports every site: fixed or refused."""
 
     def analyse(self) -> MethodPlan:

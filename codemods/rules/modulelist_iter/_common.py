@@ -73,6 +73,16 @@ class SelectPlan:
 
 
 @dataclass
+class RegionPlan:
+    """``name = self.attr[index]`` and the ``moved`` statements after it that use ``name``:
+    they move into ``for counter, name in enumerate(self.attr): if counter == index:``
+    (``selection.element`` is ``name``), the binding gives way to the index check."""
+    line: int
+    selection: Selection
+    moved: int
+
+
+@dataclass
 class UnpackPlan:
     """``for attn, ff in self.layers``: each unpacking target becomes one loop variable, its
     names bound from it by literal index at the top of the body."""
@@ -88,6 +98,7 @@ class MethodPlan:
     unpacks: dict[int, UnpackPlan] = field(default_factory=dict)
     hoists: dict[int, Hoist] = field(default_factory=dict)
     selects: dict[int, SelectPlan] = field(default_factory=dict)
+    regions: dict[int, RegionPlan] = field(default_factory=dict)   # id of the binding -> plan
     # The sites these rewrites fix: (node, code, message), reported when the class is rewritten.
     fixed: list[tuple[cst.CSTNode, str, str]] = field(default_factory=list)
 

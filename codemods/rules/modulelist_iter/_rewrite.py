@@ -9,6 +9,7 @@ from tsfix.codemods.rules.modulelist_iter._common import (
     Hoist,
     LoopPlan,
     MethodPlan,
+    RegionPlan,
     Selection,
     SelectPlan,
     UnpackPlan,
@@ -51,6 +52,32 @@ class MethodRewriter(cst.CSTTransformer):
     def __init__(self, self_var: str, plan: MethodPlan) -> None:
         self.self_var = self_var
         self.plan = plan
+        # id of an original statement -> how many statements replace it (when not one).
+        self.widths: dict[int, int] = {}
+
+    def leave_IndentedBlock(self, original_node: cst.IndentedBlock,
+                            updated_node: cst.IndentedBlock) -> cst.IndentedBlock:
+        if not any(id(s) in self.plan.regions for s in original_node.body):
+            return updated_node
+        updated = list(updated_node.body)
+        body: list[cst.BaseStatement] = []
+        originals = list(original_node.body)
+        at = place = 0
+        while at < len(originals):
+            region = self.plan.regions.get(id(originals[at]))
+            if region is None:
+                width = self.widths.get(id(originals[at]), 1)
+                body.extend(updated[place:place + width])
+                at, place = at + 1, place + width
+                continue
+            moved = originals[at + 1:at + 1 + region.moved]
+            width = sum(self.widths.get(id(s), 1) for s in moved)
+            binding = updated[place]
+            assert isinstance(binding, cst.SimpleStatementLine)
+            body.extend(_region(self.self_var, region, binding,
+                                updated[place + 1:place + 1 + width]))
+            at, place = at + 1 + region.moved, place + 1 + width
+        return updated_node.with_changes(body=body)
 
     def leave_For(self, original_node: cst.For, updated_node: cst.For) -> cst.For:
         unpack = self.plan.unpacks.get(id(original_node))
@@ -77,7 +104,9 @@ class MethodRewriter(cst.CSTTransformer):
     ) -> cst.BaseStatement | cst.FlattenSentinel[cst.BaseStatement]:
         select = self.plan.selects.get(id(original_node))
         if select is not None:
-            return cst.FlattenSentinel(_selected(self.self_var, select, updated_node))
+            statements = _selected(self.self_var, select, updated_node)
+            self.widths[id(original_node)] = len(statements)
+            return cst.FlattenSentinel(statements)
         hoist = self.plan.hoists.get(id(original_node))
         if hoist is None:
             return updated_node
@@ -98,6 +127,7 @@ class MethodRewriter(cst.CSTTransformer):
         new: list[cst.BaseStatement] = list(module.body)
         new[0] = new[0].with_changes(leading_lines=updated_node.leading_lines)
         new.append(statement.with_changes(leading_lines=[]))
+        self.widths[id(original_node)] = len(new)
         return cst.FlattenSentinel(new)
 
 
@@ -194,6 +224,18 @@ def _selected(self_var: str, plan: SelectPlan,
             new.append(_parsed(_out_of_range(plan.selections[0])))
     new[0] = new[0].with_changes(leading_lines=line.leading_lines)
     return new
+
+
+def _region(self_var: str, plan: RegionPlan, binding: cst.SimpleStatementLine,
+            moved: list[cst.BaseStatement]) -> list[cst.BaseStatement]:
+    """The statements replacing ``binding`` (``name = self.attr[index]``) and the ``moved``
+    ones after it: the index check when one is needed, then the loop holding them."""
+    new: list[cst.BaseStatement] = [_parsed(text)
+                                    for text in _joined(_range_check(self_var, plan.selection))]
+    new.append(_loop(self_var, plan.selection, moved))
+    first = new[0]
+    assert isinstance(first, cst.SimpleStatementLine | cst.BaseCompoundStatement)
+    return [first.with_changes(leading_lines=binding.leading_lines), *new[1:]]
 
 
 def _range_check(self_var: str, selection: Selection) -> list[str]:

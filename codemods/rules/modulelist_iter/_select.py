@@ -16,6 +16,7 @@ from tsfix.codemods.facts.syntax import (
     fresh_name,
     parameters_of,
     self_attr,
+    target_names,
 )
 from tsfix.codemods.rules.modulelist_iter._base import MethodState
 from tsfix.codemods.rules.modulelist_iter._common import (
@@ -52,6 +53,7 @@ class Selections(MethodState):
             by_line.setdefault(key, (line, []))[1].append((node, why))
         self.select_names: dict[int, set[str]] = {}     # block id -> element names bound there
         self.results: set[str] = set()
+        self.region_statements: set[int] = set()     # ids of the statements a region holds
         chosen: dict[int, set[str]] = {}                # statement id -> names it introduces
         for line, sites in by_line.values():
             if line is None or not isinstance(line, cst.SimpleStatementLine):
@@ -64,7 +66,7 @@ class Selections(MethodState):
             statement_sites = [s for s in find_all(line, cst.Subscript)
                                if id(s) in deferred_ids and id(s) not in self.handled]
             whys = {id(node): why for node, why in sites}
-            refusal = self._plan(line, statement_sites, chosen)
+            refusal = self.plan_statement(line, statement_sites, chosen)
             if refusal is not None:
                 for node in statement_sites:
                     why = whys.get(id(node), sites[0][1])
@@ -98,8 +100,8 @@ class Selections(MethodState):
 
     # ---- the plan ---------------------------------------------------------------------------
 
-    def _plan(self, line: cst.SimpleStatementLine, sites: list[cst.Subscript],
-              chosen: dict[int, set[str]]) -> str | None:
+    def plan_statement(self, line: cst.SimpleStatementLine, sites: list[cst.Subscript],
+                       chosen: dict[int, set[str]]) -> str | None:
         """Records the statement's plan, or says why the form does not apply."""
         if id(line) not in self.block_of or len(line.body) != 1:
             return "the statement shares its line with others"
@@ -226,9 +228,8 @@ class Selections(MethodState):
                                    | counters)
             counter = fresh_name("j", taken=taken | counters | {element})
             counters.add(counter)
-            lower = self._lower_bound(index, 0)
-            nonnegative = lower is not None and lower >= 0
-            checked = not (nonnegative and self._below_length(index, attr, line))
+            nonnegative, below = self.index_bounds(index, attr, line)
+            checked = not (nonnegative and below)
             if form == "return":
                 # One selection: the list's IndexError is raised after the loop, where the
                 # function would otherwise fall off its end. Several: each index is checked
@@ -422,38 +423,90 @@ class Selections(MethodState):
 
     # ---- bounds ---------------------------------------------------------------------------
 
-    def _counter(self, name: str) -> cst.For | None:
-        """The ``for`` loop binding ``name``, when it is the method's only binding of it."""
+    def _counter(self, name: str, line: cst.BaseStatement | None = None) -> cst.For | None:
+        """The ``for`` loop binding ``name``, when it is the method's only binding of it; or,
+        read at ``line``, the innermost loop around ``line`` binding it when nothing in that
+        loop's body binds it again (hybrid demucs counts two loops with ``idx``)."""
         bindings = self._bindings(name)
-        if (bindings is None or len(bindings) != 1 or not isinstance(bindings[0], cst.For)
-                or name in parameters_of(self.func)):
+        if bindings is None:
             return None
-        return bindings[0]
+        if (len(bindings) == 1 and isinstance(bindings[0], cst.For)
+                and name not in parameters_of(self.func)):
+            return bindings[0]
+        if line is None:
+            return None
+        for ancestor in self._ancestors(line):
+            if isinstance(ancestor, cst.For) and name in {
+                    n.value for n in target_names(ancestor.target)}:
+                return ancestor if name not in bound_in(ancestor.body) else None
+        return None
 
-    def _lower_bound(self, expr: cst.BaseExpression, depth: int) -> int | None:
-        """A lower bound of the int ``expr``, when one is known."""
+    def _lower_bound(self, expr: cst.BaseExpression, depth: int,
+                     line: cst.BaseStatement | None = None) -> int | None:
+        """A lower bound of the int ``expr`` (read at ``line``, when given), when one is
+        known."""
         value = int_value(expr)
         if value is not None:
             return value
         if isinstance(expr, cst.Call) and get_full_name_for_node(expr.func) == "len":
             return 0
         if isinstance(expr, cst.Name):
-            loop = self._counter(expr.value)
+            loop = self._counter(expr.value, line)
             return _counter_start(loop, expr.value) if loop is not None else None
         if isinstance(expr, cst.BinaryOperation) and depth < _MAX_DEPTH:
-            left = self._lower_bound(expr.left, depth + 1)
+            left = self._lower_bound(expr.left, depth + 1, line)
             if left is None:
                 return None
             if isinstance(expr.operator, cst.Add):
-                right = self._lower_bound(expr.right, depth + 1)
+                right = self._lower_bound(expr.right, depth + 1, line)
                 return left + right if right is not None else None
             if isinstance(expr.operator, cst.Subtract):
                 right_value = int_value(expr.right)
                 return left - right_value if right_value is not None else None
         return None
 
+    def index_bounds(self, index: cst.BaseExpression, attr: str,
+                     line: cst.BaseStatement) -> tuple[bool, bool]:
+        """Whether ``index`` is provably >= 0, and provably below ``len(self.attr)``, where
+        ``line`` reads it: from the loop that counts it, or from the tests of the ``if``
+        statements ``line`` is in the body of (``if idx < len(self.attr):``,
+        ``if idx >= offset:`` for ``idx - offset``)."""
+        lower = self._lower_bound(index, 0, line)
+        facts = self._guards(line)
+        key = source_key(index)
+        length = source_key(cst.parse_expression(f"len({self.self_var}.{attr})"))
+        nonnegative = (lower is not None and lower >= 0) or any(
+            (large == key and small == "0")
+            or (isinstance(index, cst.BinaryOperation)
+                and isinstance(index.operator, cst.Subtract)
+                and small == source_key(index.right) and large == source_key(index.left))
+            for large, small, _ in facts)
+        below = self._below_length(index, attr, line) or any(
+            small == key and large == length and strict for large, small, strict in facts)
+        return nonnegative, below
+
+    def _guards(self, line: cst.BaseStatement) -> list[tuple[str, str, bool]]:
+        """What the ``if`` tests around ``line`` (in their bodies, not ``else``) say as
+        (larger, smaller, strict) source keys: ``a < b`` and ``b > a`` give (b, a, True),
+        ``a <= b`` and ``b >= a`` (b, a, False); ``and`` joins them. A test counts only when
+        no name it reads is bound in the body it guards (the values it compared are those at
+        ``line``)."""
+        facts: list[tuple[str, str, bool]] = []
+        child: cst.CSTNode = line
+        for ancestor in self._ancestors(line):
+            if isinstance(ancestor, cst.FunctionDef):
+                break
+            if isinstance(ancestor, cst.If) and child is ancestor.body:
+                attributes = {id(a.attr) for a in find_all(ancestor.test, cst.Attribute)}
+                read = {n.value for n in find_all(ancestor.test, cst.Name)
+                        if id(n) not in attributes}
+                if not read & bound_in(ancestor.body):
+                    facts.extend(_comparisons(ancestor.test))
+            child = ancestor
+        return facts
+
     def _below_length(self, index: cst.BaseExpression, attr: str,
-                      line: cst.SimpleStatementLine) -> bool:
+                      line: cst.BaseStatement) -> bool:
         """Whether ``index`` (``i``, ``i + c``, ``i - c``) is provably below ``len(self.attr)``:
         ``i`` counts through ``range(..., stop)`` in a loop around ``line`` and ``stop + c``
         is at most the list's length (in ``__init__`` terms)."""
@@ -470,7 +523,7 @@ class Selections(MethodState):
             index = index.left
         if not isinstance(index, cst.Name):
             return False
-        loop = self._counter(index.value)
+        loop = self._counter(index.value, line)
         if loop is None or all(a is not loop for a in self._ancestors(line)):
             return False
         stop, added = _range_stop(loop)
@@ -481,6 +534,48 @@ class Selections(MethodState):
                        for k in self.cls.containers[attr].keys)
         keys = self.cls.range_keys(stop, self.func, self.self_var, self.counts)
         return self.cls.covers(keys, attr) and added + offset <= 0
+
+
+def _comparisons(test: cst.BaseExpression) -> list[tuple[str, str, bool]]:
+    """(larger, smaller, strict) source keys of the comparisons ``test`` asserts when true:
+    its ``<``, ``<=``, ``>``, ``>=`` links (chains too), the parts of an ``and``."""
+    if isinstance(test, cst.BooleanOperation):
+        if not isinstance(test.operator, cst.And):
+            return []
+        return _comparisons(test.left) + _comparisons(test.right)
+    if not isinstance(test, cst.Comparison):
+        return []
+    found: list[tuple[str, str, bool]] = []
+    left = test.left
+    for link in test.comparisons:
+        right = link.comparator
+        operator = link.operator
+        if isinstance(operator, cst.LessThan | cst.LessThanEqual):
+            found.append((source_key(right), source_key(left),
+                          isinstance(operator, cst.LessThan)))
+        elif isinstance(operator, cst.GreaterThan | cst.GreaterThanEqual):
+            found.append((source_key(left), source_key(right),
+                          isinstance(operator, cst.GreaterThan)))
+        left = right
+    return found
+
+
+def bound_in(node: cst.CSTNode) -> set[str]:
+    """The names any statement or expression inside ``node`` binds (assignments, loop,
+    ``with``/``except``, walrus and comprehension targets, imports, nested ``def``/``class``)."""
+    names: set[str] = set()
+    for inner in find_all(node, cst.AssignTarget, cst.AnnAssign, cst.AugAssign, cst.For,
+                          cst.CompFor, cst.NamedExpr, cst.AsName, cst.ImportAlias,
+                          cst.FunctionDef, cst.ClassDef):
+        if isinstance(inner, cst.FunctionDef | cst.ClassDef):
+            names.add(inner.name.value)
+        elif isinstance(inner, cst.ImportAlias):
+            names.add((get_full_name_for_node(inner.name) or "").split(".")[0])
+        elif isinstance(inner, cst.AsName):
+            names.update(n.value for n in target_names(inner.name))
+        else:
+            names.update(n.value for n in target_names(inner.target))
+    return names
 
 
 def _counter_start(loop: cst.For, name: str) -> int | None:
