@@ -30,7 +30,8 @@ SCRIPT_AFTER_TSFIX = {"torchaudio/models/deepspeech.py:DeepSpeech",
                       "asteroid/models/sudormrf.py:SuDORMRFNet",
                       "asteroid/models/dprnn_tasnet.py:DPRNNTasNet",
                       "asteroid/models/conv_tasnet.py:ConvTasNet",
-                      "speechbrain/lobes/models/ECAPA_TDNN.py:ECAPA_TDNN"}
+                      "speechbrain/lobes/models/ECAPA_TDNN.py:ECAPA_TDNN",
+                      "torchaudio/models/_hdemucs.py:HDemucs"}
 SCRIPTED_BEFORE = {"torchaudio/models/conv_tasnet.py:ConvTasNet",
                    "torchaudio/models/wav2letter.py:Wav2Letter",
                    "speechbrain/lobes/models/CRDNN.py:CRDNN"}
