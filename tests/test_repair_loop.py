@@ -624,6 +624,84 @@ def test_no_round_starts_past_the_models_repair_budget() -> None:
     assert outcome.result is stops and outcome.repairs == []
 
 
+# speechbrain's LSTM wrapper (speechbrain/nnet/RNN.py), reduced: the packing goes through
+# functions of the file, so nothing static says `x` becomes a PackedSequence; the compiler's
+# messages do, round by round.
+SB_RNN = textwrap.dedent("""\
+    from typing import Optional, Tuple
+
+    import torch
+    import torch.nn as nn
+
+
+    def pack_padded_sequence(inputs, lengths):
+        lengths = (lengths * inputs.size(1)).cpu()
+        return torch.nn.utils.rnn.pack_padded_sequence(
+            inputs, lengths, batch_first=True, enforce_sorted=False
+        )
+
+
+    def pad_packed_sequence(inputs):
+        outputs, lengths = torch.nn.utils.rnn.pad_packed_sequence(inputs, batch_first=True)
+        return outputs
+
+
+    class LSTM(nn.Module):
+        def __init__(self, hidden_size=5, input_size=4):
+            super().__init__()
+            self.rnn = nn.LSTM(input_size, hidden_size, batch_first=True)
+
+        def forward(self, x, hx: Optional[Tuple[torch.Tensor, torch.Tensor]] = None,
+                    lengths: Optional[torch.Tensor] = None):
+            if lengths is not None:
+                x = pack_padded_sequence(x, lengths)
+            if hx is not None:
+                output, hn = self.rnn(x, hx=hx)
+            else:
+                output, hn = self.rnn(x)
+            if lengths is not None:
+                output = pad_packed_sequence(output)
+            return output, hn
+""")
+
+
+@pytest.mark.slow
+def test_a_local_rebound_to_a_packed_sequence_and_its_unpacking_function_are_repaired(
+        project: Project) -> None:
+    """Round 1: "Variable 'x' previously had type Tensor (inferred) but is now being assigned
+    to a value of type ...PackedSequence" (TSF119): rebound-local splits the two `lengths`
+    tests. Round 2: the unpacking function's unannotated `inputs` is passed to torch's
+    pad_packed_sequence, which takes a PackedSequence: annotate types it from the message."""
+    project.pyproject({"pkg/rnn.py:LSTM": {"calls": [
+        {"inputs": ["randn(2, 6, 4)"]},
+        {"inputs": ["randn(2, 6, 4)"], "kwargs": {"lengths": "ones(2)"}}]}})
+    project.write("pkg/__init__.py", "")
+    project.write("pkg/rnn.py", SB_RNN)
+
+    result = project.run("pkg/rnn.py", rules=["all"], jobs=1)
+
+    [model] = result.models()
+    assert model.ok, (model, model.rounds)
+    assert model.repairs == ["pkg/rnn.py:27 rebound-local", "pkg/rnn.py:15 annotate"], \
+        model.rounds
+    text = project.bytes("pkg/rnn.py").decode()
+    assert "def pad_packed_sequence(inputs: torch.nn.utils.rnn.PackedSequence):" in text
+    assert textwrap.dedent("""\
+            if lengths is not None:
+                x_packed = pack_padded_sequence(x, lengths)
+                if hx is not None:
+                    output, hn = self.rnn(x_packed, hx=hx)
+                else:
+                    output, hn = self.rnn(x_packed)
+                output = pad_packed_sequence(output)
+            else:
+                if hx is not None:
+                    output, hn = self.rnn(x, hx=hx)
+                else:
+                    output, hn = self.rnn(x)
+    """) in textwrap.dedent(text.split("def forward", 1)[1].split("\n", 2)[2]), text
+
+
 SPEC = '''\
 import torch
 

@@ -128,6 +128,6 @@ def test_every_pipeline_function_is_small() -> None:
     """The same bar for pipeline/ (phases included): the phases take the RunState, the
     engine its RunSettings and one record per file."""
     pipeline = VALIDATION.parent / "pipeline"
-    found = {" ".join(item.split(":")[0:1] + [item.split(" ")[1].rstrip(":")])
+    found = {f"{item.split(':')[0]} {item.split(' ')[1].rstrip(':')}"
              for path in sorted(pipeline.rglob("*.py")) for item in _too_big(path)}
     assert found == PIPELINE_TOO_BIG

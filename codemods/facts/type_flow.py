@@ -1,9 +1,8 @@
 """The types TorchScript gives each binding of a compiled method, in the order it compiles them.
 
 ``tsfix check`` reads this walk (:func:`type_flow`) for TSF118 (returns of different types) and
-TSF119 (a name re-bound in a nested block to a value of another type). A rule that renames the
-re-bound value (measured to script: ``x_packed = pack_padded_sequence(x, ...)`` inside the
-block) would read it too; none is built yet.
+TSF119 (a name re-bound in a nested block to a value of another type); the ``rebound-local``
+rule reads it too, to rename the re-bound value (``x_packed = pack_padded_sequence(x, ...)``).
 """
 
 from __future__ import annotations

@@ -22,7 +22,11 @@ What the run does with them (validation on), besides validating each rewritten c
    message) is rewritten by the selected rules that declare that code (``Rule.CODES``; every
    selected rule when those leave it as it is), on the class or module-level function that
    holds it, in any file of the tree (a file of the run from the run's text of it). A
-   parameter type the compiler's message names joins the observed types for that round. The
+   parameter type the compiler's message names joins the observed types for that round and
+   the later ones (``fix_loop.typed_by_message``: a method's or a module-level function's
+   unannotated parameter given another type, or passed on where another type is expected,
+   such as a PackedSequence; ``typed_default``; and ``typed_rebinding``: a local the message
+   says is re-bound to another type, as ``"rebound <name>"``, which rebound-local reads). The
    model runs again: the rewrite is kept when the model scripts, or stops at another place,
    with every configuration's eager output unchanged; else rolled back. Until the model
    scripts, no rule offers a fix, ``Options.fix_rounds`` rounds are done or the run's time

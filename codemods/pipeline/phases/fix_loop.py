@@ -27,6 +27,7 @@ from tsfix.codemods.pipeline.report import (
 )
 from tsfix.codemods.pipeline.sources import SourceError, SourceText, read_source
 from tsfix.codemods.validation.protocol import (
+    OBSERVED_FUNCTIONS,
     Blocker,
     ClassVerdict,
     ModelResult,
@@ -128,16 +129,28 @@ def _comparable(message: str) -> list[str]:
 # "forward(__torch__.pkg.blocks.Inner self, Tensor x, Tensor lengths=...) -> Tensor:
 #  Expected a value of type 'Tensor (inferred)' for argument 'lengths' but instead found
 #  type 'Optional[Tensor]'." (torch 2.13): the callee's unannotated parameter, and the type
-#  its caller passes.
+#  its caller passes. A module-level function's signature has no ``self``: "pad(Tensor inputs)
+#  -> Tensor:".
 _CALLEE = re.compile(r"^(?P<method>\w+)\(__torch__\.(?P<qualified>[\w.]+) self\b", re.MULTILINE)
+_SCHEMA = re.compile(r"^(?P<name>\w+)\((?P<params>[^\n]*)\) -> [^\n]*:$", re.MULTILINE)
 _PASSED = re.compile(r"Expected a value of type '[^']*\(inferred\)' for argument '(?P<param>\w+)'"
                      r" but instead found type '(?P<found>[^']+)'")
+# The other way round: an unannotated parameter (a Tensor to TorchScript) passed on to a callee
+# that takes another type: "pad_packed_sequence(__torch__.torch.nn.utils.rnn.PackedSequence
+# sequence, bool batch_first=False, ...) -> ((Tensor, Tensor)):\nExpected a value of type
+# '__torch__.torch.nn.utils.rnn.PackedSequence' for argument 'sequence' but instead found type
+# 'Tensor (inferred)'.\nInferred the value for argument 'sequence' to be of type 'Tensor'
+# because it was not annotated with an explicit type." (torch 2.13; the frame is the call, in
+# the function or method whose parameter it is).
+_PASSED_ON = re.compile(r"Expected a value of type '(?P<expected>[^']+)' for argument "
+                        r"'(?P<param>\w+)' but instead found type 'Tensor \(inferred\)'")
 
 
 @dataclass(frozen=True)
 class _Typed:
     """A parameter's type from the compiler's message: ``path``'s class ``class_name``,
-    ``method``'s ``param`` takes ``kind``."""
+    ``method``'s ``param`` takes ``kind`` (``class_name`` OBSERVED_FUNCTIONS: ``method`` is a
+    module-level function)."""
 
     path: str
     class_name: str
@@ -145,19 +158,163 @@ class _Typed:
     param: str
     kind: str
 
+    @property
+    def function(self) -> str | None:
+        """The module-level function whose parameter it is, if it is one."""
+        return self.method if self.class_name == OBSERVED_FUNCTIONS else None
 
-def typed_by_message(message: str, reached: Mapping[str, tuple[str, ...]]) -> _Typed | None:
-    """The unannotated parameter of a tree class that TorchScript took for a Tensor while its
-    caller passes another type, when the message names both (the callee's signature and the
-    type found); None otherwise, or when the class's file is not known for certain."""
+
+def annotation_kind(found: str) -> str | None:
+    """A type of TorchScript's message as annotate writes it: ``__torch__.torch.nn.utils.rnn.
+    PackedSequence`` -> ``torch.nn.utils.rnn.PackedSequence`` (a class of torch, reached
+    through ``torch``); None for a class of the tree or anything else spelled ``__torch__``
+    (no annotation names it without an import of its module)."""
+    kind = re.sub(r"__torch__\.(torch\.[\w.]+)", r"\1", found.strip())
+    return None if "__torch__" in kind or "(inferred)" in kind else kind
+
+
+def typed_by_message(message: str, reached: Mapping[str, tuple[str, ...]],
+                     blocker: Blocker | None = None, text: str | None = None) -> _Typed | None:
+    """The unannotated parameter that TorchScript took for a Tensor while it is given another
+    type, when the message names both: a tree class's method (the callee's signature and the
+    type its caller passes), or, with the ``blocker`` and its file's ``text``, a module-level
+    function of that file called at the blocker (``pad(Tensor inputs) -> Tensor:``), or the
+    parameter of the function or method at the blocker that it passes on to a callee taking
+    another type (``... found type 'Tensor (inferred)'``). None otherwise, or when the class's
+    file is not known for certain, or the type cannot be written as an annotation."""
     callee, passed = _CALLEE.search(message), _PASSED.search(message)
-    if callee is None or passed is None or "NoneType" in passed["found"]:
+    if passed is not None and "NoneType" not in passed["found"]:
+        kind = annotation_kind(passed["found"])
+        if kind is None:
+            return None
+        if callee is not None:
+            class_name = callee["qualified"].rsplit(".", 1)[-1]
+            paths = [path for path, classes in reached.items() if class_name in classes]
+            if len(paths) != 1:
+                return None
+            return _Typed(paths[0], class_name, callee["method"], passed["param"], kind)
+        schema = _schema_before(message, passed.start())
+        if (schema is None or blocker is None or blocker.path is None or text is None
+                or schema["name"] not in _plain_functions(text, passed["param"])):
+            return None
+        return _Typed(blocker.path, OBSERVED_FUNCTIONS, schema["name"], passed["param"], kind)
+    passed_on = _PASSED_ON.search(message)
+    if (passed_on is None or blocker is None or text is None
+            or "The following variants are available" in message):
+        # Several overloads: each names the type it would take, none is the one.
         return None
-    class_name = callee["qualified"].rsplit(".", 1)[-1]
-    paths = [path for path, classes in reached.items() if class_name in classes]
-    if len(paths) != 1:
+    kind = annotation_kind(passed_on["expected"])
+    schema = _schema_before(message, passed_on.start())
+    if kind is None or schema is None:
         return None
-    return _Typed(paths[0], class_name, callee["method"], passed["param"], passed["found"])
+    return _passed_on(text, blocker, schema, passed_on["param"], kind)
+
+
+def _schema_before(message: str, end: int) -> re.Match[str] | None:
+    """The last signature line of the message before ``end``."""
+    found = None
+    for match in _SCHEMA.finditer(message, 0, end):
+        found = match
+    return found
+
+
+def _schema_params(params: str) -> list[str]:
+    """The parameter names of a signature line's ``(...)`` (``(Tensor, Tensor)? hx=None``)."""
+    names: list[str] = []
+    depth, part = 0, ""
+    for char in params + ",":
+        if char in "([":
+            depth += 1
+        elif char in ")]":
+            depth -= 1
+        if char == "," and depth == 0:
+            words = part.split("=", 1)[0].split()
+            if words:
+                names.append(words[-1])
+            part = ""
+        else:
+            part += char
+    return names
+
+
+def _plain_functions(text: str, param: str) -> set[str]:
+    """The module-level functions of ``text`` with an unannotated ``param``."""
+    try:
+        module = ast.parse(text)
+    except (SyntaxError, ValueError, RecursionError):
+        return set()
+    return {node.name for node in module.body if isinstance(node, ast.FunctionDef)
+            and any(a.arg == param and a.annotation is None
+                    for a in [*node.args.posonlyargs, *node.args.args])}
+
+
+def _passed_on(text: str, blocker: Blocker, schema: re.Match[str], param: str, kind: str
+               ) -> _Typed | None:
+    """The unannotated parameter (no default) of the function or method holding the blocker's
+    line that the one call of that line passes to the callee's ``param``."""
+    if blocker.line is None or blocker.path is None:
+        return None
+    try:
+        module = ast.parse(text)
+    except (SyntaxError, ValueError, RecursionError):
+        return None
+    scope = (blocker.scope or "").split(".")
+    holder: ast.FunctionDef | None = None
+    class_name = OBSERVED_FUNCTIONS
+    for node in module.body:
+        if len(scope) == 1 and isinstance(node, ast.FunctionDef) and node.name == scope[0]:
+            holder = node
+        elif (len(scope) == 2 and isinstance(node, ast.ClassDef) and node.name == scope[0]):
+            class_name = node.name
+            holder = next((m for m in node.body if isinstance(m, ast.FunctionDef)
+                           and m.name == scope[1]), None)
+    if holder is None:
+        return None
+    params = _schema_params(schema["params"])
+    if params[:1] == ["self"]:
+        params = params[1:]
+    position = params.index(param) if param in params else None
+    arguments = []
+    for call in ast.walk(holder):
+        if not isinstance(call, ast.Call) or call.lineno != blocker.line:
+            continue
+        given = next((k.value for k in call.keywords if k.arg == param), None)
+        if given is None and position is not None and position < len(call.args) and not any(
+                isinstance(a, ast.Starred) for a in call.args[:position + 1]):
+            given = call.args[position]
+        if isinstance(given, ast.Name):
+            arguments.append(given.id)
+    plain = {a.arg for a in _required(holder)}
+    found = [name for name in dict.fromkeys(arguments) if name in plain]
+    if len(found) != 1:
+        return None
+    return _Typed(blocker.path, class_name, holder.name, found[0], kind)
+
+
+def _required(func: ast.FunctionDef) -> list[ast.arg]:
+    """The positional parameters of ``func`` without annotation or default."""
+    positional = [*func.args.posonlyargs, *func.args.args]
+    required = positional[:len(positional) - len(func.args.defaults)]
+    return [a for a in required if a.annotation is None]
+
+
+# A local re-bound to another type in a nested block: "Variable 'x' previously had type Tensor
+# (inferred) but is now being assigned to a value of type
+# __torch__.torch.nn.utils.rnn.PackedSequence" (torch 2.13). The type given goes to the
+# method's observed types as ``"rebound x"`` (rebound-local reads it).
+_REBOUND = re.compile(r"Variable '(?P<name>\w+)' previously had type .+? but is now being "
+                      r"assigned to a value of type (?P<kind>\S+)")
+
+
+def typed_rebinding(blocker: Blocker, class_name: str | None) -> _Typed | None:
+    """The re-binding the blocker's message names, in a method of ``class_name``."""
+    found = _REBOUND.search(blocker.message)
+    scope = (blocker.scope or "").split(".")
+    if (found is None or class_name is None or blocker.path is None or len(scope) != 2
+            or scope[0] != class_name):
+        return None
+    return _Typed(blocker.path, class_name, scope[1], f"rebound {found['name']}",
+                  found["kind"].rstrip(".,"))
 
 
 # The compiler took an unannotated `p=None` for a Tensor: "Unsupported value kind: Tensor"
@@ -354,10 +511,14 @@ def _site(loop: _ModelLoop, number: int, blocker: Blocker) -> _Site | str:
     shown = known.display if known else tree.run_files.get(path) or configured.shown(path)
     where = f"{shown}:{blocker.line}" if blocker.line else shown
     code = configured.error_code(blocker.message, target)
-    typed = (typed_by_message(blocker.message, loop.outcome.result.reached)
+    try:
+        text: str | None = _loop_file(path, tree.files, tree.overlay, tree.run_files).current
+    except SourceError:
+        text = None
+    typed = (typed_by_message(blocker.message, loop.outcome.result.reached, blocker, text)
              if target != "export" else None)
     if typed is not None:
-        # The compiler names the callee's parameter and the type passed: that is the place.
+        # The compiler names the parameter and the type it is given: that is the place.
         path = typed.path
         code = "TSF207" if typed.kind.startswith("Optional[") else "TSF206"
     try:
@@ -369,13 +530,15 @@ def _site(loop: _ModelLoop, number: int, blocker: Blocker) -> _Site | str:
     class_name: str | None = None
     function = None
     if typed is not None:
-        class_name = typed.class_name
+        function = typed.function
+        class_name = typed.class_name if function is None else None
     else:
         class_name = configured.class_at(current, blocker.line, blocker.scope)
         function = (configured.function_at(current, blocker.line, blocker.scope)
                     if class_name is None else None)
         if class_name is not None and target != "export":
-            typed = typed_default(current, blocker, path, class_name)
+            typed = (typed_default(current, blocker, path, class_name)
+                     or typed_rebinding(blocker, class_name))
     if class_name is None and function is None:
         loop.rounds.append(f"round {number}: stops at {where}, outside any class or "
                            "module-level function")

@@ -136,11 +136,12 @@ import ast
 
 import libcst as cst
 from tsfix.codemods.facts.prefilter import AstFile
+from tsfix.codemods.facts.syntax import find_all
 from tsfix.codemods.rules.annotate._classes import ClassAnnotator
 from tsfix.codemods.rules.annotate._common import looks_at
 from tsfix.codemods.rules.annotate._functions import ModuleFunctions
 from tsfix.codemods.rules.base import Code, Example, Rule
-from tsfix.codemods.rules.imports import add_typing_names
+from tsfix.codemods.rules.imports import add_module_import, add_typing_names
 
 __all__ = ["Annotate"]
 
@@ -409,12 +410,24 @@ class Annotate(Rule):
             rewritten = rewritten.with_changes(body=body)
         if entries_changed:
             rewritten = add_typing_names(rewritten, self.typing_names)
+        if (rewritten is not tree and self.facts.torch_alias is None
+                and "torch" not in self.facts.top_level_names
+                and _torch_reads(rewritten) > _torch_reads(tree)):
+            # An annotation spelled through the module (``torch.Tensor`` where the file has
+            # only ``from torch import nn``, ``torch.nn.utils.rnn.PackedSequence``) needs it.
+            rewritten = add_module_import(rewritten, "torch")
         return rewritten
 
     def rewrite_class(self, cls: cst.ClassDef) -> cst.ClassDef:
         if not self.facts.is_module_class(cls):
             return cls
         return ClassAnnotator(self, cls, self._functions, self._forward_types).rewrite()
+
+
+def _torch_reads(module: cst.Module) -> int:
+    """How many attribute chains of ``module`` start at the name ``torch``."""
+    return sum(1 for node in find_all(module, cst.Attribute)
+               if isinstance(node.value, cst.Name) and node.value.value == "torch")
 
 
 def _called_functions(func: ast.FunctionDef, functions: dict[str, ast.FunctionDef]) -> list[str]:

@@ -160,8 +160,12 @@ class ModuleFunctions:
         for owner, entry in self.entries.items():
             if owner in rule.skip_classes:
                 continue
+            # The model the fix loop runs validates the entry with what it reaches: only a
+            # rejected entry leaves a function as it was (the fix loop leaves the classes of
+            # the file it did not choose to this rule, which is no rejection of theirs).
+            rejected = {s for s in rule.skip_classes if s in self.entries}
             claims = {name: self.plan(name) for name in self.reached(owner)
-                      if self.claimable(name, rule.skip_classes)}
+                      if self.claimable(name, rejected)}
             for name, plan in claims.items():
                 if name not in self.reported:
                     rule.fixes.extend(replace(f, class_name=owner) for f in plan.fixes)

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import re
 from collections.abc import Mapping
 from functools import cached_property
 
@@ -25,7 +26,12 @@ from tsfix.codemods.rules.base import Rule
 def annotation(rule: Rule, kind: str) -> cst.Annotation:
     """The annotation for ``kind`` as this file spells Tensor; its typing names imported."""
     rule.need_typing(*typing_names(kind))
-    return cst.Annotation(cst.parse_expression(annotation_text(kind, rule.facts.tensor_name)))
+    text = annotation_text(kind, rule.facts.tensor_name)
+    alias = rule.facts.torch_alias
+    if alias is not None and alias != "torch":
+        # A class of torch (``torch.nn.utils.rnn.PackedSequence``) through the file's name.
+        text = re.sub(r"(?<![\w.])torch\.", f"{alias}.", text)
+    return cst.Annotation(cst.parse_expression(text))
 
 
 class FunctionFacts(ClassFacts):
