@@ -53,7 +53,7 @@ from __future__ import annotations
 
 import libcst as cst
 from tsfix.codemods.facts.prefilter import AstFile
-from tsfix.codemods.facts.syntax import code_of, find_all, qualified_name
+from tsfix.codemods.facts.syntax import ReplaceById, code_of, find_all, qualified_name
 from tsfix.codemods.rules.base import ClassChange, Code, Example, Rule
 
 _CODE = "TSF245"
@@ -249,21 +249,12 @@ class M(nn.Module):
                       "dtype of a name or attribute")
 
 
-class _Replace(cst.CSTTransformer):
-    def __init__(self, replacements: dict[int, cst.BaseExpression]) -> None:
-        self.replacements = replacements
-
-    def leave_Call(self, original_node: cst.Call, updated_node: cst.Call
-                   ) -> cst.BaseExpression:
-        new = self.replacements.get(id(original_node))
-        if new is None:
-            return updated_node
-        # A conversion of a conversion (`x.bool().bfloat16()`): the inner one is replaced too.
-        func = updated_node.func
-        assert isinstance(func, cst.Attribute)
-        return new.with_changes(func=cst.Attribute(func.value, cst.Name("to"))) \
-            if isinstance(new, cst.Call) else new
-
-    def leave_Attribute(self, original_node: cst.Attribute, updated_node: cst.Attribute
-                        ) -> cst.BaseExpression:
-        return self.replacements.get(id(original_node), updated_node)
+class _Replace(ReplaceById):
+    def on_leave(self, original: cst.CSTNode, updated: cst.CSTNode  # type: ignore[override]
+                 ) -> cst.CSTNode:
+        new = self.replacements.get(id(original))
+        if (isinstance(new, cst.Call) and isinstance(updated, cst.Call)
+                and isinstance(updated.func, cst.Attribute)):
+            # A conversion of a conversion (`x.bool().bfloat16()`): the receiver as rewritten.
+            return new.with_changes(func=cst.Attribute(updated.func.value, cst.Name("to")))
+        return super().on_leave(original, updated)
