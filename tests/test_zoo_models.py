@@ -31,7 +31,8 @@ SCRIPT_AFTER_TSFIX = {"torchaudio/models/deepspeech.py:DeepSpeech",
                       "asteroid/models/dprnn_tasnet.py:DPRNNTasNet",
                       "asteroid/models/conv_tasnet.py:ConvTasNet",
                       "speechbrain/lobes/models/ECAPA_TDNN.py:ECAPA_TDNN",
-                      "torchaudio/models/_hdemucs.py:HDemucs"}
+                      "torchaudio/models/_hdemucs.py:HDemucs",
+                      "speechbrain/nnet/RNN.py:LSTM"}
 SCRIPTED_BEFORE = {"torchaudio/models/conv_tasnet.py:ConvTasNet",
                    "torchaudio/models/wav2letter.py:Wav2Letter",
                    "speechbrain/lobes/models/CRDNN.py:CRDNN"}
@@ -99,8 +100,13 @@ def test_zoo_models_script_after_tsfix(site: Path, tmp_path: Path,
         c.class_name for c in result.classes() if not c.reason]
     reached = [c for c in result.classes() if "from model" in c.reason]
     decided = [c for c in reached if c.verdict in (VERIFIED, REJECTED)]
-    assert not [c for c in result.classes() if c.verdict == UNVERIFIED
-                and ("no example inputs" in c.reason or "could not infer" in c.reason)]
+    # The LSTM model's file (speechbrain/nnet/RNN.py, a path of the run) also holds cells no
+    # model reaches: only those go without a model's verdict.
+    unreached = {(f.display, c.class_name) for f in result.files for c in f.classes
+                 if c.verdict == UNVERIFIED
+                 and ("no example inputs" in c.reason or "could not infer" in c.reason)}
+    assert {path for path, _ in unreached} <= {"speechbrain/nnet/RNN.py"}, unreached
+    assert ("speechbrain/nnet/RNN.py", "LSTM") not in unreached
     assert len(reached) >= 6
     # The others stay unverified for a measured reason: the class does not script before or
     # after its rewrite (the models stop further on).
