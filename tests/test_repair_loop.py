@@ -750,3 +750,36 @@ def test_rounds_on_one_function_keep_each_others_rewrites(project: Project) -> N
     spec = project.bytes("pkg/spec.py").decode()
     assert "other, length = list(x.shape[:-1]), x.shape[-1]" in spec, spec
     assert "def frames(x, size: int = 4)" in spec, spec
+
+
+@pytest.mark.slow
+def test_a_run_stopped_at_any_moment_of_the_repair_loop_leaves_files_old_or_new(
+        project: Project) -> None:
+    """The chained package takes a repair round after the run's own rewrite; a run stopped at
+    any moment (the time limit stops it as Ctrl-C does) leaves every file as it was or as
+    the whole run writes it, never a round's half."""
+    from tsfix.codemods.pipeline.report import Interrupted
+
+    chained(project)
+    paths = ("pkg/net.py", "pkg/blocks.py")
+    originals = {p: project.bytes(p) for p in paths}
+    started = time.monotonic()
+    whole = project.run("pkg/net.py", rules=["all"], jobs=1, cache=False)
+    took = time.monotonic() - started
+    [model] = whole.models()
+    assert model.ok and model.repairs, model
+    written = {p: project.bytes(p) for p in paths}
+    assert all(written[p] != originals[p] for p in paths)
+    stopped = 0
+    # Stops spread over the run: validation, the model's verdict, the loop's rounds, the writes.
+    for seconds in (took * k / 8 for k in range(1, 8)):
+        for p in paths:
+            project.write(p, originals[p].decode())
+        try:
+            project.run("pkg/net.py", rules=["all"], jobs=1, cache=False,
+                        timeout_total=seconds)
+        except Interrupted:
+            stopped += 1
+        for p in paths:
+            assert project.bytes(p) in (originals[p], written[p]), (seconds, p)
+    assert stopped, "no run was stopped: the limits are too long for this machine"
