@@ -21,6 +21,7 @@ import libcst as cst
 from tsfix.codemods.facts.prefilter import AstFile
 from tsfix.codemods.facts.syntax import may_define_module
 from tsfix.codemods.pipeline.rewrite import RewriteError, rewrite_source
+from tsfix.codemods.pipeline.settings import RewriteSettings
 from tsfix.codemods.rules.base import Rule
 from tsfix.codemods.rules.registry import ALL_RULES
 
@@ -70,7 +71,7 @@ def main(folders: list[Path]) -> None:
             changed[0] = 0
             for text in texts:
                 with contextlib.suppress(RewriteError):   # unparsable files count as work done
-                    changed[0] += rewrite_source(text, "bench.py", rules).changed
+                    changed[0] += rewrite_source(text, RewriteSettings(rules), "bench.py").changed
 
         ours = best_of(3, tsfix)
         print(f"{str(folder)[-40:]:<40} {len(texts):>6} {baseline:>9.2f} {ours:>9.2f} "
@@ -101,7 +102,7 @@ def print_rule_shares(texts: list[str], rules: list[type[Rule]], total: float) -
     try:
         for text in texts:
             with contextlib.suppress(RewriteError):
-                rewrite_source(text, "bench.py", rules)
+                rewrite_source(text, RewriteSettings(rules), "bench.py")
     finally:
         for rule, original in originals.items():
             rule.transform_module = original  # type: ignore[method-assign]

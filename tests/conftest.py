@@ -32,6 +32,7 @@ from tsfix.cli.main import main as cli_main
 from tsfix.codemods.pipeline.engine import Options, run
 from tsfix.codemods.pipeline.report import RunResult
 from tsfix.codemods.pipeline.rewrite import Rewrite, rewrite_source
+from tsfix.codemods.pipeline.settings import FileContext, RewriteSettings
 from tsfix.codemods.rules.base import Observations, Rule
 
 
@@ -214,7 +215,6 @@ def by_display(result: RunResult) -> dict[str, Any]:
     return {f.display: f for f in result.files}
 
 
-
 # ---- fixture folders --------------------------------------------------------------------------
 
 FIXTURES_ROOT = Path(__file__).resolve().parent.parent / "fixtures"
@@ -292,11 +292,16 @@ def rewrite_to_fixed_point(text: str, rules: Sequence[type[Rule]], *, path: str 
     """``rewrite_source`` of ``text``, checked the way every rule test needs: the result
     parses, and a second run over it changes nothing (a rule reaches its fixed point in one
     run, or ``tsfix`` run twice would rewrite twice)."""
-    result = rewrite_source(text, path, rules, line_length=line_length, observed=observed)
+    result = rewrite_source(
+        text, RewriteSettings(rules, line_length=line_length), FileContext(path, observed=observed)
+    )
     cst.parse_module(result.text)
     if result.changed:     # an unchanged result is the input: a second run is the same run
-        again = rewrite_source(result.text, path, rules, line_length=line_length,
-                               observed=observed)
+        again = rewrite_source(
+            result.text,
+            RewriteSettings(rules, line_length=line_length),
+            FileContext(path, observed=observed),
+        )
         assert not again.changed and again.text == result.text, "not a fixed point"
     return result
 

@@ -9,6 +9,7 @@ from pathlib import Path
 import pytest
 from tsfix.codemods.lint.check import check_source
 from tsfix.codemods.pipeline.rewrite import Rewrite, rewrite_source
+from tsfix.codemods.pipeline.settings import FileContext, RewriteSettings
 from tsfix.codemods.rules.annotate import Annotate
 from tsfix.codemods.rules.base import Observations
 from tsfix.codemods.rules.variable_arguments import VariableArguments
@@ -18,8 +19,11 @@ BLOCKERS = Path(__file__).resolve().parent.parent / "fixtures" / "check" / "bloc
 
 def _rewrite(code: str, *, observed: Observations | None = None,
              unsafe: bool = False) -> Rewrite:
-    return rewrite_source(code, "model.py", [Annotate], observed=observed,
-                          unsafe_fixes=unsafe)
+    return rewrite_source(
+        code,
+        RewriteSettings([Annotate], unsafe_fixes=unsafe),
+        FileContext("model.py", observed=observed),
+    )
 
 
 def _findings(result: Rewrite) -> list[tuple[str, int, str]]:
@@ -131,7 +135,7 @@ def test_keyword_only_without_default_after_a_default_is_declined() -> None:
             def forward(self, x, alpha=0.5, *, other):
                 return x * alpha + other
         """)
-    result = rewrite_source(code, "model.py", [VariableArguments, Annotate])
+    result = rewrite_source(code, RewriteSettings([VariableArguments, Annotate]), "model.py")
     assert result.text == code.replace("alpha=0.5", "alpha: float = 0.5")
     # Keyword-only parameters without defaults script: a note, not a blocker.
     assert [(s.code, s.reason) for s in result.skips] == [
@@ -291,7 +295,9 @@ BLOCKER_ANSWERS = {
 
 
 def test_each_blocker_class_is_reported_once_fixed_or_refused() -> None:
-    result = rewrite_source(BLOCKERS.read_text(), "blockers.py", [Annotate], output=False)
+    result = rewrite_source(
+        BLOCKERS.read_text(), RewriteSettings([Annotate], output=False), "blockers.py"
+    )
     answers = {f.class_name: (f.code, "fixed") for f in result.fixes}
     refusals = [s for s in result.skips if s.code]
     answers.update((s.class_name, (s.code, s.reason)) for s in refusals)
@@ -313,8 +319,10 @@ def test_rewrites_are_idempotent_on_the_fixtures() -> None:
     paths = sorted(fixtures.glob("*.in.py"))
     assert len(paths) >= 5
     for path in paths:
-        once = rewrite_source(path.read_text(), path.name, [Annotate], unsafe_fixes=True)
-        twice = rewrite_source(once.text, path.name, [Annotate], unsafe_fixes=True)
+        once = rewrite_source(
+            path.read_text(), RewriteSettings([Annotate], unsafe_fixes=True), path.name
+        )
+        twice = rewrite_source(once.text, RewriteSettings([Annotate], unsafe_fixes=True), path.name)
         assert twice.text == once.text, path.name
 
 
@@ -325,7 +333,9 @@ def test_every_embedded_rewrite_scripts(index: int, tmp_path: Path) -> None:
     after = Annotate.INVALID[index].after
     assert after is not None
     path = tmp_path / f"example_{index}.py"
-    path.write_text(rewrite_source(after, path.name, [Annotate], unsafe_fixes=True).text)
+    path.write_text(
+        rewrite_source(after, RewriteSettings([Annotate], unsafe_fixes=True), path.name).text
+    )
     spec = importlib.util.spec_from_file_location(path.stem, path)
     assert spec is not None and spec.loader is not None
     module = importlib.util.module_from_spec(spec)
@@ -348,7 +358,7 @@ def test_keyword_only_parameters_are_reordered_by_default_when_made_ordinary() -
                     x = x * context_mask
                 return x * scale + context
         """)
-    result = rewrite_source(code, "model.py", [VariableArguments, Annotate])
+    result = rewrite_source(code, RewriteSettings([VariableArguments, Annotate]), "model.py")
     assert ("def forward(\n        self,\n        x,\n        context,\n"
             "        context_mask: Optional[torch.Tensor] = None,\n"
             "        scale: float = 2.0,\n    ):") in result.text
@@ -1003,8 +1013,11 @@ def test_a_function_a_rejected_class_reaches_is_left_as_it_is() -> None:
     assert "def shift(x, offset: int = 1):" in both.text
     assert [c.class_name for c in both.changes] == ["Scaled", "Both"]
     # Validation rejected Both: what it reaches stays, though Scaled reaches scale() too.
-    result = rewrite_source(code, "model.py", [Annotate],
-                            skip_classes={"annotate": frozenset({"Both"})})
+    result = rewrite_source(
+        code,
+        RewriteSettings([Annotate]),
+        FileContext("model.py", skip_classes={"annotate": frozenset({"Both"})}),
+    )
     assert result.text == code
     assert result.changes == [] and result.fixes == []
 
@@ -1028,8 +1041,11 @@ def test_a_function_whose_callee_a_rejected_class_reaches_is_left_too() -> None:
             def forward(self, x):
                 return inner(x)
         """)
-    result = rewrite_source(code, "model.py", [Annotate],
-                            skip_classes={"annotate": frozenset({"UsesInner"})})
+    result = rewrite_source(
+        code,
+        RewriteSettings([Annotate]),
+        FileContext("model.py", skip_classes={"annotate": frozenset({"UsesInner"})}),
+    )
     # outer()'s annotations would be written without inner()'s, which UsesInner's rejection
     # keeps: neither is written.
     assert result.text == code
@@ -1149,7 +1165,7 @@ def test_a_function_of_another_file_is_reported_with_what_blocks_it(tmp_path: Pa
         """)
     path = package / "model.py"
     path.write_text(code)
-    result = rewrite_source(code, str(path), [Annotate])
+    result = rewrite_source(code, RewriteSettings([Annotate]), str(path))
     assert result.text == code
     elsewhere = [(s.class_name, s.line, s.reason) for s in result.skips]
     blockers = ("its `max_len=None`, keyword-only `fill` would be typed Tensor or rejected; "
@@ -1255,8 +1271,11 @@ MASK_HELPERS = "import torch\n\n\n" + textwrap.dedent("""\
 def test_a_function_compiled_from_another_file_is_annotated_as_its_own_change() -> None:
     """The fix loop names a function another file's compiled code calls: annotate types it and
     what it calls, as one change under ``make_mask()``; the other functions stay."""
-    result = rewrite_source(MASK_HELPERS, "masks.py", [Annotate],
-                            compiled_functions={"make_mask"})
+    result = rewrite_source(
+        MASK_HELPERS,
+        RewriteSettings([Annotate]),
+        FileContext("masks.py", compiled_functions={"make_mask"}),
+    )
     [change] = result.changes
     assert change.class_name == "make_mask()"
     assert change.lines == (8, 14)
@@ -1269,9 +1288,14 @@ def test_a_function_compiled_from_another_file_is_annotated_as_its_own_change() 
     assert "from typing import Optional\n" in result.text
     assert {f.class_name for f in result.fixes} == {"make_mask()"}
     # Nothing changes without the name, and a second run changes nothing.
-    assert rewrite_source(MASK_HELPERS, "masks.py", [Annotate]).text == MASK_HELPERS
-    again = rewrite_source(result.text, "masks.py", [Annotate],
-                           compiled_functions={"make_mask"})
+    assert (
+        rewrite_source(MASK_HELPERS, RewriteSettings([Annotate]), "masks.py").text == MASK_HELPERS
+    )
+    again = rewrite_source(
+        result.text,
+        RewriteSettings([Annotate]),
+        FileContext("masks.py", compiled_functions={"make_mask"}),
+    )
     assert again.text == result.text and not again.changes
 
 
@@ -1281,17 +1305,33 @@ def test_a_compiled_function_is_left_only_when_its_own_rewrite_was_rejected() ->
             def forward(self, x, lengths):
                 return x * make_mask(lengths)
         """)
-    accepted = rewrite_source(code, "masks.py", [Annotate], compiled_functions={"make_mask"})
+    accepted = rewrite_source(
+        code, RewriteSettings([Annotate]), FileContext("masks.py", compiled_functions={"make_mask"})
+    )
     assert {c.class_name for c in accepted.changes} == {"Masked", "make_mask()"}
     # The repair loop leaves the file's other classes to other rounds (skipped for this rule),
     # which is no rejection of theirs: the function it names is rewritten and proven with the
     # model (speechbrain's pad_packed_sequence, reached by RNN, LSTM and GRU).
-    others = rewrite_source(code, "masks.py", [Annotate], compiled_functions={"make_mask"},
-                            skip_classes={"annotate": frozenset({"Masked"})})
+    others = rewrite_source(
+        code,
+        RewriteSettings([Annotate]),
+        FileContext(
+            "masks.py",
+            compiled_functions={"make_mask"},
+            skip_classes={"annotate": frozenset({"Masked"})},
+        ),
+    )
     assert {c.class_name for c in others.changes} == {"make_mask()"}
     # Its own rewrite rejected, the function is left as it was.
-    rejected = rewrite_source(code, "masks.py", [Annotate], compiled_functions={"make_mask"},
-                              skip_classes={"annotate": frozenset({"make_mask()"})})
+    rejected = rewrite_source(
+        code,
+        RewriteSettings([Annotate]),
+        FileContext(
+            "masks.py",
+            compiled_functions={"make_mask"},
+            skip_classes={"annotate": frozenset({"make_mask()"})},
+        ),
+    )
     assert rejected.text == code and not rejected.changes
 
 
@@ -1372,7 +1412,7 @@ def test_a_none_default_takes_its_type_down_a_chain_of_module_classes(tmp_path: 
     # Gate passes `lengths * L` to another file's function whose unannotated parameter is a
     # Tensor to TorchScript; GatedBlock passes lengths to its Gate submodule's forward;
     # Encoder to the GatedBlock an isinstance test narrows its loop variable to.
-    result = rewrite_source(CHAIN, str(_chain_package(tmp_path)), [Annotate])
+    result = rewrite_source(CHAIN, RewriteSettings([Annotate]), str(_chain_package(tmp_path)))
     assert result.text == "from typing import Optional\n\n" + CHAIN.replace(
         "lengths=None", "lengths: Optional[torch.Tensor] = None")
     assert _findings(result) == [("TSF207", 9, "fixed"), ("TSF207", 21, "fixed"),
@@ -1386,7 +1426,7 @@ def test_the_typed_chain_scripts_and_runs_with_and_without_lengths(tmp_path: Pat
     import torch
 
     path = _chain_package(tmp_path)
-    path.write_text(rewrite_source(CHAIN, str(path), [Annotate]).text)
+    path.write_text(rewrite_source(CHAIN, RewriteSettings([Annotate]), str(path)).text)
     sys.path.insert(0, str(tmp_path))
     try:
         from pkg.model import Encoder  # type: ignore[import-not-found]

@@ -17,6 +17,7 @@ import pytest
 from conftest import rule_rewriter
 from tsfix.codemods.lint.check import check_source
 from tsfix.codemods.pipeline.rewrite import rewrite_source
+from tsfix.codemods.pipeline.settings import RewriteSettings
 from tsfix.codemods.rules.constant_flag import ConstantFlag
 
 COMMENT = "    # TorchScript compiles only the branch a constant bool test takes.\n"
@@ -273,7 +274,7 @@ def test_refusals_say_why_and_check_shows_the_reason(case: str) -> None:
     body, reason = REFUSED[case]
     source = "import torch\nclass M(torch.nn.Module):\n" + textwrap.indent(
         textwrap.dedent(body).strip("\n"), "    ") + "\n"
-    result = rewrite_source(source, "m.py", [ConstantFlag])
+    result = rewrite_source(source, RewriteSettings([ConstantFlag]), "m.py")
     assert result.text == source and not result.changes
     [skip] = result.skips
     assert skip.code == "TSF118" and reason in skip.reason, skip.reason
@@ -297,7 +298,7 @@ def test_a_literal_it_cannot_extend_and_a_foreign_base_are_refused() -> None:
             ("from pkg.base import Base\nclass M(Base):\n",
              "its base pkg.base.Base is defined in another file")):
         source = "import torch\nNAMES = []\n" + head + method
-        result = rewrite_source(source, "m.py", [ConstantFlag])
+        result = rewrite_source(source, RewriteSettings([ConstantFlag]), "m.py")
         assert result.text == source and not result.changes
         [skip] = result.skips
         assert skip.code == "TSF118" and reason in skip.reason, skip.reason
@@ -511,7 +512,7 @@ def test_attributes_built_on_every_path_are_left_alone() -> None:
                     x = self.proj(x)
                 return x
         """)
-    result = rewrite_source(source, "m.py", [ConstantFlag])
+    result = rewrite_source(source, RewriteSettings([ConstantFlag]), "m.py")
     assert result.text == source and not result.changes and not result.skips
 
 
@@ -581,7 +582,7 @@ def test_guard_refusals_say_why_and_check_shows_the_reason(case: str) -> None:
     body, reason = GUARD_REFUSED[case]
     source = "import torch\nclass M(torch.nn.Module):\n" + textwrap.indent(
         textwrap.dedent(body).strip("\n"), "    ") + "\n"
-    result = rewrite_source(source, "m.py", [ConstantFlag])
+    result = rewrite_source(source, RewriteSettings([ConstantFlag]), "m.py")
     assert result.text == source and not result.changes
     assert result.skips and all(s.code == "TSF231" for s in result.skips)
     assert any(reason in s.reason for s in result.skips), [s.reason for s in result.skips]
@@ -758,7 +759,7 @@ def test_a_read_under_no_test_of_the_binding_side_is_refused(case: str) -> None:
                     y = y.view(B, -1)
                 return y
         """)
-    result = rewrite_source(source, "m.py", [ConstantFlag])
+    result = rewrite_source(source, RewriteSettings([ConstantFlag]), "m.py")
     assert result.text == source and not result.changes
     assert [(s.code, s.line, s.reason) for s in result.skips] == [("TSF242", 8, reason)]
     [finding] = [f for f in check_source(source, "m.py") if f.code == "TSF242"]

@@ -33,6 +33,7 @@ from corpus import MANIFEST, PINS, CorpusUnavailable, Pin, cache_root, fetch_all
 from tsfix.codemods.pipeline.engine import Options, run
 from tsfix.codemods.pipeline.report import RunResult
 from tsfix.codemods.pipeline.rewrite import rewrite_source
+from tsfix.codemods.pipeline.settings import RewriteSettings
 from tsfix.codemods.pipeline.sources import read_source
 from tsfix.codemods.rules.registry import ALL_RULES
 
@@ -66,7 +67,7 @@ def _category(error: str) -> str:
 def _traceback(path: Path, display: str) -> str:
     """Re-run the rewrite of one file outside the engine, for the exception's traceback."""
     try:
-        rewrite_source(read_source(path).text, display, list(ALL_RULES.values()))
+        rewrite_source(read_source(path).text, RewriteSettings(list(ALL_RULES.values())), display)
     except Exception:
         return traceback.format_exc(limit=-6)
     return "(does not fail when rewritten alone)"

@@ -14,6 +14,7 @@ import pytest
 from conftest import FIXTURES_ROOT, fixture_pairs, load_module, rule_rewriter
 from tsfix.codemods.pipeline.engine import Options, run
 from tsfix.codemods.pipeline.rewrite import Rewrite, rewrite_source
+from tsfix.codemods.pipeline.settings import FileContext, RewriteSettings
 from tsfix.codemods.rules.data_dependent_branch import DataDependentBranch
 from tsfix.codemods.rules.names import UnknownRuleError
 
@@ -579,8 +580,11 @@ def test_module_functions_forward_reaches_are_rewritten_and_others_are_not() -> 
 def test_a_module_function_a_rejected_class_runs_is_left() -> None:
     # Validation rejected GlobalNorm's rewrite: the function it runs stays as it was, also for
     # the other class that runs it.
-    result = rewrite_source(MODULE_FUNCTIONS, "m.py", [DataDependentBranch],
-                            skip_classes={"data-dependent-branch": frozenset({"GlobalNorm"})})
+    result = rewrite_source(
+        MODULE_FUNCTIONS,
+        RewriteSettings([DataDependentBranch]),
+        FileContext("m.py", skip_classes={"data-dependent-branch": frozenset({"GlobalNorm"})}),
+    )
     assert not result.changed and result.fixes == []
 
 
@@ -589,7 +593,9 @@ def test_module_function_positions_follow_the_users_lines_after_an_added_import(
     from tsfix.codemods.rules.imports import add_module_import
     tree = add_module_import(cst.parse_module(MODULE_FUNCTIONS), "math")
     assert tree.code != MODULE_FUNCTIONS
-    result = rewrite_source(MODULE_FUNCTIONS, "m.py", [DataDependentBranch], module=tree)
+    result = rewrite_source(
+        MODULE_FUNCTIONS, RewriteSettings([DataDependentBranch]), FileContext("m.py", module=tree)
+    )
     assert [f.line for f in result.fixes] == [10]
 
 

@@ -9,6 +9,7 @@ import textwrap
 import pytest
 from conftest import FIXTURES_ROOT, rule_rewriter
 from tsfix.codemods.pipeline.rewrite import rewrite_source
+from tsfix.codemods.pipeline.settings import RewriteSettings
 from tsfix.codemods.rules.drop_variable import DropVariable
 
 FIXTURES = FIXTURES_ROOT / "drop-variable"
@@ -192,7 +193,9 @@ def test_exported_method_is_rewritten() -> None:
 
 def test_check_findings_on_the_blockers_fixture() -> None:
     path = FIXTURES_ROOT / "check" / "blockers.py"
-    result = rewrite_source(path.read_text(), str(path), [DropVariable], output=False)
+    result = rewrite_source(
+        path.read_text(), RewriteSettings([DropVariable], output=False), str(path)
+    )
     assert [(f.code, f.class_name) for f in result.fixes] == [("TSF213", "WrapsVariable")]
     assert [s for s in result.skips if s.code] == []
 

@@ -15,6 +15,7 @@ import pytest
 from conftest import Project
 from tsfix.codemods.pipeline.rewrite import rewrite_source
 from tsfix.codemods.pipeline.safety import eager_equivalent
+from tsfix.codemods.pipeline.settings import RewriteSettings
 from tsfix.codemods.rules.registry import select_rules
 
 
@@ -80,7 +81,7 @@ RESIDUAL = code("""\
 
 
 def test_each_rules_change_of_a_class_carries_its_own_safety() -> None:
-    result = rewrite_source(RESIDUAL, "block.py", select_rules(["all"]))
+    result = rewrite_source(RESIDUAL, RewriteSettings(select_rules(["all"])), "block.py")
     safety = {c.rule: c.safe for c in result.changes}
     assert safety == {"lift-branch": False, "annotate": True}
 

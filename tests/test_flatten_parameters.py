@@ -8,6 +8,7 @@ import textwrap
 
 from conftest import FIXTURES_ROOT, rule_rewriter
 from tsfix.codemods.pipeline.rewrite import rewrite_source
+from tsfix.codemods.pipeline.settings import RewriteSettings
 from tsfix.codemods.rules.flatten_parameters import FlattenParameters
 
 FIXTURES = FIXTURES_ROOT / "flatten-parameters"
@@ -224,7 +225,9 @@ def test_outside_compiled_methods_and_non_modules_untouched() -> None:
 
 def test_check_findings_on_the_blockers_fixture() -> None:
     path = FIXTURES_ROOT / "check" / "blockers.py"
-    result = rewrite_source(path.read_text(), str(path), [FlattenParameters], output=False)
+    result = rewrite_source(
+        path.read_text(), RewriteSettings([FlattenParameters], output=False), str(path)
+    )
     assert [(f.code, f.class_name) for f in result.fixes] == [("TSF212", "FlattensParameters")]
     assert [s for s in result.skips if s.code] == []
 

@@ -13,6 +13,7 @@ import pytest
 from conftest import FIXTURES_ROOT, load_module, rule_rewriter
 from tsfix.codemods.pipeline.engine import Options, run
 from tsfix.codemods.pipeline.rewrite import Rewrite, rewrite_source
+from tsfix.codemods.pipeline.settings import RewriteSettings
 from tsfix.codemods.rules.float_arguments import _FUNCTIONS, _LAYERS, FloatArguments
 
 FIXTURES = FIXTURES_ROOT / "float-arguments"
@@ -155,7 +156,7 @@ def test_interpolate_scale_factor_tuple_and_attribute() -> None:
 def test_values_left_alone_are_reported(params: str, init_body: str, call: str, reason: str,
                                         code: str | None) -> None:
     source = "from typing import Optional\n" + module(params, init_body, f"return {call}")
-    result = rewrite_source(source, "m.py", [FloatArguments])
+    result = rewrite_source(source, RewriteSettings([FloatArguments]), "m.py")
     assert result.text == source and not result.changes
     [skip] = result.skips
     assert reason in skip.reason and skip.code == code
@@ -177,14 +178,14 @@ def test_scalar_parameters_bools_floats_and_uncompiled_code_are_not_touched() ->
             def plain(self, x):
                 return F.elu(x, 1)
         """)
-    result = rewrite_source(source, "m.py", [FloatArguments])
+    result = rewrite_source(source, RewriteSettings([FloatArguments]), "m.py")
     assert (result.text, result.changes, result.skips) == (source, [], [])
 
 
 def test_a_file_that_rebinds_float_is_refused() -> None:
     source = module(", clip: int = 6", "self.clip = clip", "return F.hardtanh(x, 0, self.clip)")
     source = "float = None\n" + source
-    result = rewrite_source(source, "m.py", [FloatArguments])
+    result = rewrite_source(source, RewriteSettings([FloatArguments]), "m.py")
     # The literal needs no `float`; the attribute does.
     assert "F.hardtanh(x, 0.0, self.clip)" in result.text
     [skip] = result.skips
@@ -193,7 +194,7 @@ def test_a_file_that_rebinds_float_is_refused() -> None:
 
 def test_fixture_refusals() -> None:
     path = FIXTURES / "refused.in.py"
-    result = rewrite_source(path.read_text(), path.name, [FloatArguments])
+    result = rewrite_source(path.read_text(), RewriteSettings([FloatArguments]), path.name)
     assert [(s.class_name, s.code) for s in result.skips] == [("ClippedRelu", None),
                                                               ("PaddedConv", "TSF224")]
 

@@ -10,6 +10,7 @@ from pathlib import Path
 import pytest
 from conftest import FIXTURES_ROOT, apply_with_report, copy_fixture, fixture_pairs
 from tsfix.codemods.pipeline.rewrite import Rewrite, rewrite_source
+from tsfix.codemods.pipeline.settings import FileContext, RewriteSettings
 from tsfix.codemods.rules import base
 from tsfix.codemods.rules.base import Observations
 from tsfix.codemods.rules.ignore_numpy import DOCSTRING, IgnoreNumpy
@@ -22,8 +23,11 @@ TUPLE_HEADER = "from typing import Tuple\n\n" + HEADER
 
 def _rewrite(code: str, *, observed: Observations | None = None,
              header: str = HEADER) -> Rewrite:
-    return rewrite_source(header + textwrap.dedent(code), "model.py", [IgnoreNumpy],
-                          observed=observed)
+    return rewrite_source(
+        header + textwrap.dedent(code),
+        RewriteSettings([IgnoreNumpy]),
+        FileContext("model.py", observed=observed),
+    )
 
 
 def _moved(code: str, expected: str, *, header: str = HEADER, after: str | None = None,
@@ -937,7 +941,9 @@ def test_each_numpy_use_is_fixed_or_refused_with_the_check_code() -> None:
 
 def test_check_findings_on_the_blockers_fixture() -> None:
     path = FIXTURES_ROOT / "check" / "blockers.py"
-    result = rewrite_source(path.read_text(), str(path), [IgnoreNumpy], output=False)
+    result = rewrite_source(
+        path.read_text(), RewriteSettings([IgnoreNumpy], output=False), str(path)
+    )
     assert [(f.class_name, f.code, f.message) for f in result.fixes] == [
         ("NumpyCall", "TSF205", "numpy (numpy.sqrt) in forward()")]
     line = path.read_text().splitlines()[result.fixes[0].line - 1]
@@ -952,7 +958,7 @@ def test_files_without_numpy_are_not_analysed(monkeypatch: pytest.MonkeyPatch) -
     monkeypatch.setattr(base, "module_facts", no_facts)
     text = "import torch\nfrom torch import nn\n\n\nclass A(nn.Module):\n" \
            "    def forward(self, x):\n        return x\n"
-    result = rewrite_source(text, "model.py", [IgnoreNumpy])
+    result = rewrite_source(text, RewriteSettings([IgnoreNumpy]), "model.py")
     assert result.text == text and not result.skips
 
 
@@ -1012,7 +1018,7 @@ def test_the_rewrite_is_a_fixed_point() -> None:
                 return x * mask
         """)
     assert first.changes
-    again = rewrite_source(first.text, "model.py", [IgnoreNumpy])
+    again = rewrite_source(first.text, RewriteSettings([IgnoreNumpy]), "model.py")
     assert not again.changes and again.text == first.text
     assert not again.fixes and not again.skips
 
@@ -1022,7 +1028,7 @@ def test_the_rewrite_is_a_fixed_point() -> None:
 def test_the_observed_only_fixture_is_reported_without_examples() -> None:
     # Typed only by the example runs: without them the class is left alone and reported.
     before = FIXTURES / "robust_norm.in.py"
-    result = rewrite_source(before.read_text(), before.name, [IgnoreNumpy])
+    result = rewrite_source(before.read_text(), RewriteSettings([IgnoreNumpy]), before.name)
     assert not result.changes and result.text == before.read_text()
     assert "`floor` is read after the block" in result.skips[0].reason
     assert {s.class_name for s in result.skips} == {"RobustFeatureNorm"}
@@ -1030,7 +1036,7 @@ def test_the_observed_only_fixture_is_reported_without_examples() -> None:
 
 def test_the_ctc_fixture_leaves_the_rescorer_and_reports_it() -> None:
     before = FIXTURES / "ctc_greedy.in.py"
-    result = rewrite_source(before.read_text(), before.name, [IgnoreNumpy])
+    result = rewrite_source(before.read_text(), RewriteSettings([IgnoreNumpy]), before.name)
     assert ("LMRescorer", "TSF205") in {(s.class_name, s.code) for s in result.skips}
     assert "LMRescorer" not in {c.class_name for c in result.changes}
 

@@ -14,6 +14,7 @@ from pathlib import Path
 import pytest
 from conftest import FIXTURES_ROOT, rule_rewriter
 from tsfix.codemods.pipeline.rewrite import rewrite_source
+from tsfix.codemods.pipeline.settings import RewriteSettings
 from tsfix.codemods.rules.jit_unused_properties import JitUnusedProperties
 
 FIXTURES = FIXTURES_ROOT / "jit-unused-properties"
@@ -71,7 +72,7 @@ def model(body: str, forward: str = "return x") -> str:
 
 @pytest.mark.parametrize("case", list(FAILING))
 def test_each_construct_that_does_not_compile_is_listed(case: str) -> None:
-    result = rewrite_source(model(FAILING[case]), "m.py", [JitUnusedProperties])
+    result = rewrite_source(model(FAILING[case]), RewriteSettings([JitUnusedProperties]), "m.py")
     assert f'{COMMENT}    __jit_unused_properties__ = ["value"]\n\n    def __init__' in result.text
     [fix] = result.fixes
     assert (fix.code, fix.class_name, fix.line) == ("TSF225", "M", 13)
@@ -81,7 +82,7 @@ def test_each_construct_that_does_not_compile_is_listed(case: str) -> None:
 @pytest.mark.parametrize("case", list(COMPILING))
 def test_properties_that_compile_are_left_alone(case: str) -> None:
     source = model(COMPILING[case])
-    result = rewrite_source(source, "m.py", [JitUnusedProperties])
+    result = rewrite_source(source, RewriteSettings([JitUnusedProperties]), "m.py")
     assert (result.text, result.changes, result.skips) == (source, [], [])
 
 
@@ -91,7 +92,7 @@ def test_the_constructs_are_measured(tmp_path: Path, case: str) -> None:
     """The original fails to script exactly for the listed constructs; the rewrite scripts."""
     torch = pytest.importorskip("torch")
     source = model({**FAILING, **COMPILING}[case])
-    rewritten = rewrite_source(source, "m.py", [JitUnusedProperties]).text
+    rewritten = rewrite_source(source, RewriteSettings([JitUnusedProperties]), "m.py").text
     outcomes = []
     for index, text in enumerate((source, rewritten)):
         path = tmp_path / f"case_{case}_{index}.py"
@@ -115,7 +116,7 @@ def test_the_constructs_are_measured(tmp_path: Path, case: str) -> None:
 
 def test_a_property_a_compiled_method_reads_is_refused_with_the_reader() -> None:
     source = model(FAILING["mangled"], forward="return x * self.value")
-    result = rewrite_source(source, "m.py", [JitUnusedProperties])
+    result = rewrite_source(source, RewriteSettings([JitUnusedProperties]), "m.py")
     assert result.text == source and not result.changes
     [skip] = result.skips
     assert skip.code == "TSF225" and skip.line == 13
@@ -145,7 +146,7 @@ def test_readers_anywhere_in_the_file_count() -> None:
             def helper(self, x):
                 return x * getattr(self.inner, "sample_rate")
         """)
-    result = rewrite_source(source, "m.py", [JitUnusedProperties])
+    result = rewrite_source(source, RewriteSettings([JitUnusedProperties]), "m.py")
     assert result.text == source
     assert [(s.class_name, s.code) for s in result.skips] == [("Base", "TSF225")]
     assert "Wrapper.helper() reads it" in result.skips[0].reason
@@ -224,7 +225,7 @@ def test_lists_the_rule_cannot_write_safely_are_refused(header: str, bases: str,
               "        return next(self.parameters()).device\n"
               "    def forward(self, x):\n"
               "        return x\n")
-    result = rewrite_source(source, "m.py", [JitUnusedProperties])
+    result = rewrite_source(source, RewriteSettings([JitUnusedProperties]), "m.py")
     assert result.text == source and not result.changes
     [skip] = result.skips
     assert reason in skip.reason and skip.code == "TSF225"
@@ -258,6 +259,6 @@ def test_setter_that_does_not_compile_is_enough_and_deleter_does_not_count() -> 
 
 def test_fixture_refusal() -> None:
     path = FIXTURES / "device_property.in.py"
-    result = rewrite_source(path.read_text(), path.name, [JitUnusedProperties])
+    result = rewrite_source(path.read_text(), RewriteSettings([JitUnusedProperties]), path.name)
     assert [(s.class_name, s.code) for s in result.skips] == [("Scaled", "TSF225")]
     assert [c.class_name for c in result.changes] == ["Classifier"]

@@ -6,6 +6,8 @@ from __future__ import annotations
 import sys
 from pathlib import Path
 
+from tsfix.codemods.pipeline.settings import RewriteSettings
+
 if sys.version_info >= (3, 11):
     import tomllib
 else:  # pragma: no cover
@@ -51,7 +53,7 @@ def test_memos_live_in_the_file_scope_only() -> None:
     from tsfix.codemods.rules.registry import ALL_RULES
 
     source = (ROOT / "fixtures" / "lift-branch" / "classic.in.py").read_text()
-    rewrite_source(source, "classic.py", list(ALL_RULES.values()))
+    rewrite_source(source, RewriteSettings(list(ALL_RULES.values())), "classic.py")
     assert current_scope() is None
     module = cst.parse_module(source)
     with file_scope() as scope:

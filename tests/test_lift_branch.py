@@ -10,6 +10,7 @@ import pytest
 from conftest import rewrite_to_fixed_point, rule_rewriter
 from tsfix.codemods.facts.project import lookup
 from tsfix.codemods.pipeline.rewrite import Rewrite, rewrite_source
+from tsfix.codemods.pipeline.settings import FileContext, RewriteSettings
 from tsfix.codemods.rules.lift_branch import LiftBranch
 
 BLOCKERS = Path(__file__).resolve().parent.parent / "fixtures" / "check" / "blockers.py"
@@ -246,7 +247,7 @@ def test_formatting_never_touches_lines_the_rule_left_alone() -> None:
     code = "\n\nimport torch.nn as nn\nx = [1,\n  2]\nclass M(nn.Module):\n" \
            "    def __init__(self):\n        super().__init__()\n        self.flag = True\n" \
            "    def forward(self, x):\n        return x if self.flag else -x\n"
-    result = rewrite_source(code, "m.py", [LiftBranch])
+    result = rewrite_source(code, RewriteSettings([LiftBranch]), "m.py")
     assert result.text == (
         "\n\nfrom typing import Optional\n\nimport torch.nn as nn\nx = [1,\n  2]\n"
         "class M(nn.Module):\n    def __init__(self):\n        super().__init__()\n"
@@ -286,17 +287,24 @@ def _lifted(signature: str) -> str:
 def test_multi_line_signature_without_trailing_comma_keeps_its_layout() -> None:
     """Issue 15 item 5: the new parameter once landed at the def's indentation after a
     trailing space (``shift = 0., ``)."""
-    result = rewrite_source(_FLAG_CLASS + "    def forward(\n        self,\n        x,\n"
-                            "        shift = 0.\n    ):" + _FLAG_BODY, "m.py", [LiftBranch])
+    result = rewrite_source(
+        _FLAG_CLASS + "    def forward(\n        self,\n        x,\n"
+        "        shift = 0.\n    ):" + _FLAG_BODY,
+        RewriteSettings([LiftBranch]),
+        "m.py",
+    )
     assert result.text == _lifted(
         "    def forward(\n        self,\n        x,\n        shift = 0.,\n"
         "        flag: Optional[bool] = None\n    ):")
 
 
 def test_multi_line_signature_keeps_its_trailing_comma_and_comments() -> None:
-    result = rewrite_source(_FLAG_CLASS + "    def forward(\n        self,  # the module\n"
-                            "        x,\n        shift = 0.,  # added to x\n    ):" + _FLAG_BODY,
-                            "m.py", [LiftBranch])
+    result = rewrite_source(
+        _FLAG_CLASS + "    def forward(\n        self,  # the module\n"
+        "        x,\n        shift = 0.,  # added to x\n    ):" + _FLAG_BODY,
+        RewriteSettings([LiftBranch]),
+        "m.py",
+    )
     assert result.text == _lifted(
         "    def forward(\n        self,  # the module\n        x,\n"
         "        shift = 0.,  # added to x\n        flag: Optional[bool] = None,\n    ):")
@@ -304,7 +312,7 @@ def test_multi_line_signature_keeps_its_trailing_comma_and_comments() -> None:
 
 def test_closing_parenthesis_on_its_own_line_after_a_one_line_parameter_list() -> None:
     result = rewrite_source(_FLAG_CLASS + "    def forward(\n        self, x, shift = 0.\n"
-                            "    ):" + _FLAG_BODY, "m.py", [LiftBranch])
+                            "    ):" + _FLAG_BODY, RewriteSettings([LiftBranch]), "m.py")
     assert result.text == _lifted(
         "    def forward(\n        self, x, shift = 0., flag: Optional[bool] = None\n    ):")
 
@@ -322,8 +330,11 @@ def test_skip_classes_leaves_a_rejected_class_alone() -> None:
             def forward(self, x):
                 return x * 2 if self.flag else x
         """)
-    result = rewrite_source(code, "m.py", [LiftBranch], skip_classes={"lift-branch":
-                                                                     frozenset({"A"})})
+    result = rewrite_source(
+        code,
+        RewriteSettings([LiftBranch]),
+        FileContext("m.py", skip_classes={"lift-branch": frozenset({"A"})}),
+    )
     assert result.changes == []    # B does not assign flag itself
     assert result.text == code
 
@@ -978,14 +989,20 @@ def test_observed_example_builds_type_a_required_constructor_argument() -> None:
                     x = x + 1
                 return x
         """)
-    guessed = rewrite_source(code, "m.py", [LiftBranch])
+    guessed = rewrite_source(code, RewriteSettings([LiftBranch]), "m.py")
     assert "residual: Optional[bool] = None" in guessed.text
-    observed = rewrite_source(code, "m.py", [LiftBranch],
-                              observed={"M": {"__init__": {"residual": "int"}}})
+    observed = rewrite_source(
+        code,
+        RewriteSettings([LiftBranch]),
+        FileContext("m.py", observed={"M": {"__init__": {"residual": "int"}}}),
+    )
     assert "residual: Optional[int] = None" in observed.text
     # A type that is no setting's (a list) is not taken: the uses decide, as before.
-    listed = rewrite_source(code, "m.py", [LiftBranch],
-                            observed={"M": {"__init__": {"residual": "List[int]"}}})
+    listed = rewrite_source(
+        code,
+        RewriteSettings([LiftBranch]),
+        FileContext("m.py", observed={"M": {"__init__": {"residual": "List[int]"}}}),
+    )
     assert "residual: Optional[bool] = None" in listed.text
 
 
@@ -1119,7 +1136,9 @@ def test_a_node_read_by_a_computed_key_is_not_copied() -> None:
 
 def test_blockers_fixture_findings() -> None:
     """One finding of each code per class marked with it: fixed, or refused with the reason."""
-    found = rewrite_source(BLOCKERS.read_text(), "blockers.py", [LiftBranch], output=False)
+    found = rewrite_source(
+        BLOCKERS.read_text(), RewriteSettings([LiftBranch], output=False), "blockers.py"
+    )
     assert [(f.class_name, f.code, f.line, f.message) for f in found.fixes] == [
         ("ConfigObject", "TSF203", 181, "self.cfg.scale reads a field of config object "
                                         "'self.cfg'"),

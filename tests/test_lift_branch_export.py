@@ -14,6 +14,7 @@ import pytest
 from conftest import FIXTURES_ROOT, fixture_pairs, load_module
 from tsfix.codemods.pipeline.engine import Options, run
 from tsfix.codemods.pipeline.rewrite import Rewrite, rewrite_source
+from tsfix.codemods.pipeline.settings import RewriteSettings
 from tsfix.codemods.rules.lift_branch import LiftBranch, LiftBranchExport
 from tsfix.codemods.rules.registry import select_rules
 
@@ -21,7 +22,7 @@ FOLDER = FIXTURES_ROOT / "export"
 
 
 def _rewrite(code: str, rule: type[LiftBranch] = LiftBranchExport) -> Rewrite:
-    return rewrite_source(textwrap.dedent(code), "m.py", [rule], line_length=100)
+    return rewrite_source(textwrap.dedent(code), RewriteSettings([rule], line_length=100), "m.py")
 
 
 def _reasons(result: Rewrite) -> list[str]:
@@ -60,8 +61,11 @@ def test_fixture_inputs_become_their_outputs_and_stay_so(tmp_path: Path) -> None
 
 
 def test_structural_flag_is_refused_and_the_other_lifted() -> None:
-    result = rewrite_source((FOLDER / "structural.in.py").read_text(), "structural.py",
-                            [LiftBranchExport])
+    result = rewrite_source(
+        (FOLDER / "structural.in.py").read_text(),
+        RewriteSettings([LiftBranchExport]),
+        "structural.py",
+    )
     assert [change.lifted for change in result.changes] == [{"residual": "residual"}]
     assert any("self.use_proj decides which submodules" in r for r in _reasons(result))
     assert "if self.use_proj:" in result.text
@@ -69,7 +73,7 @@ def test_structural_flag_is_refused_and_the_other_lifted() -> None:
 
 def test_print_only_branch_is_refused_with_its_reason() -> None:
     text = (FOLDER / "refused.in.py").read_text()
-    result = rewrite_source(text, "refused.py", [LiftBranchExport])
+    result = rewrite_source(text, RewriteSettings([LiftBranchExport]), "refused.py")
     assert result.text == text
     assert _reasons(result) == [
         "its branch cannot be a torch.cond: no tensor output: the branch assigns nothing "
@@ -230,9 +234,13 @@ def test_one_exported_program_serves_every_configuration(tmp_path: Path) -> None
     shutil.copytree(FOLDER, folder, ignore=shutil.ignore_patterns("*.out.py", "__pycache__"))
     tables = tomllib.loads((FOLDER / "pyproject.toml").read_text())["tool"]["tsfix"]["examples"]
     run([str(folder)], Options(verify=False))
-    lifted = {change.class_name: change.lifted for before, _ in fixture_pairs(FOLDER)
-              for change in rewrite_source(before.read_text(), before.name,
-                                           [LiftBranchExport]).changes}
+    lifted = {
+        change.class_name: change.lifted
+        for before, _ in fixture_pairs(FOLDER)
+        for change in rewrite_source(
+            before.read_text(), RewriteSettings([LiftBranchExport]), before.name
+        ).changes
+    }
     checked = 0
     for key, table in tables.items():
         file, _, class_name = key.partition(":")

@@ -14,6 +14,7 @@ import pytest
 from conftest import rule_rewriter
 from tsfix.codemods.lint.check import check_source
 from tsfix.codemods.pipeline.rewrite import Rewrite, rewrite_source
+from tsfix.codemods.pipeline.settings import RewriteSettings
 from tsfix.codemods.rules.loop_carried_local import LoopCarriedLocal
 from tsfix.codemods.rules.modulelist_iter import ModuleListIter
 
@@ -75,7 +76,7 @@ def test_it_proves_on_modulelist_iters_output_too() -> None:
     """The order of --rule all: the binding in modulelist-iter's loop over the blocks is not
     sure, but it sits in the branch later iterations take."""
     source = HEADER + ECAPA
-    both = rewrite_source(source, "m.py", [ModuleListIter, LoopCarriedLocal])
+    both = rewrite_source(source, RewriteSettings([ModuleListIter, LoopCarriedLocal]), "m.py")
     assert "for j, block in enumerate(self.blocks)" in both.text
     assert "y_i = torch.empty(0)\n        for i, x_i in enumerate(" in both.text
     assert {c.rule for c in both.changes} == {"modulelist-iter", "loop-carried-local"}
@@ -259,7 +260,7 @@ def test_two_carried_names_share_one_comment() -> None:
 ])
 def test_nothing_to_do_when_nothing_is_carried_in_compiled_code(code: str) -> None:
     source = HEADER + "class M(nn.Module):\n" + textwrap.indent(textwrap.dedent(code), "    ")
-    result = rewrite_source(source, "m.py", [LoopCarriedLocal])
+    result = rewrite_source(source, RewriteSettings([LoopCarriedLocal]), "m.py")
     assert result.text == source
     assert (result.changes, result.fixes, result.skips) == ([], [], [])
 
@@ -379,7 +380,7 @@ REFUSED = {
 def test_refused_sites_stay_and_say_why(case: str) -> None:
     code, reason = REFUSED[case]
     source = HEADER + "class M(nn.Module):\n" + textwrap.indent(textwrap.dedent(code), "    ")
-    result = rewrite_source(source, "m.py", [LoopCarriedLocal])
+    result = rewrite_source(source, RewriteSettings([LoopCarriedLocal]), "m.py")
     assert result.text == source
     assert result.changes == [] and result.fixes == []
     assert len(result.skips) == 1, result.skips
@@ -396,7 +397,7 @@ def test_a_tensor_placeholder_needs_torch_imported() -> None:
               "            if i == 0:\n                h = x.sum(0)\n"
               "            else:\n                h = h + x.sum(0)\n"
               "            x = x * h\n        return x\n")
-    result = rewrite_source(source, "m.py", [LoopCarriedLocal])
+    result = rewrite_source(source, RewriteSettings([LoopCarriedLocal]), "m.py")
     assert result.text == source
     assert "(the file does not import torch)" in result.skips[0].reason
 
@@ -456,8 +457,8 @@ def test_ecapa_block_scripts_after_both_rules_and_export_takes_the_original(
     (one reason the rule serves the torchscript target only)."""
     torch = pytest.importorskip("torch")
     source = HEADER + ECAPA
-    index_only = rewrite_source(source, "m.py", [ModuleListIter]).text
-    both = rewrite_source(source, "m.py", [ModuleListIter, LoopCarriedLocal]).text
+    index_only = rewrite_source(source, RewriteSettings([ModuleListIter]), "m.py").text
+    both = rewrite_source(source, RewriteSettings([ModuleListIter, LoopCarriedLocal]), "m.py").text
     original = _load(tmp_path, "carried_original", source)
     partial = _load(tmp_path, "carried_index_only", index_only)
     fixed = _load(tmp_path, "carried_fixed", both)

@@ -18,6 +18,7 @@ from typing import Any
 import pytest
 from tsfix.codemods.pipeline.config import parse_example
 from tsfix.codemods.pipeline.rewrite import rewrite_source
+from tsfix.codemods.pipeline.settings import RewriteSettings
 from tsfix.codemods.rules.registry import ALL_RULES
 from tsfix.codemods.validation import executor
 from tsfix.codemods.validation.executor import Executor, Outcome
@@ -67,7 +68,9 @@ def model_job(root: Path, *, mode: str = "validate", overlay: dict[str, str] | N
 
 def rewritten(path: Path, *rules: str) -> tuple[str, list[ModelClass]]:
     """``path`` as ``rules`` rewrite it, and its rewritten classes as a model job lists them."""
-    done = rewrite_source(path.read_text(), path.name, [ALL_RULES[r] for r in rules])
+    done = rewrite_source(
+        path.read_text(), RewriteSettings([ALL_RULES[r] for r in rules]), path.name
+    )
     by_class: dict[str, list[str]] = {}
     lifted: dict[str, dict[str, str]] = {}
     for change in done.changes:

@@ -16,6 +16,7 @@ from conftest import (
     rule_rewriter,
 )
 from tsfix.codemods.pipeline.rewrite import Rewrite, rewrite_source
+from tsfix.codemods.pipeline.settings import RewriteSettings
 from tsfix.codemods.rules.modulelist_iter import ModuleListIter
 
 FIXTURES = FIXTURES_ROOT / "modulelist-iter"
@@ -1116,9 +1117,9 @@ def test_an_int_default_selects_in_the_first_run_so_a_second_run_changes_nothing
             return self.layers[block_index](x)
         """)
     rules = select_rules(["modulelist-iter", "annotate"], "torchscript")
-    first = rewrite_source(code, "m.py", rules).text
+    first = rewrite_source(code, RewriteSettings(rules), "m.py").text
     assert "enumerate(self.layers)" in first
-    assert rewrite_source(first, "m.py", rules).text == first
+    assert rewrite_source(first, RewriteSettings(rules), "m.py").text == first
 
 
 def test_nested_container_indexed_by_two_variables() -> None:
@@ -1200,7 +1201,7 @@ def test_a_base_class_in_another_file_of_the_tree(tmp_path: Path) -> None:
     (package / "base.py").write_text(BASE)
     block = package / "block.py"
     block.write_text("from .base import _Base\n\n\n" + BLOCK)
-    result = rewrite_source(block.read_text(), str(block), [ModuleListIter])
+    result = rewrite_source(block.read_text(), RewriteSettings([ModuleListIter]), str(block))
     assert "for j, spp_layer2 in enumerate(self.spp):" in result.text, reasons(result)
     assert "for spp_layer in self.spp:" in result.text
     assert (package / "base.py").read_text() == BASE
@@ -1222,7 +1223,7 @@ def test_a_base_whose_source_is_not_read_is_reported(tmp_path: Path) -> None:
         """)
     path = tmp_path / "block.py"
     path.write_text(code)
-    result = rewrite_source(code, str(path), [ModuleListIter])
+    result = rewrite_source(code, RewriteSettings([ModuleListIter]), str(path))
     assert result.text == code
     assert [(s.code, s.message, s.reason) for s in result.skips] == [
         ("TSF201", "'self.spp_dw' indexed by 'k'",
@@ -1613,7 +1614,9 @@ def test_reversed_outside_a_loop_header_and_a_reassigned_container_are_refused()
 def test_blockers_fixture_findings() -> None:
     """fixtures/check/blockers.py: one finding of each of the rule's codes per class marked with
     it, both fixed."""
-    found = rewrite_source(BLOCKERS.read_text(), "blockers.py", [ModuleListIter], output=False)
+    found = rewrite_source(
+        BLOCKERS.read_text(), RewriteSettings([ModuleListIter], output=False), "blockers.py"
+    )
     assert [(f.class_name, f.code, f.line, f.column, f.message) for f in found.fixes] == [
         ("IndexedByVariable", "TSF201", 160, 17, "ModuleList 'self.layers' indexed by 'i'"),
         ("ReversedLayers", "TSF202", 170, 22, "reversed(self.layers)"),
@@ -1627,7 +1630,7 @@ def test_blockers_fixture_findings() -> None:
 def test_fixtures_rewrite_exactly_these_classes() -> None:
     rewritten: set[str] = set()
     for before, _ in fixture_pairs(FIXTURES):
-        result = rewrite_source(before.read_text(), before.name, [ModuleListIter])
+        result = rewrite_source(before.read_text(), RewriteSettings([ModuleListIter]), before.name)
         rewritten |= {c.class_name for c in result.changes}
     assert rewritten == {"TransformerEncoder", "JumpingKnowledgeReadout", "UNet",
                          "MultiTaskModel", "AllTasksModel", "MultiScaleBackbone",
@@ -1639,8 +1642,11 @@ def test_fixtures_rewrite_exactly_these_classes() -> None:
 
 
 def test_kept_loops_fixture_reports_every_refusal() -> None:
-    result = rewrite_source((FIXTURES / "kept_loops.in.py").read_text(), "kept_loops.in.py",
-                            [ModuleListIter])
+    result = rewrite_source(
+        (FIXTURES / "kept_loops.in.py").read_text(),
+        RewriteSettings([ModuleListIter]),
+        "kept_loops.in.py",
+    )
     assert not result.changed
     by_class: dict[str, list[str]] = {}
     for s in result.skips:

@@ -18,6 +18,7 @@ import pytest
 from conftest import rule_rewriter
 from tsfix.codemods.lint.check import check_source
 from tsfix.codemods.pipeline.rewrite import Rewrite, rewrite_source
+from tsfix.codemods.pipeline.settings import RewriteSettings
 from tsfix.codemods.rules.nested_function import NestedFunction
 
 HEADER = "import torch\nimport torch.nn as nn\n\n\n"
@@ -262,7 +263,7 @@ def test_refused_functions_stay_and_say_why(case: str) -> None:
     source = (HEADER + "class M(nn.Module):\n    def forward(self, x):\n"
               + textwrap.indent(code, "        ") + "\n")
     cst.parse_module(source)
-    result = rewrite_source(source, "m.py", [NestedFunction])
+    result = rewrite_source(source, RewriteSettings([NestedFunction]), "m.py")
     assert result.text == source and not result.changes and not result.fixes
     refused = [s for s in result.skips if why in s.reason]
     assert refused, [s.reason for s in result.skips]
@@ -338,7 +339,7 @@ def test_the_rewrite_scripts_with_the_originals_results_and_export_needs_none(
     default read from self, a call in a comprehension) scripts and gives the original's
     results. torch.export takes the original as it is (why the rule serves TorchScript only)."""
     torch = pytest.importorskip("torch")
-    rewritten = rewrite_source(MEASURED, "m.py", [NestedFunction]).text
+    rewritten = rewrite_source(MEASURED, RewriteSettings([NestedFunction]), "m.py").text
     assert rewritten != MEASURED
     original = _load(tmp_path, "nested_original", MEASURED)
     moved = _load(tmp_path, "nested_moved", rewritten)

@@ -23,6 +23,7 @@ from conftest import (
 from libcst.codemod import CodemodContext
 from tsfix.codemods.facts.prefilter import AstFile
 from tsfix.codemods.pipeline.rewrite import Rewrite, rewrite_source
+from tsfix.codemods.pipeline.settings import RewriteSettings
 from tsfix.codemods.rules.numpy_to_torch import NumpyToTorch
 from tsfix.codemods.rules.numpy_to_torch._calls import NumpyCall
 from tsfix.codemods.rules.numpy_to_torch._table import HANDLERS
@@ -359,7 +360,7 @@ def test_numpy_in_a_nested_function_is_refused_with_its_reason() -> None:
 def test_blockers_fixture_reports_numpy_once_for_its_class() -> None:
     path = FIXTURES_ROOT / "check" / "blockers.py"
     text = path.read_text()
-    result = rewrite_source(text, str(path), [NumpyToTorch], output=False)
+    result = rewrite_source(text, RewriteSettings([NumpyToTorch], output=False), str(path))
     marked = [number for number, line in enumerate(text.splitlines(), 1) if "# TSF205" in line]
     assert [(f.class_name, f.line, f.message) for f in result.fixes] == [
         ("NumpyCall", marked[0], "numpy (numpy.sqrt) in forward()")]
@@ -490,7 +491,9 @@ def test_fixture_classes_translated_and_left() -> None:
     rewritten: set[str] = set()
     refused: dict[str, set[str]] = {}
     for before, _ in fixture_pairs(FIXTURES):
-        result = rewrite_source(before.read_text(), str(before), [NumpyToTorch], output=False)
+        result = rewrite_source(
+            before.read_text(), RewriteSettings([NumpyToTorch], output=False), str(before)
+        )
         rewritten |= {c.class_name for c in result.changes}
         for skip in result.skips:
             if skip.code == "TSF205":

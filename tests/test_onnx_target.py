@@ -14,6 +14,7 @@ from tsfix.codemods.pipeline import engine
 from tsfix.codemods.pipeline.config import ConfigError, load_config
 from tsfix.codemods.pipeline.engine import Options, run
 from tsfix.codemods.pipeline.rewrite import Rewrite, rewrite_source
+from tsfix.codemods.pipeline.settings import RewriteSettings
 from tsfix.codemods.rules.lift_branch import LiftBranch, LiftBranchOnnx
 from tsfix.codemods.rules.registry import select_rules
 from tsfix.codemods.validation.pool import WorkerPool
@@ -23,7 +24,9 @@ FIXTURES = Path(__file__).resolve().parent.parent / "fixtures"
 
 
 def rewrite_onnx(code: str) -> Rewrite:
-    result = rewrite_source(textwrap.dedent(code), "m.py", [LiftBranchOnnx], line_length=120)
+    result = rewrite_source(
+        textwrap.dedent(code), RewriteSettings([LiftBranchOnnx], line_length=120), "m.py"
+    )
     cst.parse_module(result.text)
     return result
 
@@ -54,7 +57,7 @@ def test_flag_becomes_an_optional_tensor_read_into_a_typed_local() -> None:
     assert "x.relu() * scale_value" in text
     assert result.changes[0].lifted == {"use_act": "use_act", "scale": "scale"}
     # A second run changes nothing.
-    assert not rewrite_source(text, "m.py", [LiftBranchOnnx]).changed
+    assert not rewrite_source(text, RewriteSettings([LiftBranchOnnx]), "m.py").changed
 
 
 def test_string_mode_compared_with_literals_becomes_an_int_code() -> None:
@@ -97,7 +100,7 @@ def test_string_mode_used_otherwise_is_not_lifted_with_a_reason() -> None:
     assert any("str setting used other than compared with string literals" in s.reason
                for s in result.skips)
     # The TorchScript target lifts it as Optional[str], as before.
-    default = rewrite_source(result.text, "m.py", [LiftBranch])
+    default = rewrite_source(result.text, RewriteSettings([LiftBranch]), "m.py")
     assert ": Optional[str] = None" in default.text
 
 

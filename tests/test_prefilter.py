@@ -10,6 +10,7 @@ import libcst as cst
 import pytest
 from tsfix.codemods.facts.prefilter import AstFile
 from tsfix.codemods.pipeline.rewrite import rewrite_source
+from tsfix.codemods.pipeline.settings import FileContext, RewriteSettings
 from tsfix.codemods.rules.registry import ALL_RULES
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -34,8 +35,11 @@ def test_a_rule_that_may_not_apply_finds_nothing(name: str) -> None:
         if rule.may_apply(AstFile(text)):
             continue
         said_no += 1
-        found = rewrite_source(text, path.name, [rule], module=cst.parse_module(text),
-                               output=False)
+        found = rewrite_source(
+            text,
+            RewriteSettings([rule], output=False),
+            FileContext(path.name, module=cst.parse_module(text)),
+        )
         assert (found.changes, found.fixes, found.skips) == ([], [], []), path
     assert said_no > 0, f"{name} never says no: its prefilter saves nothing"
 
@@ -45,5 +49,5 @@ def test_a_file_no_rule_may_touch_is_returned_as_it_is() -> None:
             "    def forward(self, x: torch.Tensor) -> torch.Tensor:\n"
             "        return x\n")
     assert not any(rule.may_apply(AstFile(text)) for rule in ALL_RULES.values())
-    result = rewrite_source(text, "plain.py", list(ALL_RULES.values()))
+    result = rewrite_source(text, RewriteSettings(list(ALL_RULES.values())), "plain.py")
     assert (result.text, result.changes, result.skips) == (text, [], [])

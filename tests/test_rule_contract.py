@@ -5,6 +5,7 @@ from __future__ import annotations
 import ast
 
 from tsfix.codemods.pipeline.rewrite import rewrite_source
+from tsfix.codemods.pipeline.settings import RewriteSettings
 from tsfix.codemods.rules.registry import ALL_RULES
 
 # timm's DenseLayer, reduced: TorchScript overload declarations, then the implementation.
@@ -49,7 +50,9 @@ class DenseLayer(nn.Module):
 def test_a_class_with_overload_declarations_is_left_alone_with_a_reason() -> None:
     """lift-branch once rewrote all three `forward` definitions: the declarations' bodies were
     no longer `pass` and the module failed on import (timm's densenet)."""
-    result = rewrite_source(OVERLOADED, "dense.py", list(ALL_RULES.values()), unsafe_fixes=True)
+    result = rewrite_source(
+        OVERLOADED, RewriteSettings(list(ALL_RULES.values()), unsafe_fixes=True), "dense.py"
+    )
     assert result.text == OVERLOADED
     assert (result.changes, result.fixes) == ([], [])
     reasons = {(s.rule, s.reason) for s in result.skips

@@ -6,6 +6,7 @@ import textwrap
 
 import libcst as cst
 from tsfix.codemods.pipeline.rewrite import rewrite_source
+from tsfix.codemods.pipeline.settings import RewriteSettings
 from tsfix.codemods.rules.base import ClassChange, Rule
 
 SOURCE = textwrap.dedent("""\
@@ -51,7 +52,7 @@ class _Renamer(cst.CSTTransformer):
 
 
 def test_the_failing_class_is_left_and_reported_with_rule_class_and_line() -> None:
-    result = rewrite_source(SOURCE, "model.py", [RenameForward])
+    result = rewrite_source(SOURCE, RewriteSettings([RenameForward]), "model.py")
     assert [c.class_name for c in result.changes] == ["Good", "AlsoGood"]
     good, bad, also = result.text.split("class ")[1:]
     assert "return inputs" in good and "return inputs" in also

@@ -11,6 +11,7 @@ import libcst as cst
 import pytest
 from conftest import FIXTURES_ROOT, load_module, rule_rewriter
 from tsfix.codemods.pipeline.rewrite import rewrite_source
+from tsfix.codemods.pipeline.settings import FileContext, RewriteSettings
 from tsfix.codemods.rules.starred_args import StarredArgs
 
 FIXTURES = FIXTURES_ROOT / "starred-args"
@@ -226,7 +227,9 @@ def test_only_keyword_unpacking_is_not_a_starred_site() -> None:
 
 def test_check_findings_on_the_blockers_fixture() -> None:
     path = FIXTURES_ROOT / "check" / "blockers.py"
-    result = rewrite_source(path.read_text(), str(path), [StarredArgs], output=False)
+    result = rewrite_source(
+        path.read_text(), RewriteSettings([StarredArgs], output=False), str(path)
+    )
     assert sorted((f.code, f.class_name, f.message) for f in result.fixes) == [
         ("TSF115", "StarredTarget", "*rest unpacked in forward()"),
         ("TSF214", "StarredCall", "*shape in a call in forward()")]
@@ -472,7 +475,11 @@ SPECTRO = textwrap.dedent('''\
 def test_a_function_compiled_from_another_file_is_rewritten() -> None:
     """demucs' spec.py: HDemucs' forward calls spectro(), whose starred target and starred
     view stop TorchScript; the repair loop names the function (Rule.compiled_functions)."""
-    result = rewrite_source(SPECTRO, "spec.py", [StarredArgs], compiled_functions={"spectro"})
+    result = rewrite_source(
+        SPECTRO,
+        RewriteSettings([StarredArgs]),
+        FileContext("spec.py", compiled_functions={"spectro"}),
+    )
     spectro = result.text.split("def eager_only")[0]
     assert "other, length = list(x.shape[:-1]), x.shape[-1]" in spectro
     assert "return z.view(list(other) + [freqs, frame])" in spectro
@@ -482,15 +489,23 @@ def test_a_function_compiled_from_another_file_is_rewritten() -> None:
     assert change.class_name == "spectro()" and change.lines == (4, 10)
     assert sorted((f.code, f.line) for f in result.fixes) == [("TSF115", 5), ("TSF214", 10)]
     assert not result.skips
-    assert not rewrite_source(SPECTRO, "spec.py", [StarredArgs]).changed
-    again = rewrite_source(result.text, "spec.py", [StarredArgs], compiled_functions={"spectro"})
+    assert not rewrite_source(SPECTRO, RewriteSettings([StarredArgs]), "spec.py").changed
+    again = rewrite_source(
+        result.text,
+        RewriteSettings([StarredArgs]),
+        FileContext("spec.py", compiled_functions={"spectro"}),
+    )
     assert not again.changed
 
 
 @pytest.mark.slow
 def test_the_rewritten_function_scripts_with_the_originals_outputs(tmp_path: Path) -> None:
     torch = pytest.importorskip("torch")
-    result = rewrite_source(SPECTRO, "spec.py", [StarredArgs], compiled_functions={"spectro"})
+    result = rewrite_source(
+        SPECTRO,
+        RewriteSettings([StarredArgs]),
+        FileContext("spec.py", compiled_functions={"spectro"}),
+    )
     (tmp_path / "spec_in.py").write_text(SPECTRO)
     (tmp_path / "spec_out.py").write_text(result.text)
     original = load_module(tmp_path / "spec_in.py", "_sa_spec_in")

@@ -10,6 +10,7 @@ import textwrap
 import pytest
 from conftest import FIXTURES_ROOT, fixture_pairs, rule_rewriter
 from tsfix.codemods.pipeline.rewrite import Rewrite, rewrite_source
+from tsfix.codemods.pipeline.settings import RewriteSettings
 from tsfix.codemods.rules.sum_tensors import SumTensors
 
 FIXTURES = FIXTURES_ROOT / "sum-tensors"
@@ -194,7 +195,9 @@ def test_exported_method_is_rewritten() -> None:
 
 def test_check_findings_on_the_blockers_fixture() -> None:
     path = FIXTURES_ROOT / "check" / "blockers.py"
-    result = rewrite_source(path.read_text(), str(path), [SumTensors], output=False)
+    result = rewrite_source(
+        path.read_text(), RewriteSettings([SumTensors], output=False), str(path)
+    )
     # sum([head(x) for head in self.heads]): what each module returns is not known.
     assert result.fixes == []
     assert [(s.code, s.class_name, s.message) for s in result.skips if s.code] == [

@@ -10,6 +10,7 @@ from pathlib import Path
 import pytest
 from conftest import FIXTURES_ROOT, load_module, rule_rewriter
 from tsfix.codemods.pipeline.rewrite import Rewrite, rewrite_source
+from tsfix.codemods.pipeline.settings import RewriteSettings
 from tsfix.codemods.rules.super_forward import SuperForward
 
 FIXTURES = FIXTURES_ROOT / "super-forward"
@@ -259,7 +260,9 @@ def test_embedding_max_norm_unset_is_rewritten_and_unknown_is_noted() -> None:
 
 def test_check_findings_on_the_blockers_fixture() -> None:
     path = FIXTURES_ROOT / "check" / "blockers.py"
-    result = rewrite_source(path.read_text(), str(path), [SuperForward], output=False)
+    result = rewrite_source(
+        path.read_text(), RewriteSettings([SuperForward], output=False), str(path)
+    )
     assert [(f.code, f.class_name) for f in result.fixes] == [("TSF211", "LinearWithSuper")]
     assert [s for s in result.skips if s.code] == []
 

@@ -15,6 +15,7 @@ from tsfix.codemods.pipeline.phases.fix_loop import (
     typed_by_message,
     typed_rebinding,
 )
+from tsfix.codemods.pipeline.settings import FileContext, RewriteSettings
 from tsfix.codemods.rules.annotate import Annotate
 from tsfix.codemods.validation.protocol import OBSERVED_FUNCTIONS, Blocker
 
@@ -209,7 +210,15 @@ def test_the_loops_function_is_annotated_though_the_classes_reaching_it_are_left
 
     text = "import torch\nfrom torch import nn\n\n\n" + UNPACK
     observed = {OBSERVED_FUNCTIONS: {"unpack": {"inputs": PACKED}}}
-    done = rewrite_source(text, "m.py", [Annotate], skip_classes={"annotate": frozenset({"M"})},
-                          observed=observed, compiled_functions={"unpack"})
+    done = rewrite_source(
+        text,
+        RewriteSettings([Annotate]),
+        FileContext(
+            "m.py",
+            skip_classes={"annotate": frozenset({"M"})},
+            observed=observed,
+            compiled_functions={"unpack"},
+        ),
+    )
     assert "def unpack(inputs: torch.nn.utils.rnn.PackedSequence):" in done.text
     assert [c.class_name for c in done.changes] == ["unpack()"]

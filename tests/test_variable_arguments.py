@@ -8,6 +8,7 @@ import textwrap
 from pathlib import Path
 
 from tsfix.codemods.pipeline.rewrite import Rewrite, rewrite_source
+from tsfix.codemods.pipeline.settings import RewriteSettings
 from tsfix.codemods.rules.variable_arguments import VariableArguments
 
 HEADER = "import torch\nfrom torch import nn\n\n\n"
@@ -30,7 +31,7 @@ ENCODER = textwrap.dedent("""\
 
 
 def _rewrite(code: str, path: str = "model.py", *, unsafe: bool = False) -> Rewrite:
-    return rewrite_source(code, path, [VariableArguments], unsafe_fixes=unsafe)
+    return rewrite_source(code, RewriteSettings([VariableArguments], unsafe_fixes=unsafe), path)
 
 
 def _findings(result: Rewrite) -> list[tuple[str, int, str]]:

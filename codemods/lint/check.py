@@ -81,6 +81,7 @@ from tsfix.codemods.pipeline.config import (
     find_pyproject,
     load_config,
 )
+from tsfix.codemods.pipeline.settings import FileContext, RewriteSettings
 from tsfix.codemods.pipeline.sources import SourceError, discover, is_generated, read_source
 from tsfix.codemods.rules.base import Code, Fix, Skip
 
@@ -222,7 +223,9 @@ def _rule_findings(text: str, display: str, module: cst.Module,
         if file.tree is not None and not rule.may_apply(file):
             continue                # it would find nothing here (its prefilter's promise)
         try:
-            found = rewrite_source(text, display, [rule], module=module, output=False)
+            found = rewrite_source(
+                text, RewriteSettings([rule], output=False), FileContext(display, module=module)
+            )
         except Exception as exc:        # one rule's failure costs only its findings
             if errors is not None:
                 errors.append(f"{display}: internal error in rule {rule.name}: "

@@ -122,7 +122,7 @@ def configured_models(todo: Iterable[File], session: Session) -> list[Configured
     return found
 
 
-def model_job(job_id: int, model: Configured, session: Session, *, observe: bool = False,
+def model_job(job_id: int, model: Configured, session: Session, *,
               overlay: Mapping[str, str] | None = None,
               classes: Iterable[ModelClass] = (),
               reads: Collection[str] | None = None) -> ModelJob:
@@ -137,7 +137,7 @@ def model_job(job_id: int, model: Configured, session: Session, *, observe: bool
         texts = {path: text for path, text in texts.items() if path in wanted}
         classes = [c for c in classes if c.path in wanted]
     return ModelJob(job_id, str(model.file.resolved), model.name, model.spec.to_example(),
-                    "observe" if observe else "validate", texts, tuple(classes),
+                    "validate", texts, tuple(classes),
                     session.sys_path, str(root) if root else None, session.target)
 
 
@@ -171,7 +171,7 @@ class Observations:
 
 
 def observe(models: list[Configured], session: Session, pool: WorkerPool) -> Observations:
-    jobs = [model_job(k, m, session, observe=True) for k, m in enumerate(models)]
+    jobs = [replace(model_job(k, m, session), mode="observe") for k, m in enumerate(models)]
     report = session.reporter("observe", len(jobs))
     found = pool.models(jobs, timeout=session.timeout, on_result=lambda *_: report())
     types: dict[str, TypeTable] = {}
@@ -230,22 +230,22 @@ def to_explain(result: ModelResult) -> Blocker | None:
 
 
 def record_of(model: Configured, result: ModelResult, *, texts: Mapping[str, str],
-              display: Mapping[str, str], rounds: Iterable[str] = (),
-              target: str = "torchscript", explanation: str | None = None) -> ModelRecord:
-    """The report's record of a model job's answer. ``texts``: the text of each rewritten file
-    (the blocker's line is read there); ``display``: how the report names files;
-    ``explanation``: :func:`explain_blocker`'s answer for the blocker, when the caller has it
-    already (explaining runs ``tsfix check`` on the blocker's file)."""
-    rounds = list(rounds)
+              display: Mapping[str, str], target: str = "torchscript",
+              explanation: str | None = None) -> ModelRecord:
+    """The report's record of a model job's answer (the repair loop's rounds are added by its
+    caller). ``texts``: the text of each rewritten file (the blocker's line is read there);
+    ``display``: how the report names files; ``explanation``: :func:`explain_blocker`'s answer
+    for the blocker, when the caller has it already (explaining runs ``tsfix check`` on the
+    blocker's file)."""
     if result.failure is not None or result.model is None:
         return ModelRecord(model.display, MODEL_ERROR,
                            result.failure or "the worker gave no model verdict",
-                           rounds=rounds, target=target)
+                           target=target)
     verdict = result.model
     blocker = verdict.blocker
     if verdict.status == MODEL_SCRIPTS or blocker is None or blocker.path is None:
         return ModelRecord(model.display, verdict.status, verdict.reason,
-                           verdict.scripted_before, rounds=rounds,
+                           verdict.scripted_before,
                            message=_first_lines(blocker.message) if blocker else "",
                            python_only=verdict.python_only, duration_s=verdict.duration_s,
                            target=target)
@@ -255,7 +255,8 @@ def record_of(model: Configured, result: ModelResult, *, texts: Mapping[str, str
                        _first_lines(blocker.message),
                        explain_blocker(blocker, texts.get(blocker.path), name, target)
                        if explanation is None else explanation,
-                       rounds, verdict.python_only, verdict.duration_s, target)
+                       python_only=verdict.python_only, duration_s=verdict.duration_s,
+                       target=target)
 
 
 def located(result: ModelResult, texts: Mapping[str, str],

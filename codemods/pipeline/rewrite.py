@@ -11,7 +11,7 @@ import ast
 import difflib
 import re
 import warnings
-from collections.abc import Collection, Mapping, Sequence
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 
 import black
@@ -20,7 +20,8 @@ from libcst.codemod import CodemodContext
 from tsfix.codemods.facts.prefilter import AstFile
 from tsfix.codemods.facts.scope import file_scope
 from tsfix.codemods.pipeline.safety import safe_classes
-from tsfix.codemods.rules.base import ClassChange, Fix, Observations, Rule, Skip
+from tsfix.codemods.pipeline.settings import FileContext, RewriteSettings
+from tsfix.codemods.rules.base import ClassChange, Fix, Skip
 
 
 class RewriteError(Exception):
@@ -75,31 +76,23 @@ def python_syntax_error(text: str, path: str) -> str | None:
     return None
 
 
-def rewrite_source(text: str, path: str, rules: Sequence[type[Rule]], *, line_length: int = 88,
-                   skip_classes: Mapping[str, frozenset[str]] | None = None,
-                   unsafe_fixes: bool = False, observed: Observations | None = None,
-                   module: cst.Module | None = None, output: bool = True,
-                   compiled_functions: Collection[str] = ()) -> Rewrite:
-    """Run ``rules`` over ``text``. ``skip_classes`` maps a rule name to classes it must leave
-    alone (their earlier rewrite was rejected by validation); ``observed`` holds the argument
-    types seen in the eager example runs of the original file. ``module``: ``text`` already
-    parsed. ``output=False`` (``tsfix check``): only the findings are wanted, so the new text
-    is neither generated, formatted nor checked (``Rewrite.text`` stays the input).
-    ``compiled_functions``: module-level functions of this file that another file's compiled
-    code calls (:attr:`Rule.compiled_functions`)."""
+def rewrite_source(text: str, settings: RewriteSettings, file: FileContext | str = "<string>"
+                   ) -> Rewrite:
+    """Run ``settings.rules`` over ``text`` (``file``: what is known about it, or just its
+    path)."""
+    if isinstance(file, str):
+        file = FileContext(file)
     with file_scope():
-        return _rewrite(text, path, rules, line_length, skip_classes or {}, unsafe_fixes,
-                        observed, module, output, frozenset(compiled_functions))
+        return _rewrite(text, settings, file)
 
 
-def _rewrite(text: str, path: str, rules: Sequence[type[Rule]], line_length: int,
-             skip_classes: Mapping[str, frozenset[str]], unsafe_fixes: bool,
-             observed: Observations | None, module: cst.Module | None = None,
-             output: bool = True, compiled_functions: frozenset[str] = frozenset()
-             ) -> Rewrite:
+def _rewrite(text: str, settings: RewriteSettings, context: FileContext) -> Rewrite:
+    rules, path = settings.rules, context.path
+    compiled_functions = context.compiled_functions
     # The prefilter reads what this file's own classes compile: a function compiled from
     # another file is not among it, so then every rule runs.
     file = AstFile(text) if not compiled_functions else None
+    module = context.module
     if module is None:
         if (file is not None and file.tree is not None
                 and not any(rule.may_apply(file) for rule in rules)):
@@ -115,8 +108,8 @@ def _rewrite(text: str, path: str, rules: Sequence[type[Rule]], line_length: int
         if file is not None and not rule_class.may_apply(file):
             continue
         rule = rule_class(CodemodContext(filename=path),
-                          skip_classes.get(rule_class.name, frozenset()),
-                          unsafe_fixes=unsafe_fixes, observed=observed,
+                          context.skip_classes.get(rule_class.name, frozenset()),
+                          unsafe_fixes=settings.unsafe_fixes, observed=context.observed,
                           compiled_functions=compiled_functions)
         # Rules never add or remove top-level classes, so every rule can place its classes by
         # the original text: reported lines then refer to the file as the user has it.
@@ -126,16 +119,16 @@ def _rewrite(text: str, path: str, rules: Sequence[type[Rule]], line_length: int
         module = rule.transform_module(module)
         if file is not None and rule.changes:
             file = AstFile(module.code)
-        if rule.changes and output:
+        if rule.changes and settings.output:
             safe = safe_classes(before, module, {c.class_name for c in rule.changes})
             for change in rule.changes:
                 change.safe = change.class_name in safe
         result.changes.extend(rule.changes)
         result.skips.extend(rule.skips)
         result.fixes.extend(rule.fixes)
-    if not result.changes or not output:
+    if not result.changes or not settings.output:
         return result
-    new_text = format_touched_lines(text, module.code, line_length,
+    new_text = format_touched_lines(text, module.code, settings.line_length,
                                     four_space_indent=module.default_indent == "    "
                                     and "\r" not in text)
     _check_parses(new_text, text, path)

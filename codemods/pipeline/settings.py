@@ -2,14 +2,20 @@
 
 :class:`RunSettings` is black's ``Mode`` for tsfix: frozen, built by the engine before anything
 else, and what the cache key, the phases and the report read, so that no part of a run
-resolves an option against the configuration again. This module imports neither LibCST nor
-torch.
+resolves an option against the configuration again. :class:`RewriteSettings` is the part a
+rewrite needs (``rewrite_source(text, settings, file)``), :class:`FileContext` what is known
+about the one file. This module imports neither LibCST nor torch.
 """
 
 from __future__ import annotations
 
-from dataclasses import dataclass
-from typing import Literal
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING, Literal
+
+if TYPE_CHECKING:
+    import libcst as cst
+    from tsfix.codemods.rules.base import Observations, Rule
 
 Mode = Literal["write", "diff", "check"]
 
@@ -40,3 +46,34 @@ class RunSettings:
                 "auto_examples": self.auto_examples and self.verify,
                 # The target changes lift-branch's form and the validation steps.
                 "target": self.target}
+
+
+@dataclass(frozen=True)
+class RewriteSettings:
+    """How to rewrite a file: the same for every file of a run; small and picklable (sent to
+    rewrite worker processes)."""
+
+    rules: Sequence[type[Rule]]     # kept as a tuple
+    line_length: int = 88
+    unsafe_fixes: bool = False
+    # False (``tsfix check``): only the findings are wanted; the new text is neither
+    # generated, formatted nor checked (``Rewrite.text`` stays the input).
+    output: bool = True
+
+    def __post_init__(self) -> None:
+        object.__setattr__(self, "rules", tuple(self.rules))
+
+
+@dataclass(frozen=True)
+class FileContext:
+    """What is known about the one file a rewrite is of."""
+
+    path: str = "<string>"          # as messages name it
+    # Rule name -> classes it must leave alone (their earlier rewrite was rejected).
+    skip_classes: Mapping[str, frozenset[str]] = field(default_factory=dict)
+    # The argument types seen in the eager example runs of the original file.
+    observed: Observations | None = None
+    # Module-level functions of this file that another file's compiled code calls
+    # (Rule.compiled_functions).
+    compiled_functions: frozenset[str] = frozenset()
+    module: cst.Module | None = None    # the text already parsed

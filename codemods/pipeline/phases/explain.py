@@ -10,7 +10,8 @@ from typing import TYPE_CHECKING
 
 from tsfix.codemods.pipeline import models as configured
 from tsfix.codemods.pipeline.phases.processes import Rewriters
-from tsfix.codemods.pipeline.phases.session import RewriteSettings, Session
+from tsfix.codemods.pipeline.phases.session import Session
+from tsfix.codemods.pipeline.settings import RewriteSettings
 from tsfix.codemods.validation.protocol import (
     Blocker,
     ModelResult,

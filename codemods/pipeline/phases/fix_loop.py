@@ -16,7 +16,7 @@ from typing import TYPE_CHECKING
 
 from tsfix.codemods.pipeline import models as configured
 from tsfix.codemods.pipeline.phases.records import by_class, internal_error, skip_set_of
-from tsfix.codemods.pipeline.phases.session import Session
+from tsfix.codemods.pipeline.phases.session import Session, rewritten
 from tsfix.codemods.pipeline.phases.state import RunState
 from tsfix.codemods.pipeline.report import (
     MODEL_SCRIPTS,
@@ -588,7 +588,7 @@ def _rewrite_site(loop: _ModelLoop, number: int, site: _Site) -> _Rewritten | st
                                                       if r.name in on} for r in everyone})
         settings = replace(session.settings, rules=everyone)
         try:
-            text, classes, _ = settings.rewrite(loop_file.base, loop_file.display, types,
+            text, classes, _ = rewritten(settings, loop_file.base, loop_file.display, types,
                                                 skip, frozenset(functions))
         except Exception as exc:
             loop.rounds.append(f"round {number}: rewriting {site.owner} in {loop_file.display}"

@@ -214,10 +214,10 @@ def _add_records(state: RunState, finished: list[Finished], repair: _Repair, out
         texts = {blocker.path: text} if blocker and blocker.path and text is not None else {}
         kept = repair.loops.get(model.display)
         record = configured.record_of(model, result, texts=texts, display=display,
-                                      rounds=rounds, target=state.session.target,
-                                      explanation=explanation)
+                                      target=state.session.target, explanation=explanation)
         out.records.setdefault(model.file.index, []).append(replace(
-            record, rewrites=_rewrites_reached(result, state.pending, state.finals),
+            record, rounds=list(rounds),
+            rewrites=_rewrites_reached(result, state.pending, state.finals),
             repairs=kept.repairs if kept else [],
             stopped=kept.stopped if kept and not record.ok else ""))
 

@@ -13,7 +13,8 @@ import threading
 from collections.abc import Callable, Iterator, Sequence
 from typing import TYPE_CHECKING, TypeVar
 
-from tsfix.codemods.pipeline.phases.session import RewriteSettings, Session
+from tsfix.codemods.pipeline.phases.session import Session
+from tsfix.codemods.pipeline.settings import RewriteSettings
 
 if TYPE_CHECKING:
     from concurrent.futures import ProcessPoolExecutor

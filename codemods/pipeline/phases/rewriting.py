@@ -17,7 +17,8 @@ from tsfix.codemods.pipeline.phases.records import (
     ToRewriteAgain,
     internal_error,
 )
-from tsfix.codemods.pipeline.phases.session import RewriteSettings, Session
+from tsfix.codemods.pipeline.phases.session import Session, rewritten
+from tsfix.codemods.pipeline.settings import RewriteSettings
 from tsfix.codemods.pipeline.sources import SourceError, is_generated, read_source
 
 if TYPE_CHECKING:
@@ -56,7 +57,7 @@ def _rewrite_file(item: ToRewrite, settings: RewriteSettings) -> Rewritten:
                              rewrite_s=round(time.perf_counter() - started, 4))
         return Rewritten(item.index, "skipped")
     try:
-        text, classes, skips = settings.rewrite(source.text, item.display, item.observed)
+        text, classes, skips = rewritten(settings, source.text, item.display, item.observed)
     except RewriteError as exc:
         return Rewritten(item.index, "failed", str(exc),
                          rewrite_s=round(time.perf_counter() - started, 4))
@@ -72,7 +73,7 @@ def _rewrite_file(item: ToRewrite, settings: RewriteSettings) -> Rewritten:
 
 def rewrite_again(item: ToRewriteAgain, settings: RewriteSettings) -> RewrittenAgain:
     try:
-        text, classes, _ = settings.rewrite(item.text, item.display, item.observed, item.skip)
+        text, classes, _ = rewritten(settings, item.text, item.display, item.observed, item.skip)
     except Exception as exc:
         return RewrittenAgain(item.key, error=internal_error(item.display, exc))
     return RewrittenAgain(item.key, text, classes)

@@ -1,5 +1,5 @@
-"""What every phase of one run needs (:class:`Session`), the settings a rewrite process gets
-(:class:`RewriteSettings`), and the progress counts of a phase (:class:`Reporter`).
+"""What every phase of one run needs (:class:`Session`), a file rewritten with the settings a
+rewrite process gets (:func:`rewritten`), and the progress counts of a phase (:class:`Reporter`).
 """
 
 from __future__ import annotations
@@ -18,35 +18,25 @@ from tsfix.codemods.pipeline.report import (
     Progress,
     SkipResult,
 )
-from tsfix.codemods.validation.protocol import (
-    TypeTable,
-)
+from tsfix.codemods.pipeline.settings import FileContext, RewriteSettings
+from tsfix.codemods.validation.protocol import TypeTable
 
 if TYPE_CHECKING:
 
     from tsfix.codemods.rules.base import Rule
 
 
-@dataclass(frozen=True)
-class RewriteSettings:
-    """What rewriting one file needs; small and picklable, sent to rewrite worker processes."""
+def rewritten(settings: RewriteSettings, text: str, display: str, observed: TypeTable,
+              skip: SkipSet = (), compiled_functions: frozenset[str] = frozenset()
+              ) -> tuple[str, tuple[ClassResult, ...], tuple[SkipResult, ...]]:
+    """``text`` rewritten with ``settings``: the new text, a ClassResult per change and the
+    skips. LibCST, black and the rules are imported here, on the first file that needs them."""
+    from tsfix.codemods.pipeline.rewrite import rewrite_source
 
-    rules: tuple[type[Rule], ...]
-    line_length: int
-    unsafe_fixes: bool
-
-    def rewrite(self, text: str, display: str, observed: TypeTable, skip: SkipSet = (),
-                compiled_functions: frozenset[str] = frozenset()
-                ) -> tuple[str, tuple[ClassResult, ...], tuple[SkipResult, ...]]:
-        """The new text, a ClassResult per change and the skips. LibCST, black and the rules
-        are imported here, on the first file that needs them."""
-        from tsfix.codemods.pipeline.rewrite import rewrite_source
-
-        done = rewrite_source(text, display, self.rules, line_length=self.line_length,
-                              skip_classes=dict(skip) or None, unsafe_fixes=self.unsafe_fixes,
-                              observed=observed or None, compiled_functions=compiled_functions)
-        return (done.text, tuple(class_result(c) for c in done.changes),
-                tuple(SkipResult.of(s) for s in done.skips))
+    done = rewrite_source(text, settings, FileContext(display, dict(skip), observed or None,
+                                                      compiled_functions))
+    return (done.text, tuple(class_result(c) for c in done.changes),
+            tuple(SkipResult.of(s) for s in done.skips))
 
 
 @dataclass
