@@ -7,6 +7,8 @@ from __future__ import annotations
 import textwrap
 from pathlib import Path
 
+import pytest
+from conftest import FIXTURES_ROOT, load_module
 from tsfix.codemods.pipeline.rewrite import Rewrite, rewrite_source
 from tsfix.codemods.pipeline.settings import RewriteSettings
 from tsfix.codemods.rules.variable_arguments import VariableArguments
@@ -131,8 +133,9 @@ def test_kwargs_that_cannot_be_expanded_are_refused() -> None:
         """)
     result = _rewrite(unknown_callee)
     assert result.text == unknown_callee
-    assert _findings(result) == [("TSF210", 10, "forward(): reads **kwargs, which TorchScript "
-                                  "cannot compile; make what it carries explicit parameters")]
+    assert _findings(result) == [("TSF210", 10, "forward(): passes **kwargs to self.layer, the "
+                                  "module given to the constructor, but Block is built nowhere "
+                                  "in this file, so the modules it wraps are not known")]
 
 
 def test_keyword_only_without_default_after_a_default_is_declined() -> None:
@@ -151,3 +154,142 @@ def test_keyword_only_without_default_after_a_default_is_declined() -> None:
     assert [s.reason for s in result.skips] == [
         "forward(): keyword-only parameters without defaults follow parameters with defaults; they "
         "cannot become ordinary parameters"]
+
+
+# ---- **kwargs passed to the module the constructor was given ---------------------------------
+
+WRAPPERS = HEADER + textwrap.dedent("""\
+    class Attention(nn.Module):
+        def forward(self, x, context=None, mask=None):
+            return x
+
+    class FeedForward(nn.Module):
+        def forward(self, x):
+            return x
+
+    class Gate(nn.Module):
+        def forward(self, x, mask=None):
+            return x
+
+    class PreNorm(nn.Module):
+        def __init__(self, fn):
+            super().__init__()
+            self.fn = fn
+
+        def forward(self, x, **kwargs):
+            y = self.fn(x, **kwargs) + x
+            return y
+
+    class Net(nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.attn = Attention()
+            self.attn = PreNorm(self.attn)
+            gate = Gate()
+            self.blocks = nn.ModuleList([PreNorm(gate), PreNorm(FeedForward())])
+    """)
+
+
+def test_kwargs_passed_to_the_module_given_to_the_constructor(tmp_path: Path) -> None:
+    """One call per set of keywords the modules built into the wrapper take (Attention
+    {context, mask}, Gate {mask}, FeedForward {}), chosen by a constant per keyword where the
+    sets differ; the modules are followed through `self.attn = ...` and a local."""
+    result = _rewrite(WRAPPERS, str(_tree(tmp_path, WRAPPERS)))
+    assert result.text == textwrap.dedent("""\
+        import inspect
+        from typing import Optional
+
+        import torch
+        from torch import nn
+    """) + "\n\n" + WRAPPERS[len(HEADER):].replace(textwrap.indent(textwrap.dedent("""\
+        def __init__(self, fn):
+            super().__init__()
+            self.fn = fn
+
+        def forward(self, x, **kwargs):
+            y = self.fn(x, **kwargs) + x
+            return y
+    """), "    "), textwrap.indent(textwrap.dedent("""\
+        # TorchScript compiles only the call of self.fn its forward's parameters choose.
+        __constants__ = ["fn_takes_context", "fn_takes_mask"]
+
+        def __init__(self, fn):
+            super().__init__()
+            self.fn = fn
+            fn_parameters = inspect.signature(self.fn.forward).parameters
+            self.fn_takes_context = "context" in fn_parameters
+            self.fn_takes_mask = "mask" in fn_parameters
+
+        def forward(
+            self,
+            x,
+            context: Optional[torch.Tensor] = None,
+            mask: Optional[torch.Tensor] = None,
+        ):
+            if self.fn_takes_context:
+                fn_out = self.fn(x, context=context, mask=mask)
+            else:
+                if self.fn_takes_mask:
+                    fn_out = self.fn(x, mask=mask)
+                else:
+                    fn_out = self.fn(x)
+            y = fn_out + x
+            return y
+    """), "    "))
+    assert {("TSF210", 22, "fixed"), ("TSF110", 23, "fixed")} <= set(_findings(result))
+
+
+def test_kwargs_passed_to_the_given_module_are_refused_where_its_modules_are_unknown(
+        tmp_path: Path) -> None:
+    torch_layer = WRAPPERS.replace("PreNorm(FeedForward())", "PreNorm(nn.Linear(4, 4))")
+    defaults_differ = WRAPPERS.replace("def forward(self, x, mask=None):",
+                                       "def forward(self, x, mask=False):")
+    required = WRAPPERS.replace("def forward(self, x, mask=None):",
+                                "def forward(self, x, mask):")
+    cases = {
+        torch_layer: "it wraps `nn.Linear(4, 4)`, not a module class of this file built there",
+        defaults_differ: "the modules it wraps default mask differently (None, False)",
+        required: ("Gate.forward()'s mask has no default, so a call that leaves it out fails"),
+    }
+    for code, why in cases.items():
+        result = _rewrite(code, str(_tree(tmp_path, code)))
+        assert result.text == code
+        assert _findings(result) == [
+            ("TSF210", 22, "forward(): passes **kwargs to self.fn, the module given to the "
+                           f"constructor, but {why}")]
+
+
+def test_a_wrapper_another_file_imports_is_refused_and_a_namesake_is_not(
+        tmp_path: Path) -> None:
+    """Another file of the tree may build the wrapper around modules this file does not know;
+    a file of another package with a PreNorm class of its own does not count."""
+    namesake = "class PreNorm:\n    pass\n\nPreNorm()\n"
+    path = _tree(tmp_path, WRAPPERS, other=namesake)
+    assert _rewrite(WRAPPERS, str(path)).text != WRAPPERS
+    importer = "from model import PreNorm\n\nPreNorm(None)\n"
+    path = _tree(tmp_path, WRAPPERS, other=importer)
+    result = _rewrite(WRAPPERS, str(path))
+    assert result.text == WRAPPERS
+    assert _findings(result) == [
+        ("TSF210", 22, "forward(): passes **kwargs to self.fn, the module given to the "
+                       "constructor, but the modules it wraps are not all known (other.py names "
+                       "PreNorm)")]
+
+
+@pytest.mark.slow
+def test_the_wrapper_fixture_fails_to_script_before_and_scripts_with_parity_after() -> None:
+    torch = pytest.importorskip("torch")
+    folder = FIXTURES_ROOT / "variable-arguments"
+    before = load_module(folder / "prenorm_wrappers.in.py", "prenorm_before")
+    after = load_module(folder / "prenorm_wrappers.out.py", "prenorm_after")
+    torch.manual_seed(0)
+    original = before.Transformer().eval()
+    with pytest.raises(torch.jit.frontend.NotSupportedError, match="variable number"):
+        torch.jit.script(original)
+    rewritten = after.Transformer().eval()
+    rewritten.load_state_dict(original.state_dict())
+    scripted = torch.jit.script(rewritten)
+    x, mask = torch.randn(2, 5, 16), torch.tensor([[True] * 5, [True, True, True, False, False]])
+    with torch.no_grad():
+        assert torch.equal(scripted(x), original(x))
+        assert torch.equal(scripted(x, mask), original(x, mask=mask))

@@ -8,6 +8,19 @@ What it does
       from a class of the same file (``return self.layer(x, **kwargs)``) becomes that class's
       ``forward()`` parameters the call does not bind already, with their defaults, passed by
       name (``mask=None`` in the signature, ``self.layer(x, mask=mask)`` in the call);
+    * a ``**kwargs`` passed whole to the module the constructor was given (``PreNorm(dim,
+      fn)``: ``self.fn = fn``, ``return self.fn(self.norm(x), **kwargs)``) becomes the
+      keywords that the modules the tree builds it around take (every construction of the
+      class in its file, followed through locals and ``self.<attr>``; wrappers of wrappers
+      too), and the call becomes one call per set of keywords those modules take, chosen by
+      a constant per keyword that differs: ``self.fn_takes_mask = "mask" in
+      inspect.signature(self.fn.forward).parameters`` in ``__init__``, named in
+      ``__constants__``, so TorchScript compiles for each instance only the call its module
+      takes. An unannotated ``None`` default becomes ``Optional[torch.Tensor]`` (a mask or a
+      context passed through; validation checks it). Refused, with the reason, when a
+      construction wraps something that is not a module class of the file, another file of
+      the tree names the class, the modules' defaults for a keyword differ, or a keyword has
+      no default;
     * an unused ``*args`` or ``**kwargs`` is removed when the tree shows that no caller passes
       anything it would take: the class is built only as ``self.<attr> = Cls(...)`` in ``__init__``
       of classes of its own file, each such attribute is only ever called, every call has a
@@ -52,16 +65,20 @@ Example
 Fix safety
     Making keyword-only parameters ordinary keeps every call that worked working. Expanding a
     pass-through ``**kwargs`` keeps every call that worked: a keyword the callee does not take
-    raised there before. Removing an unused ``*args``/``**kwargs`` makes a call that passed
-    extra arguments fail; it is written without ``--unsafe-fixes`` only when the tree proves no
-    call does (callers outside the tree, a public package API, are not known and keep the
-    requirement).
+    raised there before. For the module the constructor was given, a call passes the module
+    exactly the keywords it took before (a left-out one with the default the module itself
+    has); a keyword the module does not take, which raised before, is now dropped, and a
+    module built outside the tree's view with a set of keywords no construction in the file
+    gives would get the call of another set: validation runs the model to prove it.
+    Removing an unused ``*args``/``**kwargs`` makes a call that passed extra arguments fail;
+    it is written without ``--unsafe-fixes`` only when the tree proves no call does (callers
+    outside the tree, a public package API, are not known and keep the requirement).
 """
 
 from __future__ import annotations
 
 import re
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -71,14 +88,28 @@ from tsfix.codemods.facts.prefilter import AstFile
 from tsfix.codemods.facts.project import package_root
 from tsfix.codemods.facts.syntax import (
     code_of,
+    contains,
     find_all,
+    fresh_name,
     literal_type,
     methods_of,
     names_used,
     self_attr,
     self_name,
 )
+from tsfix.codemods.rules._class_lists import appended, own_list, with_list
+from tsfix.codemods.rules._pass_through import (
+    COMMENT,
+    CONSTANTS,
+    Keyword,
+    PassThroughs,
+    Wrapper,
+    calls_by_flags,
+    flag_lines,
+    flag_name,
+)
 from tsfix.codemods.rules.base import ClassChange, Code, Example, Rule
+from tsfix.codemods.rules.imports import add_module_import
 
 # Files of the tree read to prove that a class is named nowhere else; a larger tree is unknown.
 _MAX_TREE_FILES = 2000
@@ -214,9 +245,15 @@ class VariableArguments(Rule):
              "defaults. variable-arguments makes keyword-only parameters ordinary, expands a "
              "**kwargs passed on to a known submodule, and removes unused *args/**kwargs when "
              "the tree shows no caller passes extra arguments (else with --unsafe-fixes)."),
+        Code("TSF110", "keyword-unpacking", "**kwargs unpacking in a call",
+             "TorchScript cannot unpack a dict into keyword arguments (\"keyword-arg "
+             "expansion is not supported\"). variable-arguments passes a method's **kwargs "
+             "on by name where it goes whole to a submodule of the file or to the module the "
+             "constructor was given; otherwise pass the arguments by name."),
     )
     summary = ("Keyword-only parameters made ordinary, **kwargs passed to a known submodule "
-               "expanded, unused *args/**kwargs removed when no caller passes any")
+               "(or the module the constructor was given) expanded, unused *args/**kwargs "
+               "removed when no caller passes any")
 
     VALID = (
         """
@@ -276,6 +313,16 @@ class Encoder(nn.Module):
 
     def prepare(self, module: cst.Module) -> None:
         self._tree_mentions: dict[str, str | None] = {}
+        self._pass_throughs: PassThroughs | None = None
+        # class -> the wrapper whose forward was rewritten: __init__ and __constants__ follow.
+        self._wrapped: dict[str, tuple[Wrapper, list[str]]] = {}
+        self._inspect_import = False
+
+    def transform_module_impl(self, tree: cst.Module) -> cst.Module:
+        result = super().transform_module_impl(tree)
+        if self._inspect_import and self.changes:
+            result = _imports_before_from_imports(add_module_import(result, "inspect"))
+        return result
 
     def rewrite_class(self, cls: cst.ClassDef) -> cst.ClassDef:
         if not self.facts.is_module_class(cls):
@@ -291,11 +338,15 @@ class Encoder(nn.Module):
         if not new_methods:
             return cls
         assert isinstance(cls.body, cst.IndentedBlock)
+        wrapped = self._wrapped.get(cls.name.value)
+        if wrapped is not None:
+            new_methods["__init__"] = self._measured_keywords(*wrapped)
         body = [new_methods.get(s.name.value, s) if isinstance(s, cst.FunctionDef) else s
                 for s in cls.body.body]
         self.changes.append(ClassChange(self.name, cls.name.value, self.span_of(cls),
                                         "; ".join(parts), notes=notes))
-        return cls.with_changes(body=cls.body.with_changes(body=body))
+        result = cls.with_changes(body=cls.body.with_changes(body=body))
+        return self._with_constants(result, *wrapped) if wrapped is not None else result
 
     def _rewrite_method(self, cls: cst.ClassDef, facts: ClassFacts, method: str,
                         func: cst.FunctionDef, parts: list[str],
@@ -306,11 +357,22 @@ class Encoder(nn.Module):
             return func
         class_name = cls.name.value
         expanded = self._expand_kwargs(cls, facts, method, func)
+        wrapped_refusal: str | None = None
+        if expanded is None and method == "forward" and params.star_kwarg is not None:
+            wrapped = self._expand_wrapped(cls, func)
+            if isinstance(wrapped, str):
+                wrapped_refusal = wrapped
+            else:
+                expanded = wrapped
         if expanded is not None:
-            func, added = expanded
             star_kwarg = params.star_kwarg
             assert star_kwarg is not None
-            self.fixed(star_kwarg, "TSF210", f"{method}() takes **{star_kwarg.name.value}")
+            kw = star_kwarg.name.value
+            self.fixed(star_kwarg, "TSF210", f"{method}() takes **{kw}")
+            for arg in find_all(func.body, cst.Arg):
+                if arg.star == "**" and isinstance(arg.value, cst.Name) and arg.value.value == kw:
+                    self.fixed(arg, "TSF110", f"**{kw} in a call in {method}()")
+            func, added = expanded
             parts.append(f"**{star_kwarg.name.value} of {method}() -> "
                          f"{', '.join(added)}")
 
@@ -333,6 +395,9 @@ class Encoder(nn.Module):
                 continue        # a parameter the expansion added: the **kwargs site says it
             if site.reason is None:
                 self.fixed(site.node, "TSF210", site.message)
+            elif site.node is params.star_kwarg and wrapped_refusal is not None:
+                self.skip(class_name, site.node, f"{method}(): {wrapped_refusal}",
+                          code="TSF210", message=site.message)
             elif site.blocker:
                 self.skip(class_name, site.node, f"{method}(): {site.reason}", code="TSF210",
                           message=site.message)
@@ -415,6 +480,146 @@ class Encoder(nn.Module):
         found = classes.get(value.func.value)
         return found if found is not None and self.facts.is_module_class(found) else None
 
+    # ---- **kwargs passed to a module the constructor was given ----------------------------------
+
+    def _expand_wrapped(self, cls: cst.ClassDef, func: cst.FunctionDef
+                        ) -> tuple[cst.FunctionDef, list[str]] | str | None:
+        """``forward`` of a wrapper (``self.fn(x, **kwargs)``, ``self.fn = fn`` in
+        ``__init__``) with the keywords its modules take and one call per combination of them
+        (see ``_pass_through``); a refusal; or None when the class is not such a wrapper."""
+        if self._pass_throughs is None:
+            self._pass_throughs = PassThroughs(self.source_module, self.facts,
+                                               self._named_elsewhere)
+        wrapper = self._pass_throughs.wrappers.get(cls.name.value)
+        if wrapper is None or wrapper.forward is not func:
+            return None
+        star_kwarg = func.params.star_kwarg
+        assert star_kwarg is not None
+        kw = star_kwarg.name.value
+        if wrapper.reason is not None:
+            return (f"passes **{kw} to self.{wrapper.attr}, the module given to the "
+                    f"constructor, but {wrapper.reason}")
+        taken = names_used(func) - {kw}
+        clash = [k.name for k in wrapper.keywords if k.name in taken]
+        if clash:
+            return (f"passes **{kw} to self.{wrapper.attr}: {clash[0]} is already a name in "
+                    "forward()")
+        rewritten = self._calls_by_flags(wrapper, func)
+        if isinstance(rewritten, str):
+            return f"passes **{kw} to self.{wrapper.attr}: {rewritten}"
+        body, tested = rewritten
+        flags = [flag_name(wrapper, k) for k in tested]
+        class_names = {n.value for n in find_all(cls, cst.Name)}
+        existing = own_list(cls, CONSTANTS)
+        problem = (f"{flags[0]} is already a name in the class"
+                   if any(f in class_names for f in flags)
+                   else None if not flags
+                   else existing.problem if existing is not None and existing.problem
+                   else self._inspect_problem())
+        if problem is not None:
+            return f"passes **{kw} to self.{wrapper.attr}: {problem}"
+        added = [cst.Param(cst.Name(k.name), annotation=self._keyword_annotation(k),
+                           default=k.default, star="") for k in wrapper.keywords]
+        params = func.params.with_changes(
+            star_kwarg=None, kwonly_params=[*func.params.kwonly_params, *added])
+        if not isinstance(params.star_arg, cst.Param | cst.ParamStar) and added:
+            params = params.with_changes(star_arg=cst.ParamStar())
+        if not added:
+            params = params.with_changes(params=without_trailing_comma(list(params.params)))
+        if flags:
+            self._wrapped[cls.name.value] = (wrapper, tested)
+        shown = [code_of(p) for p in added]
+        return func.with_changes(params=params, body=body), [
+            *shown, f"passed to self.{wrapper.attr} as its forward() takes them"
+            + (f" ({', '.join(flags)} in {CONSTANTS})" if flags else "")]
+
+    def _keyword_annotation(self, keyword: Keyword) -> cst.Annotation | None:
+        """The wrapped modules' annotation; for an unannotated ``None`` default,
+        ``Optional[torch.Tensor]``: what a ``mask=None``/``context=None`` passed through a
+        wrapper carries (TorchScript takes an unannotated one for a Tensor that cannot be
+        None, and annotate has no call of the wrapper's own to type it from); validation
+        checks it like the rest of the rewrite."""
+        torch_name = self.facts.torch_alias
+        if keyword.annotation is not None or torch_name is None or not (
+                isinstance(keyword.default, cst.Name) and keyword.default.value == "None"):
+            return keyword.annotation
+        self.need_typing("Optional")
+        return cst.Annotation(cst.parse_expression(f"Optional[{torch_name}.Tensor]"))
+
+    def _inspect_problem(self) -> str | None:
+        """Why ``inspect`` cannot be used (the name is bound to something else), or None;
+        notes the import to add."""
+        bound = self.facts.imports.get("inspect")
+        if bound == "inspect":
+            return None
+        if bound is not None or "inspect" in self.facts.top_level_names:
+            return "the name inspect is bound to something other than the module"
+        self._inspect_import = True
+        return None
+
+    def _calls_by_flags(self, wrapper: Wrapper, func: cst.FunctionDef
+                        ) -> tuple[cst.BaseSuite, list[str]] | str:
+        """``func``'s body with the statement that calls the module replaced by one call per
+        set of keywords its modules take, and the keywords tested; or why it cannot be."""
+        lines = [line for line in find_all(func.body, cst.SimpleStatementLine)
+                 if contains(line, wrapper.call)]
+        if not lines:
+            return "the call is not in a statement of its own line"
+        line = lines[0]
+        indent = self.source_module.default_indent
+        if len(wrapper.combinations) == 1:      # one call serves every module it wraps
+            text, _ = calls_by_flags(wrapper, code_of, indent, returns=True)
+            call = cst.parse_expression(text.strip())
+            replaced = func.body.deep_replace(wrapper.call, call)
+            assert isinstance(replaced, cst.BaseSuite)
+            return replaced, []
+        small = line.body[0] if len(line.body) == 1 else None
+        if isinstance(small, cst.Return) and small.value is wrapper.call:
+            text, tested = calls_by_flags(wrapper, lambda c: f"return {code_of(c)}", indent,
+                                          returns=True)
+            statements = list(cst.parse_module(text).body)
+        else:
+            earlier = [c for c in find_all(line, cst.Call)
+                       if c is not wrapper.call and not contains(c, wrapper.call)
+                       and not contains(wrapper.call, c)]
+            first = find_all(line, cst.Call).index(wrapper.call)
+            if any(find_all(line, cst.Call).index(c) < first for c in earlier) \
+                    or len(line.body) != 1:
+                return ("other calls come before it in its statement, which a call moved "
+                        "ahead of them would reorder")
+            out = fresh_name(f"{wrapper.attr}_out", taken=names_used(func))
+            text, tested = calls_by_flags(wrapper, lambda c: f"{out} = {code_of(c)}", indent,
+                                          returns=False)
+            rest = line.deep_replace(wrapper.call, cst.Name(out))
+            assert isinstance(rest, cst.SimpleStatementLine)
+            statements = [*cst.parse_module(text).body, rest.with_changes(leading_lines=[])]
+        statements[0] = statements[0].with_changes(leading_lines=line.leading_lines)
+        body = func.body.visit(_ReplaceStatement(line, statements))
+        assert isinstance(body, cst.BaseSuite)
+        return body, tested
+
+    def _measured_keywords(self, wrapper: Wrapper, names: list[str]) -> cst.FunctionDef:
+        """``__init__`` with the flags measured right after ``self.<attr> = <param>``."""
+        inspect_name = next((local for local, full in self.facts.imports.items()
+                             if full == "inspect"), "inspect")
+        local = fresh_name(f"{wrapper.attr}_parameters", taken=names_used(wrapper.init))
+        text = "\n".join(flag_lines(wrapper, names, inspect_name, local)) + "\n"
+        added = list(cst.parse_module(text).body)
+        body = wrapper.init.body.visit(_ReplaceStatement(wrapper.stored,
+                                                         [wrapper.stored, *added]))
+        assert isinstance(body, cst.BaseSuite)
+        return wrapper.init.with_changes(body=body)
+
+    def _with_constants(self, cls: cst.ClassDef, wrapper: Wrapper,
+                        tested: list[str]) -> cst.ClassDef:
+        flags = [flag_name(wrapper, k) for k in tested]
+        existing = own_list(cls, CONSTANTS)
+        if existing is None or existing.value is None:
+            return with_list(cls, CONSTANTS, flags, COMMENT.format(attr=wrapper.attr))
+        rewritten = cls.deep_replace(existing.value, appended(existing.value, flags))
+        assert isinstance(rewritten, cst.ClassDef)
+        return rewritten
+
     # ---- who calls the class ------------------------------------------------------------------
 
     def _unproven_callers(self, cls: cst.ClassDef, method: str,
@@ -496,8 +701,55 @@ class Encoder(nn.Module):
                     text = other.read_text(encoding="utf-8", errors="replace")
                 except OSError:
                     continue
-                if pattern.search(text):
+                if pattern.search(text) and _may_mean_ours(text, name, path.stem):
                     found = f"{other.relative_to(root).as_posix()} names {name}"
                     break
         self._tree_mentions[name] = found
         return found
+
+
+class _ReplaceStatement(cst.CSTTransformer):
+    """One statement line replaced by several, wherever it is in the tree visited."""
+
+    def __init__(self, old: cst.SimpleStatementLine, new: Sequence[cst.BaseStatement]) -> None:
+        super().__init__()
+        self.old, self.new = old, new
+
+    def leave_SimpleStatementLine(
+            self, original_node: cst.SimpleStatementLine, updated_node: cst.SimpleStatementLine
+    ) -> cst.BaseStatement | cst.FlattenSentinel[cst.BaseStatement]:
+        if original_node is self.old:
+            return cst.FlattenSentinel(self.new)
+        return updated_node
+
+
+def _imports_before_from_imports(module: cst.Module) -> cst.Module:
+    """``import inspect`` placed right after a ``from typing import ...`` this rule's typing
+    names added moves above it, as isort orders a section (plain imports first)."""
+    body = list(module.body)
+    for k in range(1, len(body)):
+        line, before = body[k], body[k - 1]
+        if (isinstance(line, cst.SimpleStatementLine) and code_of(line).strip() == "import inspect"
+                and isinstance(before, cst.SimpleStatementLine)
+                and isinstance(before.body[0], cst.ImportFrom)
+                and code_of(before).strip().startswith("from typing import")):
+            body[k - 1] = line.with_changes(leading_lines=before.leading_lines)
+            body[k] = before.with_changes(leading_lines=line.leading_lines)
+            return module.with_changes(body=body)
+    return module
+
+
+def _may_mean_ours(text: str, name: str, stem: str) -> bool:
+    """Whether a file that names ``name`` may mean the class of this file (module ``stem``):
+    an import of the name from a module whose path names ``stem``, an attribute ``.name`` of a
+    file that names ``stem``, or a bare mention where the file defines no class of that name
+    (two packages of one tree with a ``PreNorm`` each are not confused)."""
+    word = re.escape(name)
+    imports = re.findall(rf"^[^\n#]*\bimport\b[^\n]*\b{word}\b[^\n]*", text, re.MULTILINE)
+    if any(re.search(rf"\b{re.escape(stem)}\b", line) for line in imports):
+        return True
+    if re.search(rf"\.{word}\b", text) and re.search(rf"\b{re.escape(stem)}\b", text):
+        return True
+    if imports:
+        return False
+    return re.search(rf"^\s*class {word}\b", text, re.MULTILINE) is None
