@@ -494,6 +494,24 @@ def test_example_table_naming_a_missing_class_fails_that_file(project: Project) 
     assert file_record(report, "plain.py")["status"] == "unchanged"
 
 
+def test_a_bad_table_of_a_class_no_rule_rewrites_fails_its_file(project: Project) -> None:
+    """A configured model's table is read even when no rule changes its file: a value that
+    does not parse is an error naming the table, not a model silently left unchecked."""
+    project.pyproject({"plain.py:Plain": {"inputs": ["randn(2, 4) > 0"]}})
+    project.write("plain.py", CLEAN_SOURCE)
+
+    result = project.cli("apply", "--rule", "all", "--report", "report.json", ".")
+
+    no_traceback(result)
+    assert result.exit_code == 3, result.output
+    assert [e for e in result.stderr.splitlines() if e.startswith("error")] == [
+        f'error: {project.root / "pyproject.toml"}: [tool.tsfix.examples."plain.py:Plain"] '
+        "inputs[0]: expected a call like randn(2, 3) in 'randn(2, 4) > 0'"]
+    assert project.bytes("plain.py") == CLEAN_SOURCE.encode()
+    report = json.loads(project.bytes("report.json"))
+    assert file_record(report, "plain.py")["status"] == "failed"
+
+
 def test_example_table_naming_a_missing_file_fails(project: Project) -> None:
     project.pyproject({"modle.py:Net": TWO_CONFIGS, "elsewhere/gone.py:Net": TWO_CONFIGS})
     project.write("plain.py", CLEAN_SOURCE)

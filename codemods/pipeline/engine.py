@@ -96,6 +96,7 @@ from tsfix.codemods.pipeline.config import (
     TARGETS,
     Config,
     ConfigError,
+    ExampleError,
     ExampleSpec,
     find_pyproject,
     load_config,
@@ -505,6 +506,11 @@ def _table_problems(files: list[_File], paths: list[Path], config: Config) -> li
                         f"{', '.join(defined.classes) or 'no class'})"
                         for label, name in zip(where, class_names, strict=True)
                         if name not in defined.names]
+            # A table that does not parse is reported where its class is validated; a class
+            # no rule rewrites (a configured model) would otherwise lose it without a word.
+            problems += [str(spec) for spec in (config.examples[(file, name)]
+                                                for name in class_names)
+                         if isinstance(spec, ExampleError)]
             if problems:
                 known.problem = "; ".join(problems)
         elif not file.exists() and any(file == g or file.is_relative_to(g) for g in given):
