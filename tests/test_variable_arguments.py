@@ -239,6 +239,40 @@ def test_kwargs_passed_to_the_module_given_to_the_constructor(tmp_path: Path) ->
     assert {("TSF210", 22, "fixed"), ("TSF110", 23, "fixed")} <= set(_findings(result))
 
 
+def test_every_call_passing_the_kwargs_on_is_rewritten(tmp_path: Path) -> None:
+    """g-mlp's PreShiftTokens calls its module on two paths; each call gets its own choice."""
+    code = HEADER + textwrap.dedent("""\
+        class Gate(nn.Module):
+            def forward(self, x, mask=None):
+                return x
+
+        class Shift(nn.Module):
+            def __init__(self, shifts, fn):
+                super().__init__()
+                self.fn = fn
+                self.shifts = shifts
+
+            def forward(self, x, **kwargs):
+                if self.shifts == 0:
+                    return self.fn(x, **kwargs)
+                return self.fn(x.roll(self.shifts, 1), **kwargs)
+
+        class Net(nn.Module):
+            def __init__(self):
+                super().__init__()
+                self.blocks = nn.ModuleList([Shift(1, Gate()), Shift(0, nn.Identity())])
+        """)
+    assert _rewrite(code, str(_tree(tmp_path, code))).text == code  # nn.Identity: unknown
+    code = code.replace("nn.Identity()", "Gate()")
+    result = _rewrite(code, str(_tree(tmp_path, code)))
+    assert result.text == "from typing import Optional\n\n" + code.replace(
+        "def forward(self, x, **kwargs):",
+        "def forward(self, x, mask: Optional[torch.Tensor] = None):").replace(
+        ", **kwargs)", ", mask=mask)")
+    assert [f for f in _findings(result) if f[0] == "TSF110"] == [
+        ("TSF110", 17, "fixed"), ("TSF110", 18, "fixed")]
+
+
 def test_kwargs_passed_to_the_given_module_are_refused_where_its_modules_are_unknown(
         tmp_path: Path) -> None:
     torch_layer = WRAPPERS.replace("PreNorm(FeedForward())", "PreNorm(nn.Linear(4, 4))")

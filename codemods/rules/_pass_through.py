@@ -57,7 +57,7 @@ class Wrapper:
     cls: cst.ClassDef
     forward: cst.FunctionDef
     init: cst.FunctionDef
-    call: cst.Call                  # self.fn(x, **kwargs)
+    calls: list[cst.Call]           # self.fn(x, **kwargs), once or on several paths
     attr: str
     param: str
     stored: cst.SimpleStatementLine     # self.fn = fn
@@ -82,10 +82,10 @@ def find_wrapper(cls: cst.ClassDef) -> Wrapper | None:
     calls = [c for c in find_all(forward.body, cst.Call)
              if any(a.star == "**" and isinstance(a.value, cst.Name) and a.value.value == kw
                     for a in c.args)]
-    if len(calls) != 1 or len(uses) != 1:
+    if not calls or len(uses) != len(calls):
         return None
     attr = self_attr(calls[0].func, self_var)
-    if attr is None:
+    if attr is None or any(self_attr(c.func, self_var) != attr for c in calls):
         return None
     stores: list[tuple[cst.SimpleStatementLine, cst.BaseExpression]] = [
         (line, small.value) for line in find_all(init.body, cst.SimpleStatementLine)
@@ -97,15 +97,24 @@ def find_wrapper(cls: cst.ClassDef) -> Wrapper | None:
         return None
     line, value = stores[0]
     assert isinstance(value, cst.Name)
-    wrapper = Wrapper(cls, forward, init, calls[0], attr, value.value, line)
+    wrapper = Wrapper(cls, forward, init, calls, attr, value.value, line)
     if line not in _top_level(init):
         wrapper.reason = f"self.{attr} is set inside a block of __init__"
     elif any(isinstance(a.target, cst.Name) and a.target.value == value.value
              for a in find_all(init.body, cst.AssignTarget)):
         wrapper.reason = f"__init__ re-binds {value.value}"
-    elif any(a.star == "*" for a in calls[0].args):
+    elif any(a.star == "*" for c in calls for a in c.args):
         wrapper.reason = f"the call of self.{attr} unpacks a sequence"
+    elif len({_shape(c) for c in calls}) > 1:
+        wrapper.reason = (f"its calls of self.{attr} pass different positional arguments or "
+                          "keywords")
     return wrapper
+
+
+def _shape(call: cst.Call) -> tuple[int, frozenset[str]]:
+    """How many positional arguments a call passes, and which keywords by name."""
+    return (len([a for a in call.args if a.keyword is None and a.star == ""]),
+            frozenset(a.keyword.value for a in call.args if a.keyword is not None))
 
 
 def _top_level(func: cst.FunctionDef) -> list[cst.BaseStatement]:
@@ -166,8 +175,7 @@ class PassThroughs:
         elsewhere = self.named_elsewhere(name)
         if elsewhere is not None:
             return f"the modules it wraps are not all known ({elsewhere})"
-        positional = len([a for a in wrapper.call.args if a.keyword is None and a.star == ""])
-        explicit = {a.keyword.value for a in wrapper.call.args if a.keyword is not None}
+        positional, explicit = _shape(wrapper.calls[0])
         merged: dict[str, Keyword] = {}
         combinations: list[frozenset[str]] = []
         for site in sites:
@@ -315,13 +323,13 @@ def flag_name(wrapper: Wrapper, keyword: str) -> str:
     return f"{wrapper.attr}_takes_{keyword}"
 
 
-def calls_by_flags(wrapper: Wrapper, leaf: Callable[[cst.Call], str], indent: str, *,
-                   returns: bool) -> tuple[str, list[str]]:
+def calls_by_flags(wrapper: Wrapper, original: cst.Call, leaf: Callable[[cst.Call], str],
+                   indent: str, *, returns: bool) -> tuple[str, list[str]]:
     """The source of the calls of the wrapped module, one per set of keywords the modules it
     wraps take, chosen by nested ``if self.<attr>_takes_<k>:`` tests where the sets differ
     (``leaf`` writes each call's statement); and the keywords tested."""
     self_var = self_name(wrapper.forward) or "self"
-    kept = [a for a in wrapper.call.args if a.star != "**"]
+    kept = [a for a in original.args if a.star != "**"]
     order = [k.name for k in wrapper.keywords]
     tested: list[str] = []
 
@@ -333,7 +341,7 @@ def calls_by_flags(wrapper: Wrapper, leaf: Callable[[cst.Call], str], indent: st
         args = [a.with_changes(comma=spaced if i < len(args) - 1 else cst.MaybeSentinel.DEFAULT,
                                equal=tight if a.keyword is not None else a.equal)
                 for i, a in enumerate(args)]
-        return wrapper.call.with_changes(args=args)
+        return original.with_changes(args=args)
 
     def block(i: int, combinations: list[frozenset[str]], names: list[str],
               depth: int) -> list[str]:

@@ -508,6 +508,8 @@ class Encoder(nn.Module):
         if isinstance(rewritten, str):
             return f"passes **{kw} to self.{wrapper.attr}: {rewritten}"
         body, tested = rewritten
+        if kw in names_used(body):      # a use left behind would be a NameError at run time
+            return f"passes **{kw} to self.{wrapper.attr} in a way not followed"
         flags = [flag_name(wrapper, k) for k in tested]
         class_names = {n.value for n in find_all(cls, cst.Name)}
         existing = own_list(cls, CONSTANTS)
@@ -528,9 +530,12 @@ class Encoder(nn.Module):
             params = params.with_changes(params=without_trailing_comma(list(params.params)))
         if flags:
             self._wrapped[cls.name.value] = (wrapper, tested)
-        shown = [code_of(p) for p in added]
+        if not added:
+            return func.with_changes(params=params, body=body), [
+                f"removed (the modules self.{wrapper.attr} is built with take no keywords)"]
         return func.with_changes(params=params, body=body), [
-            *shown, f"passed to self.{wrapper.attr} as its forward() takes them"
+            *[code_of(p) for p in added],
+            f"passed to self.{wrapper.attr} as its forward() takes them"
             + (f" ({', '.join(flags)} in {CONSTANTS})" if flags else "")]
 
     def _keyword_annotation(self, keyword: Keyword) -> cst.Annotation | None:
@@ -559,44 +564,53 @@ class Encoder(nn.Module):
 
     def _calls_by_flags(self, wrapper: Wrapper, func: cst.FunctionDef
                         ) -> tuple[cst.BaseSuite, list[str]] | str:
-        """``func``'s body with the statement that calls the module replaced by one call per
+        """``func``'s body with each statement that calls the module replaced by one call per
         set of keywords its modules take, and the keywords tested; or why it cannot be."""
-        lines = [line for line in find_all(func.body, cst.SimpleStatementLine)
-                 if contains(line, wrapper.call)]
-        if not lines:
-            return "the call is not in a statement of its own line"
-        line = lines[0]
+        tested: list[str] = []
+        replace = _Replace()
+        for call in wrapper.calls:
+            problem = self._call_by_flags(wrapper, func, call, tested, replace)
+            if problem is not None:
+                return problem
+        body = func.body.visit(replace)
+        assert isinstance(body, cst.BaseSuite)
+        return body, tested
+
+    def _call_by_flags(self, wrapper: Wrapper, func: cst.FunctionDef, call: cst.Call,
+                       tested: list[str], replace: _Replace) -> str | None:
+        """Notes in ``replace`` what ``call`` (or its statement) becomes; or why it cannot."""
         indent = self.source_module.default_indent
         if len(wrapper.combinations) == 1:      # one call serves every module it wraps
-            text, _ = calls_by_flags(wrapper, code_of, indent, returns=True)
-            call = cst.parse_expression(text.strip())
-            replaced = func.body.deep_replace(wrapper.call, call)
-            assert isinstance(replaced, cst.BaseSuite)
-            return replaced, []
+            text, _ = calls_by_flags(wrapper, call, code_of, indent, returns=True)
+            replace.calls[id(call)] = cst.parse_expression(text.strip())
+            return None
+        lines = [line for line in find_all(func.body, cst.SimpleStatementLine)
+                 if contains(line, call)]
+        if not lines:
+            return "a call of it is not in a statement of its own line"
+        line = lines[0]
         small = line.body[0] if len(line.body) == 1 else None
-        if isinstance(small, cst.Return) and small.value is wrapper.call:
-            text, tested = calls_by_flags(wrapper, lambda c: f"return {code_of(c)}", indent,
-                                          returns=True)
+        if isinstance(small, cst.Return) and small.value is call:
+            text, flags = calls_by_flags(wrapper, call, lambda c: f"return {code_of(c)}",
+                                         indent, returns=True)
             statements = list(cst.parse_module(text).body)
         else:
-            earlier = [c for c in find_all(line, cst.Call)
-                       if c is not wrapper.call and not contains(c, wrapper.call)
-                       and not contains(wrapper.call, c)]
-            first = find_all(line, cst.Call).index(wrapper.call)
-            if any(find_all(line, cst.Call).index(c) < first for c in earlier) \
-                    or len(line.body) != 1:
+            in_line = find_all(line, cst.Call)
+            if len(line.body) != 1 or any(
+                    in_line.index(c) < in_line.index(call) for c in in_line
+                    if c is not call and not contains(c, call) and not contains(call, c)):
                 return ("other calls come before it in its statement, which a call moved "
                         "ahead of them would reorder")
             out = fresh_name(f"{wrapper.attr}_out", taken=names_used(func))
-            text, tested = calls_by_flags(wrapper, lambda c: f"{out} = {code_of(c)}", indent,
-                                          returns=False)
-            rest = line.deep_replace(wrapper.call, cst.Name(out))
+            text, flags = calls_by_flags(wrapper, call, lambda c: f"{out} = {code_of(c)}",
+                                         indent, returns=False)
+            rest = line.deep_replace(call, cst.Name(out))
             assert isinstance(rest, cst.SimpleStatementLine)
             statements = [*cst.parse_module(text).body, rest.with_changes(leading_lines=[])]
+        tested.extend(f for f in flags if f not in tested)
         statements[0] = statements[0].with_changes(leading_lines=line.leading_lines)
-        body = func.body.visit(_ReplaceStatement(line, statements))
-        assert isinstance(body, cst.BaseSuite)
-        return body, tested
+        replace.lines[id(line)] = statements
+        return None
 
     def _measured_keywords(self, wrapper: Wrapper, names: list[str]) -> cst.FunctionDef:
         """``__init__`` with the flags measured right after ``self.<attr> = <param>``."""
@@ -605,8 +619,9 @@ class Encoder(nn.Module):
         local = fresh_name(f"{wrapper.attr}_parameters", taken=names_used(wrapper.init))
         text = "\n".join(flag_lines(wrapper, names, inspect_name, local)) + "\n"
         added = list(cst.parse_module(text).body)
-        body = wrapper.init.body.visit(_ReplaceStatement(wrapper.stored,
-                                                         [wrapper.stored, *added]))
+        replace = _Replace()
+        replace.lines[id(wrapper.stored)] = [wrapper.stored, *added]
+        body = wrapper.init.body.visit(replace)
         assert isinstance(body, cst.BaseSuite)
         return wrapper.init.with_changes(body=body)
 
@@ -708,19 +723,23 @@ class Encoder(nn.Module):
         return found
 
 
-class _ReplaceStatement(cst.CSTTransformer):
-    """One statement line replaced by several, wherever it is in the tree visited."""
+class _Replace(cst.CSTTransformer):
+    """Calls and statement lines of the tree visited (by identity) replaced: a call by an
+    expression, a line by several statements."""
 
-    def __init__(self, old: cst.SimpleStatementLine, new: Sequence[cst.BaseStatement]) -> None:
+    def __init__(self) -> None:
         super().__init__()
-        self.old, self.new = old, new
+        self.calls: dict[int, cst.BaseExpression] = {}
+        self.lines: dict[int, Sequence[cst.BaseStatement]] = {}
+
+    def leave_Call(self, original_node: cst.Call, updated_node: cst.Call) -> cst.BaseExpression:
+        return self.calls.get(id(original_node), updated_node)
 
     def leave_SimpleStatementLine(
             self, original_node: cst.SimpleStatementLine, updated_node: cst.SimpleStatementLine
     ) -> cst.BaseStatement | cst.FlattenSentinel[cst.BaseStatement]:
-        if original_node is self.old:
-            return cst.FlattenSentinel(self.new)
-        return updated_node
+        new = self.lines.get(id(original_node))
+        return updated_node if new is None else cst.FlattenSentinel(new)
 
 
 def _imports_before_from_imports(module: cst.Module) -> cst.Module:
