@@ -14,7 +14,7 @@ import warnings
 from pathlib import Path
 
 import pytest
-from conftest import rule_rewriter
+from conftest import FIXTURES_ROOT, load_module, rule_rewriter
 from tsfix.codemods.lint.check import check_source
 from tsfix.codemods.pipeline.rewrite import rewrite_source
 from tsfix.codemods.pipeline.settings import RewriteSettings
@@ -819,3 +819,60 @@ def test_branch_name_rewrite_scripts_with_parity_for_every_configuration(
             torch.jit.save(torch.jit.script(rewritten), str(saved))
             loaded_back = torch.jit.load(str(saved))
         assert torch.equal(loaded_back(x), original(x)), freq
+
+
+NONE_IN_SOME = """\
+import torch
+from torch import nn
+class Attention(nn.Module):
+    def __init__(self, dim, cross_attend=False):
+        super().__init__()
+        self.cross_attend = cross_attend
+        self.context_norm = nn.LayerNorm(dim) if cross_attend else None
+        self.act = nn.GELU() if dim > 2 else None
+    def forward(self, x, context):
+        if self.cross_attend:
+            x = x + self.context_norm(context)
+        if self.act is not None:
+            x = self.act(x)
+        return x
+"""
+
+
+def test_a_module_that_is_none_in_some_configurations_makes_its_guard_constant() -> None:
+    """vit-pytorch's vat.py: the call of None under `if self.cross_attend:` compiles for the
+    instance without it unless the setting is a constant. `self.act`, read under a test of
+    itself, is how code that scripts already reads such a module: left alone."""
+    result = rewrite(NONE_IN_SOME)
+    assert result.text == NONE_IN_SOME.replace(
+        "class Attention(nn.Module):\n",
+        "class Attention(nn.Module):\n" + COMMENT + '    __constants__ = ["cross_attend"]\n\n')
+    assert [(f.code, f.line) for f in result.fixes] == [("TSF231", 10)]
+
+
+def test_a_module_none_in_some_configurations_read_outside_a_setting_test_is_left() -> None:
+    outside = NONE_IN_SOME.replace("        return x\n",
+                                   "        return x if context is None else "
+                                   "self.context_norm(x)\n")
+    assert rewrite(outside).text == outside
+    by_itself = NONE_IN_SOME.replace("if self.cross_attend:", "if self.context_norm is not None:")
+    assert rewrite(by_itself).text == by_itself
+
+
+@pytest.mark.slow
+def test_the_cross_attention_fixture_fails_to_script_before_and_scripts_after() -> None:
+    torch = pytest.importorskip("torch")
+    folder = FIXTURES_ROOT / "constant-flag"
+    before = load_module(folder / "cross_attention.in.py", "cross_attention_before")
+    after = load_module(folder / "cross_attention.out.py", "cross_attention_after")
+    with pytest.raises(RuntimeError, match="cannot call a value of type 'NoneType'"):
+        torch.jit.script(before.Attention(8))
+    x, context = torch.randn(2, 5, 8), torch.randn(2, 3, 6)
+    for init in ({"dim": 8}, {"dim": 8, "dim_context": 6, "cross_attend": True}):
+        torch.manual_seed(0)
+        original = before.Attention(**init).eval()
+        rewritten = after.Attention(**init).eval()
+        rewritten.load_state_dict(original.state_dict())
+        scripted = torch.jit.script(rewritten)
+        with torch.no_grad():
+            assert torch.equal(scripted(x, context), original(x, context))

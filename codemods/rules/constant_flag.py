@@ -37,7 +37,12 @@ What it does
     return``) counts as built under a test, and a read past an ``if`` without ``else`` whose
     body ends in ``return`` or ``raise`` (``if self.skip: return x``) as read under that test
     (pytorch-tabnet's ``EmbeddingGenerator``); a bool setting may be assigned once per branch
-    there (``self.skip = True`` / ``False``).
+    there (``self.skip = True`` / ``False``). So is a module ``__init__`` sets to None in some
+    configurations (``self.context_norm = nn.LayerNorm(d) if cross_attend else None``, or an
+    ``if``/``else``) when every compiled read of it is under a test of settings (vit-pytorch's
+    ``if self.cross_attend: context = self.context_norm(context)``: "cannot call a value of
+    type 'NoneType'"); one read under ``is not None``, or outside any test, and it is left
+    alone (that code already scripts, or no constant would keep the read uncompiled).
 
     The same again for a local bound in one branch of a compiled ``if`` whose test reads only
     settings and read by a later statement of the same block under a test of the same side
@@ -211,6 +216,7 @@ class _Guard:
     attr: str
     chooser: cst.CSTNode
     test: cst.BaseExpression | None
+    none: bool = False          # __init__ sets it to None in some configurations
 
 
 @dataclass
@@ -476,6 +482,10 @@ def _definite(block: cst.BaseSuite | cst.If | cst.Else | None, assigned: dict[in
             # A loop's body may run zero times; a try's may stop early.
             _definite_nowhere(statement, assigned, maybe)
     return frozenset(found)
+
+
+def _is_none(node: cst.CSTNode | None) -> bool:
+    return isinstance(node, cst.Name) and node.value == "None"
 
 
 def _may_return(statement: cst.CSTNode) -> bool:
@@ -956,6 +966,13 @@ class Pool(nn.Module):
                         for statement in ast.walk(branch) if isinstance(statement, ast.Assign)
                         for target in statement.targets):
                     return True
+                # `self.norm = nn.LayerNorm(d) if cross else None`: None in some configurations.
+                if item.name == "__init__" and any(
+                        isinstance(node, ast.IfExp) and any(
+                            isinstance(side, ast.Constant) and side.value is None
+                            for side in (node.body, node.orelse))
+                        for node in ast.walk(item)):
+                    return True
                 # Two `if` statements, one testing an attribute: a local bound under a test of
                 # a setting may be read under a later test (TSF242).
                 tests = [branch.test for branch in ast.walk(item) if isinstance(branch, ast.If)]
@@ -1077,18 +1094,37 @@ class Pool(nn.Module):
         of the nearest enclosing ``if`` (or ``x if t else y``) that reads only settings."""
         facts = self.class_facts(cls)
         built = self._conditional_attributes(cls, facts)
-        if not built:
+        optional = {attr: node for attr, node in self._none_in_some_configurations(facts).items()
+                    if attr not in built}
+        if not built and not optional:
             return
         work = _Plan(flags=dict(plan.flags))
         sites: dict[int, tuple[cst.If | cst.IfExp, str, _Guard]] = {}
         refused: list[tuple[_Guard, str]] = []
+        # An attribute that is None in some configurations counts only where every compiled
+        # read is under a test of settings: one read under `is not None`, or none at all
+        # under a test, is how code that already scripts reads it.
+        optional_sites: dict[str, list[tuple[cst.If | cst.IfExp, str, _Guard]]] = {}
         for method, func in facts.compiled_methods():
             self_var = self_name(func)
             if self_var is None:
                 continue
             for read, tests in _tested_reads(func.body, self_var):
                 attr = self_attr(read, self_var)
-                if attr not in built or not facts.is_compiled(method, read):
+                if attr is None or not facts.is_compiled(method, read):
+                    continue
+                if attr in optional:
+                    owner = next((t for t in reversed(tests)
+                                  if _comparison_settings(t.test, self_var) is not None), None)
+                    if owner is None:
+                        optional.pop(attr)
+                        optional_sites.pop(attr, None)
+                    else:
+                        optional_sites.setdefault(attr, []).append(
+                            (owner, self_var, _Guard(owner.test, attr, optional[attr],
+                                                     owner.test, none=True)))
+                    continue
+                if attr not in built:
                     continue
                 owner = next((t for t in reversed(tests)
                               if _comparison_settings(t.test, self_var) is not None), None)
@@ -1101,6 +1137,9 @@ class Pool(nn.Module):
                     continue
                 sites.setdefault(id(owner), (owner, self_var,
                                              _Guard(owner.test, attr, built[attr], owner.test)))
+        for found in optional_sites.values():
+            for owner, self_var, guard in found:
+                sites.setdefault(id(owner), (owner, self_var, guard))
         for owner, self_var, guard in sites.values():
             before = (len(work.flags), sum(len(c.tests) for c in work.copies.values()))
             reason = self._guard_test(facts, owner.test, self_var, guard.attr, work)
@@ -1257,6 +1296,25 @@ class Pool(nn.Module):
             elsewhere |= {a.attr for a in self.class_facts(base).assignments}
         return {attr: node for attr, node in maybe.items()
                 if attr not in definite and attr not in elsewhere}
+
+    def _none_in_some_configurations(self, facts: ClassFacts) -> dict[str, cst.CSTNode]:
+        """Attributes ``__init__`` sets to a module in some configurations and to None in
+        others (``self.context_norm = nn.LayerNorm(d) if cross_attend else None``, or an
+        ``if``/``else``) -> the expression or statement that chooses."""
+        values: dict[str, list[tuple[cst.BaseExpression | None, cst.CSTNode]]] = {}
+        for a in facts.assignments:
+            values.setdefault(a.attr, []).append((a.value, a.statement))
+        found: dict[str, cst.CSTNode] = {}
+        for attr, assigned in values.items():
+            if any(a.method != "__init__" for a in facts.assignments if a.attr == attr):
+                continue
+            nones = [(v, where) for v, where in assigned if _is_none(v) or (
+                isinstance(v, cst.IfExp) and (_is_none(v.body) != _is_none(v.orelse)))]
+            others = [v for v, _ in assigned if v is not None and not _is_none(v)]
+            if nones and others and all(isinstance(v, cst.Call | cst.IfExp) for v in others):
+                value, where = nones[0]
+                found[attr] = value if isinstance(value, cst.IfExp) else where
+        return found
 
     def _guard_test(self, facts: ClassFacts, test: cst.BaseExpression, self_var: str,
                     attr: str, plan: _Plan) -> str | None:
@@ -1432,10 +1490,14 @@ class Pool(nn.Module):
                for attr in plan.flags):
             whys.append("its returns differ by it" if plan.callee is None
                         else f"it unpacks {plan.callee}'s result by it")
-        if plan.guard_fixed:
-            built = sorted({guard.attr for guard in plan.guard_fixed})
+        if any(not guard.none for guard in plan.guard_fixed):
+            built = sorted({guard.attr for guard in plan.guard_fixed if not guard.none})
             whys.append(f"it guards {', '.join(f'self.{a}' for a in built)}, which __init__ "
                         "builds only under a test")
+        if any(guard.none for guard in plan.guard_fixed):
+            nones = sorted({guard.attr for guard in plan.guard_fixed if guard.none})
+            whys.append(f"it guards {', '.join(f'self.{a}' for a in nones)}, which __init__ "
+                        "sets to None in other configurations")
         if plan.names_fixed:
             bound = sorted({n for branch in plan.names_fixed for n in branch.names})
             whys.append(f"{', '.join(f'`{n}`' for n in bound)} bound under it "
@@ -1449,6 +1511,11 @@ class Pool(nn.Module):
 
     def _guard_message(self, guard: _Guard) -> str:
         read = "read" if guard.test is None else f"read under `{code_of(guard.test)}`"
+        if guard.none:
+            return (f"self.{guard.attr} is None in some configurations (__init__ chooses at "
+                    f"line {self.line_of(guard.chooser)}) and is {read}; TorchScript compiles "
+                    "that branch for every instance (\"cannot call a value of type "
+                    "'NoneType'\")")
         return (f"self.{guard.attr} exists only for some configurations (__init__ builds it "
                 f"under the statement at line {self.line_of(guard.chooser)}) and is {read}; "
                 "TorchScript compiles that branch for every instance (\"Module has no "
