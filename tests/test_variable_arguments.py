@@ -9,6 +9,7 @@ from pathlib import Path
 
 import pytest
 from conftest import FIXTURES_ROOT, load_module
+from tsfix import Options, run
 from tsfix.codemods.pipeline.rewrite import Rewrite, rewrite_source
 from tsfix.codemods.pipeline.settings import RewriteSettings
 from tsfix.codemods.rules.variable_arguments import VariableArguments
@@ -327,3 +328,60 @@ def test_the_wrapper_fixture_fails_to_script_before_and_scripts_with_parity_afte
     with torch.no_grad():
         assert torch.equal(scripted(x), original(x))
         assert torch.equal(scripted(x, mask), original(x, mask=mask))
+
+
+PERMUTE = textwrap.dedent("""\
+    from typing import Optional
+
+    import torch
+    from torch import nn
+
+
+    class Attention(nn.Module):
+        def __init__(self, dim):
+            super().__init__()
+            self.proj = nn.Linear(dim, dim)
+
+        def forward(self, x, mask: Optional[torch.Tensor] = None):
+            y = self.proj(x)
+            return y if mask is None else y.masked_fill(mask, 0.0)
+
+
+    class PermuteToFrom(nn.Module):
+        def __init__(self, permutation, fn):
+            super().__init__()
+            self.fn = fn
+            self.permutation = permutation
+
+        def forward(self, x, **kwargs):
+            return self.fn(x.permute(self.permutation), **kwargs).permute(self.permutation)
+
+
+    class Axial(nn.Module):
+        def __init__(self, dim=4):
+            super().__init__()
+            self.attns = nn.ModuleList([PermuteToFrom([0, 1, 2], Attention(dim)),
+                                        PermuteToFrom([0, 2, 1], Attention(dim))])
+
+        def forward(self, x):
+            for attn in self.attns:
+                x = attn(x) + x
+            return x
+    """)
+
+
+@pytest.mark.slow
+def test_instances_that_differ_in_a_list_setting_are_not_compared_for_one_artifact(
+        tmp_path: Path) -> None:
+    """axial-attention's PermuteToFrom: instances with other permutations (a list) cannot be
+    served by one artifact given each other's weights; that is "not comparable", not a
+    rejection of the rewrite (the list was not seen as a setting)."""
+    (tmp_path / "axial.py").write_text(PERMUTE)
+    (tmp_path / "pyproject.toml").write_text(
+        '[tool.tsfix.examples."axial.py:Axial"]\ninputs = ["randn(4, 4, 4)"]\n')
+    result = run([str(tmp_path / "axial.py")], Options(rules=["variable-arguments"]))
+    verdicts = {c.class_name: c for c in result.classes()}
+    assert verdicts["PermuteToFrom"].verdict == "verified", verdicts["PermuteToFrom"].reason
+    assert "not comparable: 1 also differing in a setting that is not lifted (attns.1: " \
+           "permutation)" in verdicts["PermuteToFrom"].reason
+    assert "def forward(self, x):" in (tmp_path / "axial.py").read_text()

@@ -195,9 +195,12 @@ class PassThroughs:
                 elif code_of(known.default) != code_of(keyword.default):
                     return (f"the modules it wraps default {keyword.name} differently "
                             f"({code_of(known.default)}, {code_of(keyword.default)})")
-                elif known.annotation is None or (
-                        keyword.annotation is not None
-                        and code_of(known.annotation) != code_of(keyword.annotation)):
+                elif known.annotation is None and keyword.annotation is not None:
+                    merged[keyword.name] = keyword
+                elif (known.annotation is not None and keyword.annotation is not None
+                      and code_of(known.annotation.annotation)
+                      != code_of(keyword.annotation.annotation)):
+                    # The modules type it differently: the wrapper leaves it to annotate.
                     merged[keyword.name] = Keyword(keyword.name, known.default, None)
         return list(merged.values()), combinations
 

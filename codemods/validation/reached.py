@@ -266,8 +266,9 @@ def _reproduces(shared: Any, p: Pair) -> bool:
 
 def settings_of(module: torch.nn.Module, skip: set[str]) -> dict[str, Any]:
     """What besides weights can make two instances of a class compute differently: scalar
-    attributes (worker.plain_settings), tuples of them (a convolution's dilation), the class
-    of every submodule, and plain functions held as attributes."""
+    attributes (worker.plain_settings), tuples and lists of them (a convolution's dilation, an
+    axial permutation), the class of every submodule, and plain functions held as
+    attributes."""
     found = plain_settings(module, skip)
     for prefix, sub in module.named_modules():
         found[f"{prefix}.<class>"] = type(sub).__qualname__
@@ -275,9 +276,9 @@ def settings_of(module: torch.nn.Module, skip: set[str]) -> dict[str, Any]:
             name = f"{prefix}.{key}" if prefix else key
             if key.startswith("_") or name in skip:
                 continue
-            if (isinstance(value, tuple) and len(value) <= 16
+            if (isinstance(value, tuple | list) and len(value) <= 16
                     and all(isinstance(v, bool | int | float | str) for v in value)):
-                found[name] = value
+                found[name] = tuple(value)
             elif isinstance(value, types.FunctionType | types.BuiltinFunctionType):
                 found[name] = getattr(value, "__qualname__", repr(value))
     return found
