@@ -82,10 +82,33 @@ def test_a_module_built_from_forward_values_is_called_from_an_ignored_method() -
         "__init__ from constant arguments for an artifact that saves)"]
 
 
+def test_a_construction_inside_a_moved_call_moves_with_it_and_one_beside_it_stays_a_site(
+        ) -> None:
+    code = model("return dsp_kit.Decimate(n)(dsp_kit.Decimate(2)(x)) + "
+                 "dsp_kit.Decimate(self.rate)(x)", params="x, n: int")
+    result = rewrite(code)
+    assert result.text == HEAD + INIT.replace(
+        "        self.rate = rate\n",
+        "        self.rate = rate\n        self._decimate_2 = dsp_kit.Decimate(self.rate)\n"
+        + BUFFERS.replace("_low_pass", "_decimate_2")) + textwrap.indent(textwrap.dedent('''
+        def forward(self, x, n: int):
+            return self._decimate(n, x) + self._decimate_2(x)
+
+        @torch.jit.ignore
+        def _decimate(self, n: int, x: torch.Tensor) -> torch.Tensor:
+            """Runs in Python only (torch.jit.ignore): TorchScript cannot construct Decimate."""
+            return dsp_kit.Decimate(n)(dsp_kit.Decimate(2)(x))
+        '''), "    ")
+    assert [f.column for f in result.fixes] == [16, 62]
+
+
 @pytest.mark.parametrize(("code", "reason"), [
     (model("gain = dsp_kit.Decimate(n)", "return gain(x)", params="x, n: int"),
      "`n` is not a constant of the instance, and the new object is not called at once"),
     (model("return dsp_kit.Decimate(*self.sizes)(x)"), "passes *args or **kwargs"),
+    (model("gain = dsp_kit.Wrap(self.conv)", "return gain(x)",
+           init=INIT + "        self.conv = nn.Conv1d(1, 1, 3)\n"),
+     "`self.conv` is not a constant of the instance"),
     (model("return dsp_kit.Decimate(2)(x)",
            init="class M(nn.Module):\n    rate = 4\n"),
      "the class has no __init__ of its own"),

@@ -255,6 +255,8 @@ class M(torch.nn.Module):
             return cls
         plan = _Plan(self, cls, facts)
         for site in sites:
+            if id(site.call) in plan.moved:
+                continue        # inside a call an earlier site moved into an ignored method
             message = (f"{site.method}(): `{short_source(site.call)}` constructs "
                        f"{site.class_name} in compiled code")
             try:
@@ -279,16 +281,14 @@ class M(torch.nn.Module):
 
     def _sites(self, facts: ClassFacts) -> list[_Site]:
         found: list[_Site] = []
-        inside: set[int] = set()
         for method, func in facts.compiled_methods():
             parents = parent_map(func)
             for call in find_all(func.body, cst.Call):
-                if id(call) in inside or not facts.is_compiled(method, call):
+                if not facts.is_compiled(method, call):
                     continue
                 site = self._site(method, func, call, parents)
                 if site is not None:
                     found.append(site)
-                    inside.update(id(n) for n in find_all(site.called or call, cst.Call))
         return found
 
     def _site(self, method: str, func: cst.FunctionDef, call: cst.Call,
@@ -333,6 +333,7 @@ class _Plan:
         self.built: dict[str, str] = {}                 # construction as written -> attribute
         self.methods: dict[str, list[str]] = {}         # caller -> ignored methods' source
         self.ignored: list[str] = []
+        self.moved: set[int] = set()                    # nodes moved into ignored methods
         self.parts: list[str] = []
         self.taken = (names_used(cls) | set(facts.methods)
                       | {a.attr.value for a in find_all(cls, cst.Attribute)})
@@ -386,7 +387,10 @@ class _Plan:
         if (isinstance(expr, cst.Attribute) and isinstance(expr.value, cst.Name)
                 and expr.value.value == self_var):
             attr = expr.attr.value
-            if attr in self.init_attrs and attr not in self.facts.assigned_outside_init:
+            # A submodule given to the new module would be its submodule too: state_dict
+            # would list its weights twice.
+            if (attr in self.init_attrs and attr not in self.facts.assigned_outside_init
+                    and attr not in self.facts.submodules):
                 return None
         return expr
 
@@ -479,6 +483,7 @@ class _Plan:
         self.replacements[id(site.called)] = cst.parse_expression(
             f"{self_var}.{method}({', '.join(inputs)})")
         self.ignored.append(method)
+        self.moved.update(id(n) for n in find_all(site.called, cst.Call))
         self.parts.append(f"{site.method}(): the {site.class_name} call moved into the "
                           f"@torch.jit.ignore method {method}() ({why_not})")
 
