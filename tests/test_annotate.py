@@ -72,6 +72,33 @@ def test_a_none_default_in_arithmetic_with_a_tensor_is_an_optional_tensor() -> N
         "typed 2 parameter(s) (0 from observed calls, 2 from the code)"]
 
 
+def test_a_none_default_added_to_an_unpacked_chunk_is_an_optional_tensor() -> None:
+    """g-mlp's SpatialGatingUnit: ``res, gate = x.chunk(2, dim=-1)`` types both names as
+    tensors (chunk, split and unbind give a List[Tensor]), so ``gate + gate_res`` under
+    ``is not None`` says what gate_res is."""
+    code = textwrap.dedent("""\
+        import torch
+        from torch import nn
+
+
+        class SpatialGatingUnit(nn.Module):
+            def __init__(self, dim):
+                super().__init__()
+                self.norm = nn.LayerNorm(dim // 2)
+
+            def forward(self, x, gate_res=None):
+                res, gate = x.chunk(2, dim=-1)
+                gate = self.norm(gate)
+                if gate_res is not None:
+                    gate = gate + gate_res
+                return gate * res
+        """)
+    result = _rewrite(code)
+    assert result.text == "from typing import Optional\n\n" + code.replace(
+        "x, gate_res=None", "x, gate_res: Optional[torch.Tensor] = None")
+    assert _findings(result) == [("TSF207", 10, "fixed")]
+
+
 def test_observed_types_fill_what_the_code_cannot_tell() -> None:
     observed = {"TopK": {"forward": {"k": "int", "gain": "Optional[float]"}}}
     result = _rewrite(TOPK, observed=observed)

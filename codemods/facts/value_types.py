@@ -33,7 +33,8 @@ _TENSOR_METHOD_RESULTS = {"dim": "int", "ndimension": "int", "numel": "int",
                           "is_contiguous": "bool", "is_floating_point": "bool",
                           "is_complex": "bool", "equal": "bool", "tolist": None, "item": None,
                           "size": None, "stride": None, "type": None, "data_ptr": "int",
-                          "split": None, "chunk": None, "unbind": None, "max": None,
+                          "split": "List[Tensor]", "chunk": "List[Tensor]",
+                          "unbind": "List[Tensor]", "max": None,
                           "min": None, "sort": None, "topk": None, "unique": None,
                           "__len__": "int"}
 _TENSOR_ATTRIBUTE_RESULTS = {"shape": "List[int]", "ndim": "int", "T": TENSOR, "mT": TENSOR,
@@ -442,6 +443,8 @@ def _unpacked(kind: str | None, count: int) -> list[str | None]:
         head, args = parts_of(kind)
         if head == "Tuple" and len(args) == count:
             return list(args)
+        if head == "List" and len(args) == 1 and args[0] != "?":
+            return [args[0]] * count    # `res, gate = x.chunk(2, dim=-1)`
     return [None] * count
 
 
