@@ -33,6 +33,20 @@ def _dotted(node: ast.expr) -> str:
     return ""
 
 
+def _paired(target: ast.expr, value: ast.expr | None) -> Iterator[tuple[ast.expr,
+                                                                        ast.expr | None]]:
+    """(target, the value it is given) of an assignment, through unpacking."""
+    if isinstance(target, ast.Tuple | ast.List):
+        values: list[ast.expr | None] = [None] * len(target.elts)
+        if isinstance(value, ast.Tuple | ast.List) and len(value.elts) == len(target.elts):
+            values = list(value.elts)
+        for element, element_value in zip(target.elts, values, strict=True):
+            yield from _paired(element.value if isinstance(element, ast.Starred) else element,
+                               element_value)
+    else:
+        yield target, value
+
+
 class AstFile:
     """One file as ``ast`` sees it. ``tree`` is None when CPython cannot parse it (then every
     rule may apply, and LibCST decides)."""
@@ -59,6 +73,40 @@ class AstFile:
                 for alias in node.names:
                     found[alias.asname or alias.name] = f"{node.module}.{alias.name}"
         return found
+
+    @cached_property
+    def attribute_values(self) -> dict[str, list[ast.expr | None]]:
+        """Attribute name -> every value the file assigns to ``<anything>.<name>`` (None where
+        the value is not known: an augmented or bare annotated assignment, an unpacking of
+        something other than a display of the same length)."""
+        found: dict[str, list[ast.expr | None]] = {}
+        for node in ast.walk(self.tree) if self.tree is not None else ():
+            if isinstance(node, ast.Assign):
+                pairs = [pair for target in node.targets for pair in _paired(target, node.value)]
+            elif isinstance(node, ast.AnnAssign | ast.AugAssign):
+                pairs = [(node.target, node.value if isinstance(node, ast.AnnAssign) else None)]
+            else:
+                continue
+            for target, value in pairs:
+                if isinstance(target, ast.Attribute):
+                    found.setdefault(target.attr, []).append(value)
+        return found
+
+    @cached_property
+    def none_default_names(self) -> frozenset[str]:
+        """Names of the parameters, of any function of the file, whose default is None."""
+        found: set[str] = set()
+        for node in ast.walk(self.tree) if self.tree is not None else ():
+            if isinstance(node, ast.FunctionDef | ast.AsyncFunctionDef | ast.Lambda):
+                args = node.args
+                positional = args.posonlyargs + args.args
+                defaults = list(zip(positional[len(positional) - len(args.defaults):],
+                                    args.defaults, strict=True))
+                defaults += [(a, d) for a, d in zip(args.kwonlyargs, args.kw_defaults,
+                                                    strict=True) if d is not None]
+                found.update(a.arg for a, d in defaults
+                             if isinstance(d, ast.Constant) and d.value is None)
+        return frozenset(found)
 
     def resolved(self, node: ast.expr) -> str:
         """The dotted name of ``node`` with its head resolved through the imports."""

@@ -21,7 +21,7 @@ from tsfix.codemods.facts.prefilter import AstFile
 from tsfix.codemods.facts.scope import file_scope
 from tsfix.codemods.pipeline.safety import safe_classes
 from tsfix.codemods.pipeline.settings import FileContext, RewriteSettings
-from tsfix.codemods.rules.base import ClassChange, Fix, Skip
+from tsfix.codemods.rules.base import ClassChange, Fix, Rule, Skip
 
 
 class RewriteError(Exception):
@@ -92,10 +92,19 @@ def _rewrite(text: str, settings: RewriteSettings, context: FileContext) -> Rewr
     # The prefilter reads what this file's own classes compile: a function compiled from
     # another file is not among it, so then every rule runs.
     file = AstFile(text) if not compiled_functions else None
+    # Each rule's answer for the text as it is so far (asked again after a rule changes it).
+    answers: dict[type[Rule], bool] = {}
+
+    def may_apply(rule: type[Rule]) -> bool:
+        assert file is not None
+        if rule not in answers:
+            answers[rule] = rule.may_apply(file)
+        return answers[rule]
+
     module = context.module
     if module is None:
         if (file is not None and file.tree is not None
-                and not any(rule.may_apply(file) for rule in rules)):
+                and not any(may_apply(rule) for rule in rules)):
             return Rewrite(text)        # nothing any rule looks at: no LibCST parse
         module = parse(text, path)
     original_classes = [s for s in module.body if isinstance(s, cst.ClassDef)]
@@ -105,7 +114,7 @@ def _rewrite(text: str, settings: RewriteSettings, context: FileContext) -> Rewr
         # traversal, most rules apply to few files). An earlier rule's rewrite may bring in
         # what a later rule looks at (lambda-inline writes a nested def), so the prefilter
         # looks again at the text as rewritten so far.
-        if file is not None and not rule_class.may_apply(file):
+        if file is not None and not may_apply(rule_class):
             continue
         rule = rule_class(CodemodContext(filename=path),
                           context.skip_classes.get(rule_class.name, frozenset()),
@@ -119,6 +128,7 @@ def _rewrite(text: str, settings: RewriteSettings, context: FileContext) -> Rewr
         module = rule.transform_module(module)
         if file is not None and rule.changes:
             file = AstFile(module.code)
+            answers.clear()
         if rule.changes and settings.output:
             safe = safe_classes(before, module, {c.class_name for c in rule.changes})
             for change in rule.changes:

@@ -27,11 +27,13 @@ from __future__ import annotations
 
 import ast
 import functools
-from collections.abc import Collection, Mapping, Sequence
+import re
+from collections.abc import Collection, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import ClassVar, Literal, TypeAlias
 
 import libcst as cst
+from libcst._nodes.internal import CodegenState
 from libcst.codemod import Codemod, CodemodContext, SkipFile
 from libcst.metadata import CodeRange, MetadataWrapper, PositionProvider
 from tsfix.codemods.facts.classes import ClassFacts
@@ -368,11 +370,104 @@ def _node_positions(statement: cst.ClassDef | cst.FunctionDef) -> Mapping[cst.CS
         entry = scope.positions.get(id(statement))
         if entry is not None and entry[0] is statement:
             return entry[1]  # type: ignore[no-any-return]
-    wrapper = MetadataWrapper(cst.Module(body=[statement]), unsafe_skip_copy=True)
-    positions = wrapper.resolve(PositionProvider)
+    positions = _Positions(statement)
     if scope is not None:
         scope.positions[id(statement)] = (statement, positions)
     return positions
+
+
+class _PositionState(CodegenState):
+    """LibCST's ``PositionProvider`` codegen, with the same positions (the test compares
+    them): positions are kept as tuples and made ``CodeRange`` objects only when asked for,
+    and a token without a line break moves the column without a regular expression. A rule
+    asks for the positions of a few nodes of a method; LibCST's provider, driven by
+    ``MetadataWrapper``, builds three objects for each of its thousands of nodes."""
+
+    def __init__(self, module: cst.Module) -> None:
+        super().__init__(default_indent=module.default_indent,
+                         default_newline=module.default_newline)
+        self.line = 1           # 1-based
+        self.column = 0         # 0-based
+        self.found: dict[cst.CSTNode, tuple[int, int, int, int]] = {}
+        self._starts: list[tuple[int, int]] = []
+
+    def add_indent_tokens(self) -> None:
+        self.tokens.extend(self.indent_tokens)
+        for token in self.indent_tokens:
+            self._advance(token)
+
+    def add_token(self, value: str) -> None:
+        self.tokens.append(value)
+        self._advance(value)
+
+    def _advance(self, value: str) -> None:
+        if "\n" not in value and "\r" not in value:
+            self.column += len(value)
+            return
+        segments = _NEWLINE.split(value)
+        self.line += len(segments) - 1
+        self.column = len(segments[-1])
+
+    def before_codegen(self, node: cst.CSTNode) -> None:
+        self._starts.append((self.line, self.column))
+
+    def after_codegen(self, node: cst.CSTNode) -> None:
+        # A syntactic position recorded inside the node's codegen wins (as in LibCST).
+        start = self._starts.pop()
+        if node not in self.found:
+            self.found[node] = (*start, self.line, self.column)
+
+    # LibCST types it as a generator's context manager; any context manager does.
+    def record_syntactic_position(  # type: ignore[override]
+            self, node: cst.CSTNode, *, start_node: cst.CSTNode | None = None,
+            end_node: cst.CSTNode | None = None) -> _SyntacticPosition:
+        return _SyntacticPosition(self, node, start_node, end_node)
+
+
+class _SyntacticPosition:
+    """What ``PositionProvidingCodegenState.record_syntactic_position`` records, as a plain
+    context manager (LibCST's is a generator, entered for most nodes)."""
+
+    __slots__ = ("end_node", "node", "start", "start_node", "state")
+
+    def __init__(self, state: _PositionState, node: cst.CSTNode,
+                 start_node: cst.CSTNode | None, end_node: cst.CSTNode | None) -> None:
+        self.state, self.node, self.start_node, self.end_node = state, node, start_node, end_node
+        self.start = (state.line, state.column)
+
+    def __enter__(self) -> None:
+        return None
+
+    def __exit__(self, *exc: object) -> None:
+        found = self.state.found
+        start = found[self.start_node][:2] if self.start_node is not None else self.start
+        end = (found[self.end_node][2:] if self.end_node is not None
+               else (self.state.line, self.state.column))
+        found[self.node] = (*start, *end)
+
+
+class _Positions(Mapping[cst.CSTNode, CodeRange]):
+    """The position of every node of ``statement`` alone, as LibCST's ``PositionProvider``
+    gives them for a module holding only it."""
+
+    def __init__(self, statement: cst.ClassDef | cst.FunctionDef) -> None:
+        module = cst.Module(body=[statement])
+        state = _PositionState(module)
+        module._codegen(state)
+        self._found = state.found
+
+    def __getitem__(self, node: cst.CSTNode) -> CodeRange:
+        line, column, end_line, end_column = self._found[node]
+        return CodeRange((line, column), (end_line, end_column))
+
+    def __iter__(self) -> Iterator[cst.CSTNode]:
+        return iter(self._found)
+
+    def __len__(self) -> int:
+        return len(self._found)
+
+
+_NEWLINE = re.compile(r"\r\n?|\n")
 
 
 @dataclass(frozen=True)

@@ -782,9 +782,8 @@ class Acc(torch.nn.Module):
     def may_apply(cls, file: AstFile) -> bool:
         if file.tree is None:
             return True
-        return any(isinstance(inner, ast.For | ast.While)
-                   for node in file.tree.body if isinstance(node, ast.ClassDef)
-                   for inner in ast.walk(node))
+        # A loop in a compiled method: the only loops the rule reads.
+        return not file.compiled_node_types.isdisjoint((ast.For, ast.AsyncFor, ast.While))
 
     def rewrite_class(self, cls: cst.ClassDef) -> cst.ClassDef:
         if not self.facts.is_module_class(cls):

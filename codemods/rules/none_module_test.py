@@ -393,18 +393,26 @@ class SERes2NetBlock(nn.Module):
     def may_apply(cls, file: AstFile) -> bool:
         if file.tree is None:
             return True
-        # Some attribute read whose truth value is taken (what _truth_sites looks for).
-        for node in ast.walk(file.tree):
-            tested: list[ast.expr] = []
-            if isinstance(node, ast.If | ast.While | ast.IfExp | ast.Assert):
-                tested.append(node.test)
-            elif isinstance(node, ast.comprehension):
-                tested.extend(node.ifs)
-            elif isinstance(node, ast.UnaryOp) and isinstance(node.op, ast.Not):
-                tested.append(node.operand)
-            elif isinstance(node, ast.BoolOp):
-                tested.extend(node.values)
-            if any(isinstance(t, ast.Attribute) for t in tested):
+
+        def may_hold(value: ast.expr | None) -> bool:
+            """May ``value`` be None or an instance (what _kinds calls _NONE, _MODULE or
+            _FALSY): None, a call, a parameter that defaults to None, or a choice of those."""
+            if isinstance(value, ast.IfExp):
+                return may_hold(value.body) or may_hold(value.orelse)
+            return (isinstance(value, ast.Call)
+                    or (isinstance(value, ast.Constant) and value.value is None)
+                    or (isinstance(value, ast.Name) and value.id in file.none_default_names))
+
+        # A truth test of ``self.<attr>`` in a compiled method (what _truth_sites looks for)
+        # where the file assigns the attribute a value that may be None or a submodule: the
+        # values the rule judges are assignments in the methods of the class's family.
+        values = file.attribute_values
+        for _, func in file.compiled:
+            self_var = file.self_var(func)
+            if any(isinstance(test, ast.Attribute) and isinstance(test.value, ast.Name)
+                   and test.value.id == self_var
+                   and any(may_hold(value) for value in values.get(test.attr, ()))
+                   for test in file.tests(func)):
                 return True
         return False
 

@@ -1,0 +1,113 @@
+"""What the rewrite phase skips for speed never changes a result: the rewrite with the ast
+prefilter (``may_apply``) gives the same text, changes, refusals and fixes as the rewrite with
+every rule looking at every file; positions resolved without LibCST's ``MetadataWrapper`` are
+LibCST's."""
+
+from __future__ import annotations
+
+import dataclasses
+import importlib.util
+from collections.abc import Iterator
+from pathlib import Path
+
+import libcst as cst
+import pytest
+from libcst.metadata import MetadataWrapper, PositionProvider
+from tsfix.codemods.pipeline.rewrite import RewriteError, rewrite_source
+from tsfix.codemods.pipeline.settings import RewriteSettings
+from tsfix.codemods.rules.base import Rule, _Positions
+from tsfix.codemods.rules.registry import ALL_RULES
+
+ROOT = Path(__file__).resolve().parent.parent
+
+# The rules whose may_apply reads more than the text (what the speed work made precise).
+PRECISE = ("none-module-test", "loop-carried-local")
+
+
+def _files(*, torch_nn: bool = False) -> list[Path]:
+    files = sorted((ROOT / "fixtures").rglob("*.py"))
+    spec = importlib.util.find_spec("torch")     # torch's own modules, read, never imported
+    if torch_nn and spec is not None and spec.origin is not None:
+        files += sorted((Path(spec.origin).parent / "nn").rglob("*.py"))
+    return files
+
+
+def _outcome(text: str, settings: RewriteSettings) -> object:
+    try:
+        result = rewrite_source(text, settings, "file.py")
+    except RewriteError as exc:
+        return str(exc)
+    return (result.text, [dataclasses.asdict(c) for c in result.changes],
+            [dataclasses.asdict(s) for s in result.skips],
+            [dataclasses.asdict(f) for f in result.fixes])
+
+
+def _without_prefilter(monkeypatch: pytest.MonkeyPatch, rules: list[type[Rule]]) -> None:
+    for rule in rules:
+        monkeypatch.setattr(rule, "may_apply", classmethod(lambda cls, file: True))
+
+
+@pytest.mark.parametrize("name", PRECISE)
+def test_a_precise_prefilter_keeps_every_result_of_its_rule(
+        name: str, monkeypatch: pytest.MonkeyPatch) -> None:
+    rule = ALL_RULES[name]
+    settings = RewriteSettings([rule])
+    texts = [path.read_text(encoding="utf-8") for path in _files()]
+    assert len(texts) > 50
+    with_prefilter = [_outcome(text, settings) for text in texts]
+    _without_prefilter(monkeypatch, [rule])
+    assert [_outcome(text, settings) for text in texts] == with_prefilter
+    # The rule has something to find in the corpus, or the comparison proves nothing.
+    assert any(isinstance(o, tuple) and (o[1] or o[2]) for o in with_prefilter)
+
+
+@pytest.mark.slow       # every rule over every fixture and torch.nn module, twice: minutes
+def test_the_prefilter_keeps_every_result_of_a_run_with_every_rule(
+        monkeypatch: pytest.MonkeyPatch) -> None:
+    rules = list(ALL_RULES.values())
+    texts = [path.read_text(encoding="utf-8") for path in _files(torch_nn=True)]
+    for settings in (RewriteSettings(rules), RewriteSettings(rules, unsafe_fixes=True)):
+        with_prefilter = [_outcome(text, settings) for text in texts]
+        with monkeypatch.context() as patch:
+            _without_prefilter(patch, rules)
+            assert [_outcome(text, settings) for text in texts] == with_prefilter
+
+
+def _statements(module: cst.Module) -> Iterator[cst.ClassDef | cst.FunctionDef]:
+    for statement in module.body:
+        if isinstance(statement, cst.ClassDef | cst.FunctionDef):
+            yield statement
+        if isinstance(statement, cst.ClassDef) and isinstance(statement.body, cst.IndentedBlock):
+            yield from (s for s in statement.body.body if isinstance(s, cst.FunctionDef))
+
+
+def test_positions_are_libcsts() -> None:
+    compared = 0
+    for path in sorted((ROOT / "fixtures").rglob("*.in.py")):
+        try:
+            module = cst.parse_module(path.read_text(encoding="utf-8"))
+        except cst.ParserSyntaxError:
+            continue
+        for statement in _statements(module):
+            expected = MetadataWrapper(cst.Module(body=[statement]),
+                                       unsafe_skip_copy=True).resolve(PositionProvider)
+            found = _Positions(statement)
+            nodes = {node for node in expected if not isinstance(node, cst.Module)}
+            assert nodes == {node for node in found if not isinstance(node, cst.Module)}, path
+            assert all(found[node] == expected[node] for node in nodes), path
+            compared += 1
+    assert compared > 500
+
+
+def test_positions_across_line_breaks_inside_tokens() -> None:
+    # A string token spanning lines, \r\n and lone \r line ends: the column restarts after each.
+    text = 'class A:\r\n    def f(self):\r\n        x = """a\r\nbc"""; y = 1\r        return y\r\n'
+    module = cst.parse_module(text)
+    statement = module.body[0]
+    assert isinstance(statement, cst.ClassDef)
+    for node in (statement, *_statements(module)):
+        expected = MetadataWrapper(cst.Module(body=[node]),
+                                   unsafe_skip_copy=True).resolve(PositionProvider)
+        found = _Positions(node)
+        assert {n: found[n] for n in expected if not isinstance(n, cst.Module)} == {
+            n: r for n, r in expected.items() if not isinstance(n, cst.Module)}
