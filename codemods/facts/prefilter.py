@@ -61,10 +61,16 @@ class AstFile:
             self.tree = None
 
     @cached_property
+    def nodes(self) -> list[ast.AST]:
+        """Every node of the file, in ``ast.walk``'s order: walked once, read by every rule that
+        looks at the whole file."""
+        return list(ast.walk(self.tree)) if self.tree is not None else []
+
+    @cached_property
     def imports(self) -> dict[str, str]:
         """Local name -> dotted name it was imported as, from every import of the file."""
         found: dict[str, str] = {}
-        for node in ast.walk(self.tree) if self.tree is not None else ():
+        for node in self.nodes:
             if isinstance(node, ast.Import):
                 for alias in node.names:
                     found[alias.asname or alias.name.split(".")[0]] = (
@@ -80,7 +86,7 @@ class AstFile:
         the value is not known: an augmented or bare annotated assignment, an unpacking of
         something other than a display of the same length)."""
         found: dict[str, list[ast.expr | None]] = {}
-        for node in ast.walk(self.tree) if self.tree is not None else ():
+        for node in self.nodes:
             if isinstance(node, ast.Assign):
                 pairs = [pair for target in node.targets for pair in _paired(target, node.value)]
             elif isinstance(node, ast.AnnAssign | ast.AugAssign):
@@ -96,7 +102,7 @@ class AstFile:
     def none_default_names(self) -> frozenset[str]:
         """Names of the parameters, of any function of the file, whose default is None."""
         found: set[str] = set()
-        for node in ast.walk(self.tree) if self.tree is not None else ():
+        for node in self.nodes:
             if isinstance(node, ast.FunctionDef | ast.AsyncFunctionDef | ast.Lambda):
                 args = node.args
                 positional = args.posonlyargs + args.args

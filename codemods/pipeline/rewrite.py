@@ -108,6 +108,7 @@ def _rewrite(text: str, settings: RewriteSettings, context: FileContext) -> Rewr
             return Rewrite(text)        # nothing any rule looks at: no LibCST parse
         module = parse(text, path)
     original_classes = [s for s in module.body if isinstance(s, cst.ClassDef)]
+    generated: cst.Module | None = None
     result = Rewrite(text)
     for rule_class in rules:
         # Only the rules that may apply traverse the module (a rule costs a full LibCST
@@ -127,7 +128,7 @@ def _rewrite(text: str, settings: RewriteSettings, context: FileContext) -> Rewr
         before = module
         module = rule.transform_module(module)
         if file is not None and rule.changes:
-            file = AstFile(module.code)
+            file, generated = AstFile(module.code), module
             answers.clear()
         if rule.changes and settings.output:
             safe = safe_classes(before, module, {c.class_name for c in rule.changes})
@@ -138,7 +139,10 @@ def _rewrite(text: str, settings: RewriteSettings, context: FileContext) -> Rewr
         result.fixes.extend(rule.fixes)
     if not result.changes or not settings.output:
         return result
-    new_text = format_touched_lines(text, module.code, settings.line_length,
+    # The text of the last rewrite the prefilter read is the module's when no rule changed it
+    # since: one codegen of the whole module fewer.
+    code = file.text if file is not None and generated is module else module.code
+    new_text = format_touched_lines(text, code, settings.line_length,
                                     four_space_indent=module.default_indent == "    "
                                     and "\r" not in text)
     _check_parses(new_text, text, path)

@@ -1000,7 +1000,7 @@ class M(torch.nn.Module):
                        (isinstance(node.func, ast.Name) and node.func.id in ("int", "float"))
                        or (isinstance(node.func, ast.Attribute)
                            and node.func.attr in ("item", "tolist"))))
-                   for node in ast.walk(file.tree))
+                   for node in file.nodes)
 
     def transform_module_impl(self, tree: cst.Module) -> cst.Module:
         # ``torch.cond`` needs the torch module by some name; a file with only ``from torch

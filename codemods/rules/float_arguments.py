@@ -486,7 +486,7 @@ class Up(nn.Module):
             return True
         return any(isinstance(node, ast.Call)
                    and file.resolved(node.func).rpartition(".")[2] in _SHORT_NAMES
-                   for node in ast.walk(file.tree))
+                   for node in file.nodes)
 
     def prepare(self, module: cst.Module) -> None:
         self.imports = self.facts.imports
