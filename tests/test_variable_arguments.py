@@ -135,8 +135,8 @@ def test_kwargs_that_cannot_be_expanded_are_refused() -> None:
     result = _rewrite(unknown_callee)
     assert result.text == unknown_callee
     assert _findings(result) == [("TSF210", 10, "forward(): passes **kwargs to self.layer, the "
-                                  "module given to the constructor, but Block is built nowhere "
-                                  "in this file, so the modules it wraps are not known")]
+                                  "module given to the constructor, but the modules it wraps are "
+                                  "not all known (the file's tree is not known)")]
 
 
 def test_keyword_only_without_default_after_a_default_is_declined() -> None:
@@ -261,10 +261,10 @@ def test_every_call_passing_the_kwargs_on_is_rewritten(tmp_path: Path) -> None:
         class Net(nn.Module):
             def __init__(self):
                 super().__init__()
-                self.blocks = nn.ModuleList([Shift(1, Gate()), Shift(0, nn.Identity())])
+                self.blocks = nn.ModuleList([Shift(1, Gate()), Shift(0, nn.LSTM(4, 4))])
         """)
-    assert _rewrite(code, str(_tree(tmp_path, code))).text == code  # nn.Identity: unknown
-    code = code.replace("nn.Identity()", "Gate()")
+    assert _rewrite(code, str(_tree(tmp_path, code))).text == code  # nn.LSTM: takes hx too
+    code = code.replace("nn.LSTM(4, 4)", "Gate()")
     result = _rewrite(code, str(_tree(tmp_path, code)))
     assert result.text == "from typing import Optional\n\n" + code.replace(
         "def forward(self, x, **kwargs):",
@@ -274,15 +274,28 @@ def test_every_call_passing_the_kwargs_on_is_rewritten(tmp_path: Path) -> None:
         ("TSF110", 17, "fixed"), ("TSF110", 18, "fixed")]
 
 
+def test_a_torch_layer_taking_only_its_input_counts_as_a_module_without_keywords(
+        tmp_path: Path) -> None:
+    """``PreNorm(nn.Linear(...))``, or a function of the file returning ``nn.Sequential``
+    (perceiver's ``Mixer``), is a module whose forward takes no keyword."""
+    layer = WRAPPERS.replace("PreNorm(FeedForward())", "PreNorm(nn.Linear(4, 4))")
+    via_function = WRAPPERS.replace("PreNorm(FeedForward())", "PreNorm(mixer(4))") + (
+        "\ndef mixer(n):\n    return nn.Sequential(nn.Linear(n, n), nn.GELU())\n")
+    plain = _rewrite(WRAPPERS, str(_tree(tmp_path, WRAPPERS))).text
+    for code in (layer, via_function):
+        result = _rewrite(code, str(_tree(tmp_path, code)))
+        assert result.text.split("class Net")[0] == plain.split("class Net")[0]
+
+
 def test_kwargs_passed_to_the_given_module_are_refused_where_its_modules_are_unknown(
         tmp_path: Path) -> None:
-    torch_layer = WRAPPERS.replace("PreNorm(FeedForward())", "PreNorm(nn.Linear(4, 4))")
+    torch_layer = WRAPPERS.replace("PreNorm(FeedForward())", "PreNorm(nn.LSTM(4, 4))")
     defaults_differ = WRAPPERS.replace("def forward(self, x, mask=None):",
                                        "def forward(self, x, mask=False):")
     required = WRAPPERS.replace("def forward(self, x, mask=None):",
                                 "def forward(self, x, mask):")
     cases = {
-        torch_layer: "it wraps `nn.Linear(4, 4)`, not a module class of this file built there",
+        torch_layer: "it wraps `nn.LSTM(4, 4)`, not a module class of the tree built there",
         defaults_differ: "the modules it wraps default mask differently (None, False)",
         required: ("Gate.forward()'s mask has no default, so a call that leaves it out fails"),
     }
@@ -294,21 +307,36 @@ def test_kwargs_passed_to_the_given_module_are_refused_where_its_modules_are_unk
                            f"constructor, but {why}")]
 
 
-def test_a_wrapper_another_file_imports_is_refused_and_a_namesake_is_not(
-        tmp_path: Path) -> None:
-    """Another file of the tree may build the wrapper around modules this file does not know;
-    a file of another package with a PreNorm class of its own does not count."""
+def test_constructions_in_other_files_of_the_tree_are_followed(tmp_path: Path) -> None:
+    """perceiver's gated.py builds PreNorm (imported) around a class of its own and one of
+    PreNorm's file: both count. A file that builds it around something unknown refuses it; a
+    file of another package with a PreNorm class of its own does not count."""
     namesake = "class PreNorm:\n    pass\n\nPreNorm()\n"
     path = _tree(tmp_path, WRAPPERS, other=namesake)
     assert _rewrite(WRAPPERS, str(path)).text != WRAPPERS
-    importer = "from model import PreNorm\n\nPreNorm(None)\n"
-    path = _tree(tmp_path, WRAPPERS, other=importer)
-    result = _rewrite(WRAPPERS, str(path))
+    importer = HEADER + textwrap.dedent("""\
+        from model import Gate, PreNorm
+
+        class Mixer(nn.Module):
+            def forward(self, x, mask=None, scale: float = 1.0):
+                return x * scale
+
+        class Stack(nn.Module):
+            def __init__(self):
+                super().__init__()
+                self.mix = PreNorm(Mixer())
+                self.gate = PreNorm(Gate())
+        """)
+    result = _rewrite(WRAPPERS, str(_tree(tmp_path, WRAPPERS, other=importer)))
+    assert "        scale: float = 1.0,\n" in result.text
+    assert "fn_out = self.fn(x, mask=mask, scale=scale)" in result.text
+    unknown = importer.replace("PreNorm(Mixer())", "PreNorm(None)")
+    result = _rewrite(WRAPPERS, str(_tree(tmp_path, WRAPPERS, other=unknown)))
     assert result.text == WRAPPERS
     assert _findings(result) == [
         ("TSF210", 22, "forward(): passes **kwargs to self.fn, the module given to the "
-                       "constructor, but the modules it wraps are not all known (other.py names "
-                       "PreNorm)")]
+                       "constructor, but it wraps `None`, not a module class of the tree built "
+                       "there")]
 
 
 @pytest.mark.slow

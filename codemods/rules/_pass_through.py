@@ -15,6 +15,7 @@ from __future__ import annotations
 
 from collections.abc import Callable
 from dataclasses import dataclass, field
+from functools import cached_property
 
 import libcst as cst
 from tsfix.codemods.facts.module import ModuleFacts
@@ -66,6 +67,10 @@ class Wrapper:
     # constructions in the tree give).
     combinations: list[frozenset[str]] = field(default_factory=list)
     reason: str | None = None           # why it is not rewritten
+    # ``kwargs["context"]`` reads and ``kwargs.update(context=c)`` lines (perceiver's PreNorm
+    # normalises the context it passes on): they become the keyword's own name.
+    reads: list[tuple[cst.Subscript, str]] = field(default_factory=list)
+    updates: list[tuple[cst.SimpleStatementLine, cst.Call]] = field(default_factory=list)
 
 
 def find_wrapper(cls: cst.ClassDef) -> Wrapper | None:
@@ -82,7 +87,16 @@ def find_wrapper(cls: cst.ClassDef) -> Wrapper | None:
     calls = [c for c in find_all(forward.body, cst.Call)
              if any(a.star == "**" and isinstance(a.value, cst.Name) and a.value.value == kw
                     for a in c.args)]
-    if not calls or len(uses) != len(calls):
+    reads = [(sub, key) for sub in find_all(forward.body, cst.Subscript)
+             if isinstance(sub.value, cst.Name) and sub.value.value == kw
+             and (key := _literal_key(sub)) is not None]
+    updates = [(line, small.value) for line in find_all(forward.body, cst.SimpleStatementLine)
+               for small in line.body if len(line.body) == 1 and isinstance(small, cst.Expr)
+               and isinstance(small.value, cst.Call) and _is_update(small.value, kw)]
+    if not calls or len(uses) != len(calls) + len(reads) + len(updates):
+        return None
+    written = {id(t.target) for t in find_all(forward.body, cst.AssignTarget)}
+    if any(id(sub) in written for sub, _ in reads):
         return None
     attr = self_attr(calls[0].func, self_var)
     if attr is None or any(self_attr(c.func, self_var) != attr for c in calls):
@@ -97,7 +111,8 @@ def find_wrapper(cls: cst.ClassDef) -> Wrapper | None:
         return None
     line, value = stores[0]
     assert isinstance(value, cst.Name)
-    wrapper = Wrapper(cls, forward, init, calls, attr, value.value, line)
+    wrapper = Wrapper(cls, forward, init, calls, attr, value.value, line, reads=reads,
+                      updates=updates)
     if line not in _top_level(init):
         wrapper.reason = f"self.{attr} is set inside a block of __init__"
     elif any(isinstance(a.target, cst.Name) and a.target.value == value.value
@@ -111,6 +126,28 @@ def find_wrapper(cls: cst.ClassDef) -> Wrapper | None:
     return wrapper
 
 
+def _literal_key(sub: cst.Subscript) -> str | None:
+    """``"context"`` of ``kwargs["context"]``."""
+    if len(sub.slice) != 1 or not isinstance(sub.slice[0].slice, cst.Index):
+        return None
+    key = sub.slice[0].slice.value
+    found = key.evaluated_value if isinstance(key, cst.SimpleString) else None
+    return found if isinstance(found, str) and found.isidentifier() else None
+
+
+def _is_update(call: cst.Call, kw: str) -> bool:
+    """``kwargs.update(context=c)``: keywords only."""
+    func = call.func
+    return (isinstance(func, cst.Attribute) and func.attr.value == "update"
+            and isinstance(func.value, cst.Name) and func.value.value == kw and bool(call.args)
+            and all(a.keyword is not None and not a.star for a in call.args))
+
+
+def updated_keys(wrapper: Wrapper) -> set[str]:
+    return {a.keyword.value for _, call in wrapper.updates for a in call.args
+            if a.keyword is not None}
+
+
 def _shape(call: cst.Call) -> tuple[int, frozenset[str]]:
     """How many positional arguments a call passes, and which keywords by name."""
     return (len([a for a in call.args if a.keyword is None and a.star == ""]),
@@ -121,14 +158,35 @@ def _top_level(func: cst.FunctionDef) -> list[cst.BaseStatement]:
     return list(func.body.body) if isinstance(func.body, cst.IndentedBlock) else []
 
 
+@dataclass
+class _Scope:
+    """A file whose constructions of a wrapper are read: this file, or another of the tree
+    that imports the wrapper (and the names it imports from this file)."""
+
+    module: cst.Module
+    facts: ModuleFacts
+    ours: bool
+    imported: frozenset[str] = frozenset()      # names it imports from this file
+
+    @cached_property
+    def functions(self) -> list[cst.FunctionDef]:
+        return find_all(self.module, cst.FunctionDef)
+
+
+# (display path, text) of the other files of the tree that may mean this file's class, or why
+# the tree cannot be read.
+OtherFiles = Callable[[str], "list[tuple[str, str]] | str"]
+
+
 class PassThroughs:
     """The wrappers of one file and the keywords each passes on (computed once per file)."""
 
-    def __init__(self, module: cst.Module, facts: ModuleFacts,
-                 named_elsewhere: Callable[[str], str | None]) -> None:
-        self.module = module
+    def __init__(self, module: cst.Module, facts: ModuleFacts, stem: str,
+                 other_files: OtherFiles) -> None:
+        self.scope = _Scope(module, facts, ours=True)
         self.facts = facts
-        self.named_elsewhere = named_elsewhere
+        self.stem = stem
+        self.other_files = other_files
         self.wrappers: dict[str, Wrapper] = {}
         for name, cls in facts.classes.items():
             if facts.is_module_class(cls):
@@ -137,7 +195,6 @@ class PassThroughs:
                     self.wrappers[name] = found
         self._done: set[str] = set()
         self._active: set[str] = set()
-        self._functions = find_all(module, cst.FunctionDef)
         for name in list(self.wrappers):
             self._settle(name)
 
@@ -163,24 +220,47 @@ class PassThroughs:
                                   f"{MAX_CALLS}")
         self._done.add(name)
 
+    def _sites(self, name: str) -> list[tuple[_Scope, cst.Call]] | str:
+        """Every construction of the wrapper ``name`` in the tree, with the file it is in."""
+        sites = [(self.scope, c) for c in find_all(self.scope.module, cst.Call)
+                 if isinstance(c.func, cst.Name) and c.func.value == name]
+        others = self.other_files(name)
+        if isinstance(others, str):
+            return f"the modules it wraps are not all known ({others})"
+        for display, text in others:
+            try:
+                module = cst.parse_module(text)
+            except cst.ParserSyntaxError:
+                return f"the modules it wraps are not all known ({display} does not parse)"
+            facts = ModuleFacts(module)
+            imported = frozenset(local for local, full in facts.imports.items()
+                                 if full.rpartition(".")[0].rpartition(".")[2] == self.stem)
+            scope = _Scope(module, facts, ours=False, imported=imported)
+            found = [c for c in find_all(module, cst.Call)
+                     if (isinstance(c.func, cst.Name) and c.func.value == name
+                         and name in imported)
+                     or (isinstance(c.func, cst.Attribute) and c.func.attr.value == name)]
+            if not found:
+                return (f"the modules it wraps are not all known ({display} names {name} "
+                        "other than by building it)")
+            sites.extend((scope, c) for c in found)
+        if not sites:
+            return f"{name} is built nowhere in the tree, so the modules it wraps are not known"
+        return sites
+
     def _keywords(self, wrapper: Wrapper) -> tuple[list[Keyword], list[frozenset[str]]] | str:
-        name = wrapper.cls.name.value
         base = self._base_problem(wrapper.cls)
         if base is not None:
             return base
-        sites = [c for c in find_all(self.module, cst.Call)
-                 if isinstance(c.func, cst.Name) and c.func.value == name]
-        if not sites:
-            return f"{name} is built nowhere in this file, so the modules it wraps are not known"
-        elsewhere = self.named_elsewhere(name)
-        if elsewhere is not None:
-            return f"the modules it wraps are not all known ({elsewhere})"
+        sites = self._sites(wrapper.cls.name.value)
+        if isinstance(sites, str):
+            return sites
         positional, explicit = _shape(wrapper.calls[0])
         merged: dict[str, Keyword] = {}
         combinations: list[frozenset[str]] = []
-        for site in sites:
+        for scope, site in sites:
             try:
-                taken = self._takes(self._wrapped_class(wrapper, site), positional)
+                taken = self._takes(*self._wrapped_class(wrapper, scope, site), positional)
             except NotKnown as exc:
                 return str(exc)
             combination = frozenset(k.name for k in taken if k.name not in explicit)
@@ -202,6 +282,11 @@ class PassThroughs:
                       != code_of(keyword.annotation.annotation)):
                     # The modules type it differently: the wrapper leaves it to annotate.
                     merged[keyword.name] = Keyword(keyword.name, known.default, None)
+        missing = sorted(({key for _, key in wrapper.reads} | updated_keys(wrapper))
+                         - set(merged) - explicit)
+        if missing:
+            return (f"it reads or sets {missing[0]!r} of what it passes on, which no module it "
+                    "wraps takes")
         return list(merged.values()), combinations
 
     def _base_problem(self, cls: cst.ClassDef) -> str | None:
@@ -213,10 +298,13 @@ class PassThroughs:
                         f"{CONSTANTS} of its own would hide the base's)")
         return None
 
-    def _takes(self, cls_name: str, positional: int) -> list[Keyword]:
-        """The keywords a module of ``cls_name`` takes after ``positional`` arguments."""
-        forward = methods_of(self.facts.classes[cls_name]).get("forward")
-        inner = self.wrappers.get(cls_name)
+    def _takes(self, scope: _Scope, cls_name: str, positional: int) -> list[Keyword]:
+        """The keywords a module of ``cls_name`` (a class of ``scope``) takes after
+        ``positional`` arguments."""
+        if cls_name.startswith("torch.nn."):
+            return []       # its forward takes the input alone
+        forward = methods_of(scope.facts.classes[cls_name]).get("forward")
+        inner = self.wrappers.get(cls_name) if scope.ours else None
         if inner is not None:
             if cls_name in self._active:
                 raise NotKnown(f"{cls_name} wraps itself")
@@ -242,9 +330,10 @@ class PassThroughs:
                if p.default is not None]
         return [*own, *inner.keywords] if inner is not None else own
 
-    def _wrapped_class(self, wrapper: Wrapper, site: cst.Call) -> str:
-        """The class of this file whose module ``site`` (a construction of the wrapper) gives
-        it."""
+    def _wrapped_class(self, wrapper: Wrapper, scope: _Scope, site: cst.Call
+                       ) -> tuple[_Scope, str]:
+        """The class (and the file that defines it) whose module ``site`` (a construction of
+        the wrapper) gives it."""
         init_params = [p.name.value for p in
                        [*wrapper.init.params.posonly_params, *wrapper.init.params.params]][1:]
         value: cst.BaseExpression | None = None
@@ -259,27 +348,70 @@ class PassThroughs:
         if value is None or any(a.star for a in site.args):
             raise NotKnown(f"`{short_source(site)}` passes {wrapper.param} in a way not "
                            "followed")
-        return self._class_of(value, site)
+        return self._class_of(scope, value, site)
 
-    def _class_of(self, value: cst.BaseExpression, site: cst.CSTNode, depth: int = 0) -> str:
+    def _class_of(self, scope: _Scope, value: cst.BaseExpression, site: cst.CSTNode,
+                  depth: int = 0) -> tuple[_Scope, str]:
+        layer = _plain_layer(scope, value)
+        if layer is not None:
+            return scope, layer
         if isinstance(value, cst.Call) and isinstance(value.func, cst.Name):
-            found = self.facts.classes.get(value.func.value)
-            if found is not None and self.facts.is_module_class(found):
-                return value.func.value
-        enclosing = self._enclosing(site)
+            name = value.func.value
+            found = scope.facts.classes.get(name)
+            if found is not None and scope.facts.is_module_class(found):
+                return scope, name
+            ours = self.facts.classes.get(name)
+            if (found is None and name in scope.imported and ours is not None
+                    and self.facts.is_module_class(ours)):
+                return self.scope, name
+        enclosing = _enclosing(scope, site)
         if depth < 4 and enclosing is not None and isinstance(value, cst.Name | cst.Attribute):
             bound = _last_binding(enclosing, value, site)
             if bound is not None:
-                return self._class_of(bound, site, depth + 1)
-        raise NotKnown(f"it wraps `{short_source(value)}`, not a module class of this file "
+                return self._class_of(scope, bound, site, depth + 1)
+        raise NotKnown(f"it wraps `{short_source(value)}`, not a module class of the tree "
                        "built there")
 
-    def _enclosing(self, node: cst.CSTNode) -> cst.FunctionDef | None:
-        inner: cst.FunctionDef | None = None
-        for func in self._functions:
-            if contains(func, node) and (inner is None or contains(inner, func)):
-                inner = func
-        return inner
+
+# torch.nn layers whose forward takes more than the input (by keyword too): not "plain".
+_KEYWORD_LAYERS = frozenset({
+    "MultiheadAttention", "Transformer", "TransformerEncoder", "TransformerDecoder",
+    "TransformerEncoderLayer", "TransformerDecoderLayer", "LSTM", "GRU", "RNN", "LSTMCell",
+    "GRUCell", "RNNCell", "Bilinear", "EmbeddingBag", "CrossEntropyLoss", "MaxUnpool1d",
+    "MaxUnpool2d", "MaxUnpool3d", "Upsample", "ConvTranspose1d", "ConvTranspose2d",
+    "ConvTranspose3d", "AdaptiveLogSoftmaxWithLoss",
+})
+
+
+def _plain_layer(scope: _Scope, value: cst.BaseExpression) -> str | None:
+    """``torch.nn.<Layer>`` when ``value`` builds a torch.nn layer whose forward takes only its
+    input (``nn.Linear(...)``, ``nn.Sequential(...)``), directly or through a module-level
+    function of the file every return of which builds one (perceiver's ``Mixer()``)."""
+    if not isinstance(value, cst.Call):
+        return None
+    name = qualified_name(value.func, scope.facts.imports) or ""
+    short = name.rpartition(".")[2]
+    if name.startswith("torch.nn.") and short[:1].isupper() and short not in _KEYWORD_LAYERS \
+            and "functional" not in name:
+        return name
+    if isinstance(value.func, cst.Name):
+        function = next((s for s in scope.module.body if isinstance(s, cst.FunctionDef)
+                         and s.name.value == value.func.value), None)
+        if function is None or find_all(function.body, cst.FunctionDef, cst.Lambda):
+            return None
+        layers = [_plain_layer(scope, r.value) if r.value is not None else None
+                  for r in find_all(function.body, cst.Return)]
+        if layers and all(layers):
+            return layers[0]
+    return None
+
+
+def _enclosing(scope: _Scope, node: cst.CSTNode) -> cst.FunctionDef | None:
+    inner: cst.FunctionDef | None = None
+    for func in scope.functions:
+        if contains(func, node) and (inner is None or contains(inner, func)):
+            inner = func
+    return inner
 
 
 def _last_binding(func: cst.FunctionDef, name: cst.BaseExpression,

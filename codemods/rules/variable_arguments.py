@@ -312,7 +312,7 @@ class Encoder(nn.Module):
         return "*" in file.text
 
     def prepare(self, module: cst.Module) -> None:
-        self._tree_mentions: dict[str, str | None] = {}
+        self._tree_mentions: dict[str, list[tuple[str, str]] | str] = {}
         self._pass_throughs: PassThroughs | None = None
         # class -> the wrapper whose forward was rewritten: __init__ and __constants__ follow.
         self._wrapped: dict[str, tuple[Wrapper, list[str]]] = {}
@@ -488,8 +488,9 @@ class Encoder(nn.Module):
         ``__init__``) with the keywords its modules take and one call per combination of them
         (see ``_pass_through``); a refusal; or None when the class is not such a wrapper."""
         if self._pass_throughs is None:
+            filename = self.context.filename or ""
             self._pass_throughs = PassThroughs(self.source_module, self.facts,
-                                               self._named_elsewhere)
+                                               Path(filename).stem, self._files_naming)
         wrapper = self._pass_throughs.wrappers.get(cls.name.value)
         if wrapper is None or wrapper.forward is not func:
             return None
@@ -500,7 +501,8 @@ class Encoder(nn.Module):
             return (f"passes **{kw} to self.{wrapper.attr}, the module given to the "
                     f"constructor, but {wrapper.reason}")
         taken = names_used(func) - {kw}
-        clash = [k.name for k in wrapper.keywords if k.name in taken]
+        clash = [k.name for k in wrapper.keywords
+                 if k.name in taken and not _only_read_from(func, k.name, wrapper)]
         if clash:
             return (f"passes **{kw} to self.{wrapper.attr}: {clash[0]} is already a name in "
                     "forward()")
@@ -572,6 +574,7 @@ class Encoder(nn.Module):
             problem = self._call_by_flags(wrapper, func, call, tested, replace)
             if problem is not None:
                 return problem
+        _named_keywords(wrapper, func, replace)
         body = func.body.visit(replace)
         assert isinstance(body, cst.BaseSuite)
         return body, tested
@@ -695,20 +698,30 @@ class Encoder(nn.Module):
 
     def _named_elsewhere(self, name: str) -> str | None:
         """None when no other ``.py`` file of the tree names ``name``; else why it is unknown."""
+        files = self._files_naming(name)
+        if isinstance(files, str):
+            return files
+        return f"{files[0][0]} names {name}" if files else None
+
+    def _files_naming(self, name: str) -> list[tuple[str, str]] | str:
+        """(path from the tree's root, text) of every other ``.py`` file of the tree that may
+        mean this file's ``name``; or why the tree cannot be searched."""
         if name in self._tree_mentions:
             return self._tree_mentions[name]
-        found: str | None = None
+        found: list[tuple[str, str]] | str
+        matches: list[tuple[str, str]] = []
         filename = self.context.filename
         if not filename or not Path(filename).is_file():
             found = "the file's tree is not known"
         else:
+            found = matches
             path = Path(filename).absolute()
             root = package_root(path)
             pattern = re.compile(rf"\b{re.escape(name)}\b")
             files = sorted(root.rglob("*.py"))
             if len(files) > _MAX_TREE_FILES:
                 found = f"the tree is too large to search ({len(files)} files)"
-            for other in files if found is None else []:
+            for other in files if isinstance(found, list) else []:
                 if other == path or any(part.startswith(".") or part == "site-packages"
                                         for part in other.relative_to(root).parts):
                     continue
@@ -717,15 +730,14 @@ class Encoder(nn.Module):
                 except OSError:
                     continue
                 if pattern.search(text) and _may_mean_ours(text, name, path.stem):
-                    found = f"{other.relative_to(root).as_posix()} names {name}"
-                    break
+                    matches.append((other.relative_to(root).as_posix(), text))
         self._tree_mentions[name] = found
         return found
 
 
 class _Replace(cst.CSTTransformer):
-    """Calls and statement lines of the tree visited (by identity) replaced: a call by an
-    expression, a line by several statements."""
+    """Calls, subscripts and statement lines of the tree visited (by identity) replaced: a
+    call or a subscript by an expression, a line by several statements (none: removed)."""
 
     def __init__(self) -> None:
         super().__init__()
@@ -735,11 +747,56 @@ class _Replace(cst.CSTTransformer):
     def leave_Call(self, original_node: cst.Call, updated_node: cst.Call) -> cst.BaseExpression:
         return self.calls.get(id(original_node), updated_node)
 
+    def leave_Subscript(self, original_node: cst.Subscript,
+                        updated_node: cst.Subscript) -> cst.BaseExpression:
+        return self.calls.get(id(original_node), updated_node)
+
     def leave_SimpleStatementLine(
             self, original_node: cst.SimpleStatementLine, updated_node: cst.SimpleStatementLine
-    ) -> cst.BaseStatement | cst.FlattenSentinel[cst.BaseStatement]:
+    ) -> cst.BaseStatement | cst.FlattenSentinel[cst.BaseStatement] | cst.RemovalSentinel:
         new = self.lines.get(id(original_node))
-        return updated_node if new is None else cst.FlattenSentinel(new)
+        if new is None:
+            return updated_node
+        return cst.FlattenSentinel(new) if new else cst.RemovalSentinel.REMOVE
+
+
+def _only_read_from(func: cst.FunctionDef, name: str, wrapper: Wrapper) -> bool:
+    """Every binding of the local ``name`` in ``func`` is ``name = kwargs["name"]``: it
+    becomes the parameter of that name."""
+    reads = {id(sub) for sub, key in wrapper.reads if key == name}
+    bindings = [a for a in find_all(func.body, cst.Assign)
+                if any(n.value == name for t in a.targets for n in find_all(t.target, cst.Name))]
+    bound = {name} & {n.value for node in find_all(func.body, cst.For, cst.With, cst.NamedExpr)
+                      for n in find_all(node, cst.Name)}
+    return bool(reads) and not bound and all(
+        len(a.targets) == 1 and isinstance(a.targets[0].target, cst.Name)
+        and id(a.value) in reads for a in bindings)
+
+
+def _named_keywords(wrapper: Wrapper, func: cst.FunctionDef, replace: _Replace) -> None:
+    """``kwargs["context"]`` becomes ``context``; ``kwargs.update(context=c)`` becomes
+    ``context = c``; a line left as ``context = context`` goes where its block keeps another
+    statement."""
+    for sub, key in wrapper.reads:
+        replace.calls[id(sub)] = cst.Name(key)
+    siblings = {id(line): len(block.body) for block in find_all(func.body, cst.IndentedBlock)
+                for line in block.body}
+    for line, call in wrapper.updates:
+        assigned = [cst.parse_statement(f"{a.keyword.value} = {code_of(a.value)}\n")
+                    for a in call.args if a.keyword is not None
+                    and not (isinstance(a.value, cst.Name) and a.value.value == a.keyword.value)]
+        if assigned:
+            assigned[0] = assigned[0].with_changes(leading_lines=line.leading_lines)
+        replace.lines[id(line)] = assigned if assigned or siblings.get(id(line), 1) > 1 \
+            else [cst.parse_statement("pass\n")]
+    for line in find_all(func.body, cst.SimpleStatementLine):
+        small = line.body[0] if len(line.body) == 1 else None
+        if (isinstance(small, cst.Assign) and len(small.targets) == 1
+                and isinstance(small.targets[0].target, cst.Name)
+                and any(small.value is sub and key == small.targets[0].target.value
+                        for sub, key in wrapper.reads)
+                and siblings.get(id(line), 1) > 1):
+            replace.lines[id(line)] = []
 
 
 def _imports_before_from_imports(module: cst.Module) -> cst.Module:
