@@ -289,3 +289,52 @@ def test_fixtures_fail_to_script_before_and_script_with_parity_after() -> None:
 
 def _outputs(value: Any) -> tuple[Any, ...]:
     return tuple(value) if isinstance(value, tuple) else (value,)
+
+
+EINSUMS = [
+    ("b i d, b j d -> b i j", [(2, 3, 4), (2, 5, 4)]),
+    ("b h i j, b h j d -> b h i d", [(2, 2, 3, 5), (2, 2, 5, 4)]),
+    ("b h n d, n r d -> b h n r", [(2, 2, 3, 4), (3, 6, 4)]),
+    ("... i d, ... j d -> ... i j", [(2, 3, 4), (2, 5, 4)]),
+    ("batch seq dim -> batch dim", [(2, 3, 4)]),
+]
+
+
+@pytest.mark.parametrize(("pattern", "shapes"), EINSUMS, ids=[p for p, _ in EINSUMS])
+def test_einsum_becomes_torch_einsum_equal_to_einops(pattern: str,
+                                                     shapes: list[tuple[int, ...]]) -> None:
+    """einops.einsum names axes with words and takes the pattern last; torch.einsum's letters
+    do the same sums (einops itself calls it), eager and scripted, bit for bit."""
+    torch = pytest.importorskip("torch")
+    einops = pytest.importorskip("einops")
+    names = [f"x{k}" for k in range(len(shapes))]
+    code = method(f"return einsum({', '.join(names)}, {pattern!r})\n",
+                  "self, " + ", ".join(names)).replace(
+        "from einops import rearrange, repeat, reduce\n",
+        "from einops import rearrange, repeat, reduce, einsum\n")
+    result = rewrite(code)
+    assert [f.code for f in result.fixes] == ["TSF236"]
+    written = result.text.split("return ")[1].strip()
+    assert written.startswith('torch.einsum("') and "einsum(x" not in written
+    torch.manual_seed(0)
+    tensors = [torch.randn(*shape) for shape in shapes]
+    expected = einops.einsum(*tensors, pattern)
+    scope: dict[str, Any] = {"torch": torch, **dict(zip(names, tensors, strict=True))}
+    assert torch.equal(eval(written, scope), expected)
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", DeprecationWarning)
+        unit = torch.jit.CompilationUnit(f"def f({', '.join(names)}):\n    return {written}\n")
+    assert torch.equal(unit.f(*tensors), expected)
+
+
+def test_einsum_with_a_pattern_it_cannot_spell_is_refused() -> None:
+    header = "from einops import rearrange, repeat, reduce\n"
+    for body, reason in (
+            ("return einsum(x, y, p)\n", "pattern is not a string literal"),
+            ("return einsum(x, y, 'b (i j), b j -> b i')\n", "einsum takes names and ... only"),
+            ("return einsum(x, 'b i, b j -> b i j')\n", "one input per tensor")):
+        code = method(body, "self, x, y, p").replace(
+            header, "from einops import rearrange, repeat, reduce, einsum\n")
+        result = rewrite(code)
+        assert result.text == textwrap.dedent(code), body
+        assert reason in result.skips[0].reason, result.skips

@@ -1,5 +1,5 @@
 """``einops-to-torch``: einops ``rearrange``/``repeat``/``reduce`` calls with a literal pattern
-become tensor methods.
+become tensor methods, ``einsum`` becomes ``torch.einsum``.
 
 What it does
     In compiled code (``forward()``, ``@torch.jit.export`` methods and the methods they call;
@@ -15,6 +15,10 @@ What it does
 
         q = rearrange(q, 'b n (h d) -> b h n d', h=self.heads)
         ->  q = q.unflatten(2, (self.heads, -1)).transpose(1, 2)
+
+    ``einops.einsum(q, k, "b i d, b j d -> b i j")`` becomes ``torch.einsum("abc,adc->abd",
+    q, k)``: each axis name a letter, in order of first appearance (what einops does before
+    it calls torch's einsum), the pattern first.
 
     The call is replaced where it stands: no statement is added and no name is bound, the input
     is evaluated once (each method reads only the tensor it is applied to, never its shape), and
@@ -90,7 +94,46 @@ def _einops_kind(qualified: str | None) -> str | None:
     if qualified is None:
         return None
     module, _, kind = qualified.rpartition(".")
-    return kind if kind in KINDS and module in ("einops", "einops.einops") else None
+    return (kind if kind in (*KINDS, "einsum") and module in ("einops", "einops.einops")
+            else None)
+
+
+def _einsum(call: cst.Call, torch_name: str | None) -> cst.BaseExpression:
+    """``torch.einsum`` of an ``einops.einsum(x, y, "b i d, b j d -> b i j")`` call: each axis
+    name becomes a letter (what einops does before it calls the backend's einsum)."""
+    if torch_name is None:
+        raise Unsupported("the file does not import torch")
+    if any(a.star or a.keyword is not None for a in call.args) or len(call.args) < 2:
+        raise Unsupported("einsum takes its tensors and then the pattern, by position")
+    pattern = _string(call.args[-1].value)
+    if pattern is None:
+        raise Unsupported("the pattern is not a string literal")
+    sides = pattern.split("->")
+    inputs = sides[0].split(",")
+    if len(sides) != 2 or len(inputs) != len(call.args) - 1:
+        raise Unsupported("the pattern does not name one input per tensor and an output")
+    letters: dict[str, str] = {}
+    alphabet = "abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ"
+
+    def spelled(side: str) -> str:
+        out = []
+        for axis in side.split():
+            if axis == "...":
+                out.append("...")
+                continue
+            if not axis.isidentifier():
+                raise Unsupported(f"axis {axis!r}: einsum takes names and ... only")
+            if axis not in letters:
+                if len(letters) == len(alphabet):
+                    raise Unsupported("more axes than letters")
+                letters[axis] = alphabet[len(letters)]
+            out.append(letters[axis])
+        return "".join(out)
+
+    spelled_inputs = [spelled(side) for side in inputs]
+    equation = ",".join(spelled_inputs) + "->" + spelled(sides[1])
+    tensors = ", ".join(code_of(a.value) for a in call.args[:-1])
+    return cst.parse_expression(f'{torch_name}.einsum("{equation}", {tensors})')
 
 
 def _shown(node: cst.CSTNode) -> str:
@@ -112,10 +155,18 @@ def _receiver(node: cst.BaseExpression) -> str:
 
 
 class _Site:
-    """One einops call the rule rewrites: the call, what kind, and the planned chain."""
+    """One einops call the rule rewrites: the call, what kind, and the planned chain (none for
+    ``einsum``, a call of torch.einsum)."""
 
-    def __init__(self, call: cst.Call, kind: str, chain: Plan) -> None:
-        self.call, self.kind, self.plan = call, kind, chain
+    def __init__(self, call: cst.Call, kind: str, chain: Plan | None,
+                 torch_name: str | None = None) -> None:
+        self.call, self.kind, self.plan, self.torch_name = call, kind, chain, torch_name
+
+    def replacement(self, call: cst.Call) -> cst.BaseExpression:
+        """What ``call`` (this site, its arguments maybe already rewritten) becomes."""
+        if self.plan is None:
+            return _einsum(call, self.torch_name)
+        return _build(call, self.plan)
 
 
 class EinopsToTorch(Rule):
@@ -135,7 +186,8 @@ class EinopsToTorch(Rule):
              "einops.layers.torch layers, which script."),
     )
     summary = ("einops rearrange/repeat/reduce calls with a literal pattern become "
-               "unflatten/permute/flatten/expand/mean... chains, exact in eager mode")
+               "unflatten/permute/flatten/expand/mean... chains, einsum torch.einsum, exact in "
+               "eager mode")
 
     VALID = (
         # A layer of einops.layers.torch scripts; a call in an ignored method is not compiled.
@@ -211,14 +263,17 @@ class M(nn.Module):
                     continue
                 message = f"{_shown(call)} is an einops call"
                 try:
-                    chain = self._plan(facts, method, call, kind)
+                    if kind == "einsum":
+                        site = _Site(call, kind, None, self.facts.torch_alias)
+                    else:
+                        site = _Site(call, kind, self._plan(facts, method, call, kind))
+                    after = site.replacement(call)
                 except Unsupported as refusal:
                     self.skip(cls.name.value, call, f"not rewritten: {refusal}", code=_CODE,
                               message=message)
                     continue
                 self.fixed(call, _CODE, message)
-                sites[id(call)] = _Site(call, kind, chain)
-                after = _build(call, chain)
+                sites[id(call)] = site
                 parts.append(f"line {self.line_of(call)}: `{_shown(call)}` -> `{_shown(after)}`")
         if not sites:
             return cls
@@ -299,7 +354,7 @@ class _Apply(cst.CSTTransformer):
         site = self.sites.get(id(original_node))
         if site is None:
             return updated_node
-        rebuilt = _build(updated_node, site.plan)
+        rebuilt = site.replacement(updated_node)
         if original_node.lpar:
             rebuilt = rebuilt.with_changes(lpar=original_node.lpar, rpar=original_node.rpar)
         return rebuilt
