@@ -13,7 +13,7 @@ import pytest
 from conftest import FIXTURES_ROOT, load_module, rule_rewriter
 from tsfix.codemods.pipeline.engine import Options, run
 from tsfix.codemods.pipeline.rewrite import Rewrite, rewrite_source
-from tsfix.codemods.pipeline.settings import RewriteSettings
+from tsfix.codemods.pipeline.settings import FileContext, RewriteSettings
 from tsfix.codemods.rules.float_arguments import _FUNCTIONS, _LAYERS, FloatArguments
 
 FIXTURES = FIXTURES_ROOT / "float-arguments"
@@ -334,3 +334,30 @@ def test_written_deepspeech_scripts_with_the_original_outputs(tmp_path: Path) ->
     x = torch.randn(2, 1, 7, 12)
     with torch.no_grad():
         assert torch.equal(torch.jit.script(rewritten)(x), reference(x))
+
+
+L1NORM = textwrap.dedent("""\
+    import torch
+    import torch.nn.functional as F
+    from torch import nn
+
+
+    def l1norm(t, dim: int = -1, eps: float = 1e-8):
+        return F.normalize(t, p = 1, dim = dim, eps = eps)
+
+
+    class Attention(nn.Module):
+        def forward(self, x):
+            return l1norm(x.softmax(-1))
+    """)
+
+
+def test_a_module_function_the_repair_loop_names_gets_its_int_literals_as_floats() -> None:
+    """perceiver's l1norm: the model stops in the function (``F.normalize(t, p = 1)``), and the
+    loop asks the rules for it by name; statically the function is left alone."""
+    assert rewrite(L1NORM).text == L1NORM
+    result = rewrite_source(L1NORM, RewriteSettings([FloatArguments]),
+                            FileContext("model.py", compiled_functions=frozenset({"l1norm"})))
+    assert result.text == L1NORM.replace("p = 1, dim = dim, eps = eps", "p=1.0, dim=dim, eps=eps")
+    assert [(c.class_name, c.summary) for c in result.changes] == [
+        ("l1norm()", "F.normalize p `1` -> `1.0`")]

@@ -90,7 +90,7 @@ from collections.abc import Iterator
 from dataclasses import dataclass
 
 import libcst as cst
-from tsfix.codemods.facts.classes import ClassFacts
+from tsfix.codemods.facts.classes import ClassFacts, is_ignored, never_compiled_nodes
 from tsfix.codemods.facts.prefilter import AstFile
 from tsfix.codemods.facts.syntax import (
     ReplaceById,
@@ -104,6 +104,7 @@ from tsfix.codemods.facts.syntax import (
 )
 from tsfix.codemods.facts.value_types import type_from_annotation
 from tsfix.codemods.rules.base import ClassChange, Code, Example, Rule
+from tsfix.codemods.validation.protocol import function_change_name
 
 # ---- what takes a float (measured on torch 2.13: an int fails to script, a float scripts) -------
 
@@ -491,6 +492,42 @@ class Up(nn.Module):
     def prepare(self, module: cst.Module) -> None:
         self.imports = self.facts.imports
         self.float_rebound = "float" in self.facts.top_level_names
+
+    def transform_module_impl(self, tree: cst.Module) -> cst.Module:
+        tree = super().transform_module_impl(tree)
+        return self._rewrite_functions(tree) if self.compiled_functions else tree
+
+    def _rewrite_functions(self, tree: cst.Module) -> cst.Module:
+        """Int literals in float parameters of torch calls in the module-level functions the
+        repair loop names (a model stopped in them: ``Rule.compiled_functions``; perceiver's
+        ``l1norm``: ``F.normalize(t, p = 1)``), each reported under ``function_change_name``.
+        Only literals: what a name holds is known from a class's facts, not a function's."""
+        body = list(tree.body)
+        for index, func in enumerate(body):
+            if (not isinstance(func, cst.FunctionDef) or is_ignored(func)
+                    or func.name.value not in self.compiled_functions):
+                continue
+            skipped = never_compiled_nodes(func, self.imports)
+            replacements: dict[int, cst.BaseExpression] = {}
+            parts: list[str] = []
+            for call in find_all(func.body, cst.Call):
+                slots = _FUNCTIONS.get(qualified_name(call.func, self.imports) or "")
+                if slots is None or id(call) in skipped:
+                    continue
+                for slot, arg in _arguments(call, slots):
+                    new = None if slot.sequence else _float_literal(arg.value)
+                    if new is not None:
+                        replacements[id(arg.value)] = new
+                        parts.append(f"{code_of(call.func)} {slot.name} `{code_of(arg.value)}` "
+                                     f"-> `{code_of(new)}`")
+            if not replacements:
+                continue
+            rewritten = func.visit(ReplaceById(replacements))
+            assert isinstance(rewritten, cst.FunctionDef)
+            self.changes.append(ClassChange(self.name, function_change_name(func.name.value),
+                                            self.function_span(func), "; ".join(parts)))
+            body[index] = rewritten
+        return tree.with_changes(body=body)
 
     def rewrite_class(self, cls: cst.ClassDef) -> cst.ClassDef:
         if not self.facts.is_module_class(cls):
