@@ -139,6 +139,7 @@ Fix safety
 from __future__ import annotations
 
 import ast
+import re
 from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass, field, replace
 
@@ -949,36 +950,85 @@ class Pool(nn.Module):
     def may_apply(cls, file: AstFile) -> bool:
         if file.tree is None:
             return True
-        # Two returns in one method of a class, an attribute __init__ assigns under a test, or
-        # an __init__ that may return early (what follows is built on some paths only).
-        for node in file.tree.body:
-            if not isinstance(node, ast.ClassDef):
+
+        def stored(node: ast.AST, self_var: str | None = None) -> set[str]:
+            """Attributes ``node`` assigns (of ``self_var`` only when given), setattr too."""
+            found = set()
+            for inner in ast.walk(node):
+                if (isinstance(inner, ast.Attribute) and isinstance(inner.ctx, ast.Store)
+                        and (self_var is None or (isinstance(inner.value, ast.Name)
+                                                  and inner.value.id == self_var))):
+                    found.add(inner.attr)
+                elif (self_var is None and isinstance(inner, ast.Call)
+                      and isinstance(inner.func, ast.Name) and inner.func.id == "setattr"
+                      and len(inner.args) > 1 and isinstance(inner.args[1], ast.Constant)
+                      and isinstance(inner.args[1].value, str)):
+                    found.add(inner.args[1].value)
+            return found
+
+        def maybe_built(init: ast.FunctionDef) -> set[str]:
+            """What _conditional_attributes and _none_in_some_configurations may find: the
+            attributes __init__ assigns inside a block (or anywhere, when it may return early)
+            or gives a value holding None, less those it registers."""
+            blocks = (ast.If, ast.For, ast.AsyncFor, ast.While, ast.Try, ast.TryStar, ast.Match,
+                      ast.With, ast.AsyncWith, ast.FunctionDef, ast.AsyncFunctionDef,
+                      ast.ClassDef)
+            nodes = list(ast.walk(init))[1:]
+            if any(isinstance(node, ast.Return) for node in nodes):
+                found = stored(init)
+            else:
+                found = {attr for node in nodes if isinstance(node, blocks)
+                         for attr in stored(node)}
+            found |= {attr for node in nodes if isinstance(node, ast.Assign | ast.AnnAssign)
+                      and node.value is not None and any(
+                          isinstance(v, ast.Constant) and v.value is None
+                          for v in ast.walk(node.value))
+                      for target in (node.targets if isinstance(node, ast.Assign)
+                                     else [node.target])
+                      for attr in stored(target)}
+            self_var = file.self_var(init)
+            for node in nodes:      # what ClassFacts.registered leaves out
+                if (isinstance(node, ast.Call) and isinstance(node.func, ast.Attribute)
+                        and isinstance(node.func.value, ast.Name)
+                        and node.func.value.id == self_var and node.args
+                        and node.func.attr in ("register_buffer", "register_parameter",
+                                               "add_module", "register_module")
+                        and isinstance(node.args[0], ast.Constant)
+                        and isinstance(node.args[0].value, str)
+                        and re.fullmatch(r"""[rRuU]?('[^'\\\n]*'|"[^"\\\n]*")""",
+                                         ast.get_source_segment(file.text, node.args[0])
+                                         or "")):
+                    found.discard(node.args[0].value)
+            return found
+
+        # Every plan is of a module class with compiled methods: two returns in one (TSF118),
+        # a test that reads the instance (the branch names, the callers that unpack), or a
+        # compiled read of an attribute __init__ may build on some paths only or set to None
+        # that no other method assigns.
+        for klass in file.module_classes:
+            read: set[str] = set()
+            for func in file.compiled_methods(klass):
+                self_var = file.self_var(func)
+                nodes = list(ast.walk(func))
+                if (sum(isinstance(node, ast.Return) for node in nodes) > 1
+                        or any(file.reads_self(test, self_var) for test in file.tests(func))):
+                    return True
+                read.update(node.attr for node in nodes if isinstance(node, ast.Attribute)
+                            and isinstance(node.value, ast.Name) and node.value.id == self_var)
+            candidates = {attr for item in klass.body if isinstance(item, ast.FunctionDef)
+                          and item.name == "__init__" for attr in maybe_built(item) & read}
+            if not candidates:
                 continue
-            for item in node.body:
-                if not isinstance(item, ast.FunctionDef):
-                    continue
-                returns = [r for r in ast.walk(item) if isinstance(r, ast.Return)]
-                if len(returns) > 1 or (item.name == "__init__" and returns):
-                    return True
-                if item.name == "__init__" and any(
-                        isinstance(target, ast.Attribute)
-                        for branch in ast.walk(item) if isinstance(branch, ast.If)
-                        for statement in ast.walk(branch) if isinstance(statement, ast.Assign)
-                        for target in statement.targets):
-                    return True
-                # `self.norm = nn.LayerNorm(d) if cross else None`: None in some configurations.
-                if item.name == "__init__" and any(
-                        isinstance(node, ast.IfExp) and any(
-                            isinstance(side, ast.Constant) and side.value is None
-                            for side in (node.body, node.orelse))
-                        for node in ast.walk(item)):
-                    return True
-                # Two `if` statements, one testing an attribute: a local bound under a test of
-                # a setting may be read under a later test (TSF242).
-                tests = [branch.test for branch in ast.walk(item) if isinstance(branch, ast.If)]
-                if len(tests) > 1 and any(isinstance(node, ast.Attribute) for test in tests
-                                          for node in ast.walk(test)):
-                    return True
+            methods = {item.name: item for item in klass.body
+                       if isinstance(item, ast.FunctionDef)}
+            elsewhere = {attr for name, item in methods.items() if name != "__init__"
+                         and (item.args.posonlyargs or item.args.args)
+                         and not any(isinstance(d, ast.Name)
+                                     and d.id in ("staticmethod", "classmethod")
+                                     for d in item.decorator_list)
+                         for attr in stored(item, file.self_var(item))}
+            if candidates - elsewhere:
+                return True
         return False
 
     def prepare(self, module: cst.Module) -> None:

@@ -171,7 +171,8 @@ class M(torch.nn.Module):
 
     @classmethod
     def may_apply(cls, file: AstFile) -> bool:
-        return "Variable" in file.text
+        # ... in a module class's compiled method: the only code the rule reads.
+        return "Variable" in file.text and (file.tree is None or bool(file.compiled))
 
     def transform_module_impl(self, tree: cst.Module) -> cst.Module:
         text = self.source_text

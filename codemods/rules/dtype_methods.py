@@ -170,7 +170,9 @@ class M(nn.Module):
     @classmethod
     def may_apply(cls, file: AstFile) -> bool:
         text = file.text
-        return ".bool()" in text or ".bfloat16()" in text or "finfo" in text
+        # ... in a module class's compiled method: the only code the rule reads.
+        return (".bool()" in text or ".bfloat16()" in text or "finfo" in text) and (
+            file.tree is None or bool(file.compiled))
 
     def rewrite_class(self, cls: cst.ClassDef) -> cst.ClassDef:
         if not self.facts.is_module_class(cls):

@@ -304,10 +304,9 @@ class Each(torch.nn.Module):
     def may_apply(cls, file: AstFile) -> bool:
         if file.tree is None:
             return True
-        return any(isinstance(inner, ast.FunctionDef | ast.AsyncFunctionDef) and inner is not item
-                   for node in file.tree.body if isinstance(node, ast.ClassDef)
-                   for item in node.body if isinstance(item, ast.FunctionDef)
-                   for inner in ast.walk(item))
+        # A def inside a compiled method: the only methods the rule reads.
+        return any(isinstance(inner, ast.FunctionDef | ast.AsyncFunctionDef) and inner is not func
+                   for _, func in file.compiled for inner in ast.walk(func))
 
     def transform_module_impl(self, tree: cst.Module) -> cst.Module:
         rewritten = super().transform_module_impl(tree)

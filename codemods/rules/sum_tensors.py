@@ -263,7 +263,9 @@ class M(nn.Module):
 
     @classmethod
     def may_apply(cls, file: AstFile) -> bool:
-        return _SUM_CALL.search(file.text) is not None
+        # ... in a module class's compiled method: the only code the rule reads.
+        return _SUM_CALL.search(file.text) is not None and (
+            file.tree is None or bool(file.compiled))
 
     def transform_module_impl(self, tree: cst.Module) -> cst.Module:
         text = self.source_text

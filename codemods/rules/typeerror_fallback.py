@@ -628,7 +628,10 @@ class M(nn.Module):
 
     @classmethod
     def may_apply(cls, file: AstFile) -> bool:
-        return "TypeError" in file.text and "try" in file.text
+        # A try statement in a compiled method (the only methods the rule reads).
+        return "TypeError" in file.text and "try" in file.text and (
+            file.tree is None
+            or not file.compiled_node_types.isdisjoint((ast.Try, ast.TryStar)))
 
     def prepare(self, module: cst.Module) -> None:
         self._classes: _Classes | None = None
