@@ -298,3 +298,13 @@ def test_a_bound_lambda_scripts_with_parity_after_nested_function(tmp_path: Path
         ("lambda-inline", "verified"), ("nested-function", "verified")}
     assert "lambda" not in (folder / "gate.py").read_text()
     assert "gate.py:Gate: model scripts (did not script before tsfix)" in done.stderr
+
+
+def test_a_map_summed_at_once_becomes_a_comprehension() -> None:
+    """mlp-mixer's ParallelSum and axial-attention: ``sum(map(lambda fn: fn(x), self.fns))``.
+    sum takes every result before it returns; a mapped call it has added is not read again."""
+    result = rewrite(forward("return sum(map(lambda fn: fn(x), self.fns))\n"))
+    assert result.text == forward("return sum([fn(x) for fn in self.fns])\n")
+    for consumer in ("max", "sorted"):
+        code = forward(f"return {consumer}(map(lambda fn: fn(x), self.fns))\n")
+        assert rewrite(code).text == code

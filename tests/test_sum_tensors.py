@@ -198,11 +198,10 @@ def test_check_findings_on_the_blockers_fixture() -> None:
     result = rewrite_source(
         path.read_text(), RewriteSettings([SumTensors], output=False), str(path)
     )
-    # sum([head(x) for head in self.heads]): what each module returns is not known.
-    assert result.fixes == []
-    assert [(s.code, s.class_name, s.message) for s in result.skips if s.code] == [
+    # sum([head(x) for head in self.heads]): the layers of a ModuleList return tensors.
+    assert [(f.code, f.class_name, f.message) for f in result.fixes] == [
         ("TSF215", "SumsTensors", "sum([head(x) for head in self.heads]) adds tensors")]
-    assert "are not known to return tensors" in result.skips[0].reason
+    assert [s for s in result.skips if s.code] == []
 
 
 def test_shadowed_sum_and_non_compiled_methods_are_left_alone() -> None:
@@ -245,3 +244,24 @@ def test_fixture_outputs_without_observations_and_refusals() -> None:
         assert rewrite(before.read_text()).text == after.read_text(), before.name
     refused = rewrite((FIXTURES / "fusion.in.py").read_text()).skips
     assert [(s.class_name, s.code) for s in refused] == [("AveragedSources", None)]
+
+
+def test_a_sum_of_the_layers_of_a_module_list_adds_tensors() -> None:
+    """``sum([fn(x) for fn in self.fns])`` over a ModuleList: what the layers return is what
+    eager sum adds, a tensor (validation checks it); over a plain list it stays unknown."""
+    code = HEADER.replace("class M(nn.Module):\n", textwrap.dedent("""\
+        class M(nn.Module):
+            def __init__(self):
+                super().__init__()
+                self.fns = nn.ModuleList([nn.Linear(4, 4), nn.Linear(4, 4)])
+                self.plain = [abs, abs]
+
+        """)) + "    def forward(self, x):\n        return sum([fn(x) for fn in self.fns])\n"
+    result = rewrite(code)
+    assert result.text.endswith(
+        "        fns_sum = torch.tensor(0)\n"
+        "        for fn in self.fns:\n"
+        "            fns_sum = fns_sum + fn(x)\n"
+        "        return fns_sum\n")
+    plain = code.replace("for fn in self.fns", "for fn in self.plain")
+    assert rewrite(plain).text == plain

@@ -9,8 +9,9 @@ What it does
 
     * ``map(lambda t: body, xs)`` whose result is consumed at once (unpacked into names,
       ``a, b, c = map(...)``, or wrapped in ``list(...)``, or in ``tuple(...)`` that is
-      unpacked or only joined by ``torch.cat``/``torch.stack``, directly or through a name)
-      becomes ``[body for t in xs]``; with several iterables,
+      unpacked or only joined by ``torch.cat``/``torch.stack``, directly or through a name,
+      or summed, ``sum(map(lambda fn: fn(x), self.fns))``, which sum-tensors then writes as
+      a loop) becomes ``[body for t in xs]``; with several iterables,
       ``map(lambda a, b: body, xs, ys)`` becomes ``[body for a, b in zip(xs, ys)]``. The
       einops call a lambda often holds (``rearrange(t, 'b n (h d) -> b h n d', h=h)``) stays
       as it is, for einops-to-torch. When the lambda's parameter is also a name of the method,
@@ -419,6 +420,12 @@ class Order(torch.nn.Module):
                 if outer.func.value in shadowed:
                     raise _Refused(f"{outer.func.value} is re-bound in this file or method")
                 wrapper = outer
+            if (isinstance(outer, cst.Call) and isinstance(outer.func, cst.Name)
+                    and outer.func.value == "sum" and outer.func.value not in shadowed
+                    and len(outer.args) == 1 and holder.keyword is None and not holder.star):
+                # sum(map(lambda m: m(x), self.blocks)): sum takes every result before it
+                # returns, and a result it has added is not read again (0 + r1 is new).
+                return call
         value = wrapper or call
         assign = parents.get(id(value))
         unpacked = (isinstance(assign, cst.Assign) and assign.value is value

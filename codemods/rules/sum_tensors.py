@@ -21,7 +21,9 @@ What it does
     * a single tensor, ``sum(t)`` (a sum over dim 0 in Python), becomes ``t.sum(0)``.
 
     Types come from annotations, the code (``torch.*`` results, tensor methods, layers built in
-    ``__init__``) and, when example runs exist, observed types. Sums of ints or floats (which
+    ``__init__``, a call of each layer of a ModuleList or Sequential the class holds:
+    ``sum(fn(x) for fn in self.fns)``, whose elements eager ``sum`` adds, tensors) and, when
+    example runs exist, observed types. Sums of ints or floats (which
     TorchScript compiles) and sums whose elements cannot be shown to be tensors are left alone;
     the latter are reported.
 
@@ -504,6 +506,7 @@ class M(nn.Module):
                        ) -> tuple[cst.BaseExpression, str | None]:
         inner = Typer(typer.env, typer.imports, typer.self_var, typer.attributes, typer.layers)
         outside = _names_outside(func, comp)
+        modules: set[str] = set()      # loop variables over a ModuleList or Sequential
         node: cst.CompFor | None = comp.for_in
         while node is not None:
             if node.asynchronous is not None:
@@ -513,6 +516,9 @@ class M(nn.Module):
             if clash:
                 return comp.elt, (f"the loop variable `{clash[0]}` is also used outside the "
                                   "generator, which a loop would overwrite")
+            container = (self_attr(node.iter, typer.self_var) if typer.self_var else None)
+            if isinstance(node.target, cst.Name) and container in self._layer_lists():
+                modules.add(node.target.value)
             if isinstance(node.target, cst.Name):
                 iter_kind = inner.type_of(node.iter)
                 inner.env[node.target.value] = (
@@ -523,10 +529,21 @@ class M(nn.Module):
             clauses.extend(f"if {code_of(condition.test)}:" for condition in node.ifs)
             node = node.inner_for_in
         element_kind = inner.type_of(comp.elt)
+        if (isinstance(comp.elt, cst.Call) and isinstance(comp.elt.func, cst.Name)
+                and comp.elt.func.value in modules):
+            # A layer of a ModuleList called (``sum(fn(x) for fn in self.fns)``): eager sum
+            # adds what it returns, a tensor in any module that works; validation checks it.
+            element_kind = TENSOR
         if element_kind != TENSOR:
             return comp.elt, ("cannot tell that the elements are tensors"
                               if element_kind not in ("int", "float", "bool") else "")
         return comp.elt, None
+
+    def _layer_lists(self) -> set[str]:
+        """The class's ModuleList and Sequential attributes (iterating them gives layers)."""
+        assert self._current_class is not None
+        return {attr for attr, kind in self.class_facts(self._current_class).containers.items()
+                if kind in ("ModuleList", "Sequential")}
 
     def _hoist_blocker(self, path: list[cst.CSTNode],
                        statement: cst.SimpleStatementLine) -> str:
