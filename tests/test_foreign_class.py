@@ -54,11 +54,12 @@ def test_modules_of_the_file_and_of_torch_nn_need_no_buffer_loop_and_names_stay_
              "    def forward(self, x):\n        return x * self.k\n\n\n")
     init = INIT + "        self._gain = 1\n"
     code = model("g = Gain(2.0)", "y = g(x) + Gain(-1.0)(x)",
-                 "return nn.Softmax(dim=self.rate - 5)(y)", init=local + init)
+                 "return nn.Softmax(dim=self.rate - 5)(nn.ReLU()(y))", init=local + init)
     assert rewrite(code).text == model(
-        "g = self._gain_2", "y = g(x) + self._gain_3(x)", "return self._softmax(y)",
+        "g = self._gain_2", "y = g(x) + self._gain_3(x)",
+        "return self._softmax(self._relu(y))",
         init=local + init + "        self._gain_2 = Gain(2.0)\n        self._gain_3 = Gain(-1.0)\n"
-        "        self._softmax = nn.Softmax(dim=self.rate - 5)\n")
+        "        self._softmax = nn.Softmax(dim=self.rate - 5)\n        self._relu = nn.ReLU()\n")
 
 
 def test_a_module_built_from_forward_values_is_called_from_an_ignored_method() -> None:

@@ -345,7 +345,9 @@ class _Plan:
             raise _Refused(f"{site.method}() has no self parameter")
         if any(arg.star for arg in site.call.args):
             raise _Refused("the construction passes *args or **kwargs")
-        wanted = "_" + re.sub(r"(?<!^)(?=[A-Z][a-z])|(?<=[a-z0-9])(?=[A-Z])", "_",
+        # A word starts at a capital followed by a lower-case letter: ResampleFrac is
+        # resample_frac, BCEWithLogitsLoss bce_with_logits_loss, ReLU relu.
+        wanted = "_" + re.sub(r"(?<=[A-Za-z0-9])(?=[A-Z][a-z])", "_",
                               site.class_name).lower()
         why_not = self._not_constant(site.call, self_var)
         if why_not is None:
