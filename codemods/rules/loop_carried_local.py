@@ -782,8 +782,48 @@ class Acc(torch.nn.Module):
     def may_apply(cls, file: AstFile) -> bool:
         if file.tree is None:
             return True
-        # A loop in a compiled method: the only loops the rule reads.
-        return not file.compiled_node_types.isdisjoint((ast.For, ast.AsyncFor, ast.While))
+        scopes = (ast.FunctionDef, ast.AsyncFunctionDef, ast.Lambda, ast.ClassDef,
+                  ast.ListComp, ast.SetComp, ast.DictComp, ast.GeneratorExp)
+
+        def own(node: ast.AST) -> list[ast.AST]:
+            """The nodes of ``node`` outside the scopes nested in it."""
+            found, pending = [], [node]
+            while pending:
+                current = pending.pop()
+                found.append(current)
+                pending.extend(child for child in ast.iter_child_nodes(current)
+                               if not isinstance(child, scopes))
+            return found
+
+        # A loop of a compiled method that binds and reads a name that is no parameter and
+        # that no plain assignment binds earlier in the method (what _carrying_loop needs).
+        for _, func in file.compiled:
+            nodes = own(func)
+            loops = [n for n in ast.walk(func) if isinstance(n, ast.For | ast.AsyncFor | ast.While)]
+            if not loops:
+                continue
+            args = func.args
+            params = {a.arg for a in [*args.posonlyargs, *args.args, *args.kwonlyargs,
+                                      *filter(None, (args.vararg, args.kwarg))]}
+            assigned = [(target.lineno, target.col_offset, target.id) for n in nodes
+                        if isinstance(n, ast.Assign) for t in n.targets
+                        for target in ast.walk(t)
+                        if isinstance(target, ast.Name) and isinstance(target.ctx, ast.Store)]
+            for loop in loops:
+                inside = [n for n in ast.walk(loop) if isinstance(n, ast.Name)]
+                bound = {n.id for n in inside if not isinstance(n.ctx, ast.Load)}
+                # ``a += 1`` reads ``a`` too (as function_locals counts it).
+                read = {n.id for n in inside if isinstance(n.ctx, ast.Load)} | {
+                    n.target.id for n in ast.walk(loop)
+                    if isinstance(n, ast.AugAssign) and isinstance(n.target, ast.Name)}
+                earlier = {name for line, column, name in assigned
+                           if (line, column) < (loop.lineno, loop.col_offset)}
+                # The loop's own target: bound at the top of each iteration.
+                target = {n.id for n in ast.walk(loop.target) if isinstance(n, ast.Name)
+                          } if isinstance(loop, ast.For | ast.AsyncFor) else set()
+                if (bound & read) - params - earlier - target:
+                    return True
+        return False
 
     def rewrite_class(self, cls: cst.ClassDef) -> cst.ClassDef:
         if not self.facts.is_module_class(cls):
