@@ -135,6 +135,15 @@ def test_refusals_say_why(code: str, reason: str) -> None:
 
 def test_plain_classes_ignored_methods_and_eager_only_code_are_left_alone() -> None:
     code = HEAD + textwrap.dedent('''\
+        from roi_align import RoIAlignFunction
+        from torch.autograd import Function
+
+
+        class Crop(Function):
+            def forward(self, x):
+                return x[..., 1:]
+
+
         class Scale:
             def __init__(self, k: float):
                 self.k = k
@@ -147,6 +156,7 @@ def test_plain_classes_ignored_methods_and_eager_only_code_are_left_alone() -> N
             def forward(self, x):
                 if not torch.jit.is_scripting():
                     x = dsp_kit.Decimate(2)(x)
+                x = RoIAlignFunction(7, 7)(Crop()(x))
                 return Scale(2.0).apply(self.show(x)) + torch.Size([1])[0]
 
             @torch.jit.ignore

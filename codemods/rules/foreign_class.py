@@ -26,6 +26,8 @@ What it does
 
           y = self._resample_frac(sr, x)   # was: julius.ResampleFrac(sr, 5)(x)
 
+    Not sites: an autograd ``Function`` called old-style (``RoIAlignFunction(...)(x)``, a
+    name ending in ``Function`` or a class of the file derived from one), which is no module.
     Left alone, with the reason: a non-constant argument of an object that is not called at
     once, ``*args``/``**kwargs`` in the construction, a class without its own ``__init__``
     or one that returns early, a local whose type is not known, and a file without
@@ -91,6 +93,7 @@ from dataclasses import dataclass
 import libcst as cst
 from libcst.helpers import get_full_name_for_node
 from tsfix.codemods.facts.classes import ClassFacts
+from tsfix.codemods.facts.module import ModuleFacts
 from tsfix.codemods.facts.prefilter import AstFile
 from tsfix.codemods.facts.syntax import (
     ReplaceById,
@@ -298,6 +301,10 @@ class M(torch.nn.Module):
             return None
         last = dotted.rsplit(".", 1)[-1]
         if not (last[:1].isupper() and any(c.islower() for c in last)):
+            return None
+        if last.endswith("Function") or _autograd_function(self.facts, dotted):
+            # An autograd Function called old-style (RoIAlignFunction(...)(x), 43 sites in
+            # ParityBench): not a module, and torch 2.13 refuses the call eagerly too.
             return None
         parent = parents.get(id(call))
         called = parent if isinstance(parent, cst.Call) and parent.func is call else None
@@ -519,6 +526,15 @@ class _Plan:
                     body.append(added_method.with_changes(
                         leading_lines=[cst.EmptyLine(indent=False)]))
         return rewritten.with_changes(body=rewritten.body.with_changes(body=body))
+
+
+def _autograd_function(facts: ModuleFacts, name: str) -> bool:
+    """A class of the file derived from ``torch.autograd.Function``."""
+    local = facts.classes.get(name)
+    if local is None:
+        return False
+    return any(base.endswith("autograd.Function") or base == "Function"
+               for c in (local, *facts.local_bases(local)) for base in facts.bases(c))
 
 
 def _class_like(func: ast.expr) -> bool:
