@@ -99,6 +99,31 @@ def test_a_none_default_added_to_an_unpacked_chunk_is_an_optional_tensor() -> No
     assert _findings(result) == [("TSF207", 10, "fixed")]
 
 
+def test_a_none_default_re_bound_from_itself_is_typed_by_its_other_uses() -> None:
+    """axial-attention's ``kv = x if kv is None else kv``: the example calls only ever passed
+    None (observed ``None``), and the re-binding says what kv becomes, not what it is given;
+    the layer it feeds says Tensor."""
+    code = textwrap.dedent("""\
+        import torch
+        from torch import nn
+
+
+        class SelfAttention(nn.Module):
+            def __init__(self, dim):
+                super().__init__()
+                self.to_kv = nn.Linear(dim, 2 * dim)
+
+            def forward(self, x, kv=None):
+                kv = x if kv is None else kv
+                return self.to_kv(kv)
+        """)
+    observed = {"SelfAttention": {"forward": {"x": "Tensor", "kv": "None"}}}
+    for seen in (observed, None):
+        result = _rewrite(code, observed=seen)
+        assert result.text == "from typing import Optional\n\n" + code.replace(
+            "x, kv=None", "x, kv: Optional[torch.Tensor] = None"), seen
+
+
 def test_observed_types_fill_what_the_code_cannot_tell() -> None:
     observed = {"TopK": {"forward": {"k": "int", "gain": "Optional[float]"}}}
     result = _rewrite(TOPK, observed=observed)

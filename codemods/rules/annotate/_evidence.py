@@ -99,7 +99,10 @@ def usage_type(method: MethodState, name: str, *, weak: bool = True) -> str | No
             others = [literal_kind(s) for s in sides if not is_name(s, name)]
             votes.extend(k for k in others if k == "float")
     for assign in find_all(body, cst.Assign):
-        if any(is_name(t.target, name) for t in assign.targets):
+        if any(is_name(t.target, name) for t in assign.targets) and not any(
+                is_name(n, name) for n in find_all(assign.value, cst.Name)):
+            # A value made from the parameter itself (``kv = x if kv is None else kv``) tells
+            # what it becomes, not what it was given.
             kind = method.typer.type_of(assign.value)
             votes.append(kind if kind != "None" else None)
     if not any(v is not None for v in votes) and _arithmetic_with_tensor(method, name):
