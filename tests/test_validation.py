@@ -343,3 +343,30 @@ def test_automatic_examples_can_be_turned_off(project: Project) -> None:
         init_lines=["self.conv = nn.Conv2d(3, 8, 3)"], forward_lines=["x = self.conv(x)"]))
     c = verdict_of(project.run(), "conv.py")
     assert c.verdict == "unverified" and c.reason.startswith("no example inputs: add")
+
+
+def test_weights_load_into_a_scripted_module_that_lists_its_non_persistent_buffers() -> None:
+    """torch 2.13 keeps no persistent flag once scripted: the scripted module's state_dict
+    lists a non-persistent buffer (foreign-class makes a foreign module's buffers so) that the
+    eager original's weights lack. Only such a buffer may be missing; any other key still
+    fails."""
+    torch = pytest.importorskip("torch")
+    from tsfix.codemods.validation.verifier import load_weights
+
+    class WithBuffer(torch.nn.Module):
+        def __init__(self) -> None:
+            super().__init__()
+            self.fc = torch.nn.Linear(2, 2)
+            self.register_buffer("kernel", torch.ones(2), persistent=False)
+
+        def forward(self, x: torch.Tensor) -> torch.Tensor:
+            return self.fc(x) * self.kernel
+
+    eager = WithBuffer()
+    scripted = torch.jit.script(WithBuffer())
+    assert "kernel" in scripted.state_dict() and "kernel" not in eager.state_dict()
+    load_weights(scripted, eager.state_dict())
+    assert torch.equal(scripted.fc.weight, eager.fc.weight)
+    weights = {k: v for k, v in eager.state_dict().items() if k != "fc.bias"}
+    with pytest.raises(RuntimeError, match=r"fc\.bias"):
+        load_weights(scripted, weights)

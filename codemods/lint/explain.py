@@ -301,6 +301,10 @@ KNOWN_ERRORS = (
     KnownError(r"'Tensor' object has no attribute or method '(bool|bfloat16)'|Unknown builtin "
                r"op: aten::finfo", "TSF245"),
     KnownError(r"Class Variable does not have an __init__", "TSF213"),
+    # A module constructed in compiled code (julius.ResampleFrac(old_sr, new_sr)(x) in
+    # forward): foreign-class. A class imported by name can also fail as having no __init__.
+    KnownError(r"Cannot instantiate class '\w+' in a script function|Class \w+ does not have "
+               r"an __init__ function defined", "TSF248"),
     KnownError(r"aten::sum|sum\.\w+\(", "TSF215"),
     KnownError(r"previously matched to type Tensor is matched to type \w+", None,
                "An empty list `[]` is a List[Tensor] to TorchScript, and something else is "

@@ -354,6 +354,16 @@ def eager_parity(case: ClassCase, k: int, classes: tuple[type, type]) -> None:
     case.rewrites.append(new)
 
 
+def load_weights(module: Any, weights: dict[str, Any]) -> None:
+    """``module.load_state_dict(weights)``, where a scripted module may also list its
+    non-persistent buffers (torch 2.13 keeps no persistent flag once scripted), which the
+    eager original's weights lack: only those may be missing."""
+    missing, unexpected = module.load_state_dict(weights, strict=False)
+    buffers = {name for name, _ in module.named_buffers()}
+    if unexpected or set(missing) - buffers:
+        module.load_state_dict(weights)         # raises, with torch's message
+
+
 def serve(case: ClassCase, module: Any, step: str) -> None:
     """One artifact: ``module``, given each served configuration's weights and lifted
     settings, reproduces that configuration (``step`` names the artifact's form)."""
@@ -361,7 +371,7 @@ def serve(case: ClassCase, module: Any, step: str) -> None:
                   f"{step}: {{found}} for {{label}} called with {{values}}", case.rename,
                   around=case.recording)
     for k in case.served:
-        module.load_state_dict(case.originals[k].state_dict())
+        load_weights(module, case.originals[k].state_dict())
         if case.conds is not None:
             case.conds.config = k
         reproduces(module, case.calls(k), check, case.values(k))
