@@ -424,6 +424,15 @@ class _PositionState(CodegenState):
         return _SyntacticPosition(self, node, start_node, end_node)
 
 
+# LibCST's codegen calls these hooks of its CodegenState by name: a LibCST that renamed one
+# would leave the override here uncalled and the positions wrong, so say so at import.
+_HOOKS = (_PositionState.add_indent_tokens, _PositionState.add_token,
+          _PositionState.before_codegen, _PositionState.after_codegen,
+          _PositionState.record_syntactic_position)
+if not all(hasattr(CodegenState, hook.__name__) for hook in _HOOKS):
+    raise ImportError("libcst's CodegenState lacks a hook tsfix's positions override")
+
+
 class _SyntacticPosition:
     """What ``PositionProvidingCodegenState.record_syntactic_position`` records, as a plain
     context manager (LibCST's is a generator, entered for most nodes)."""
