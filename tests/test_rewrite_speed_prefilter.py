@@ -23,7 +23,8 @@ ROOT = Path(__file__).resolve().parent.parent
 
 # The rules whose may_apply the speed work made precise (it reads what the rule reads).
 PRECISE = ("none-module-test", "loop-carried-local", "constant-flag", "nested-function",
-           "typeerror-fallback", "dtype-methods", "sum-tensors", "drop-variable")
+           "typeerror-fallback", "dtype-methods", "sum-tensors", "drop-variable",
+           "variable-arguments")
 
 
 def _files(*, torch_nn: bool = False) -> list[Path]:

@@ -77,6 +77,7 @@ Fix safety
 
 from __future__ import annotations
 
+import ast
 import re
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
@@ -309,7 +310,11 @@ class Encoder(nn.Module):
 
     @classmethod
     def may_apply(cls, file: AstFile) -> bool:
-        return "*" in file.text
+        # A compiled method with *args, **kwargs or keyword-only parameters: the only
+        # signatures it rewrites (a `**` call alone is rewritten with its method's **kwargs).
+        return "*" in file.text and (file.tree is None or any(
+            isinstance(n, ast.arguments) and (n.vararg or n.kwarg or n.kwonlyargs)
+            for n in file.compiled_nodes()))
 
     def prepare(self, module: cst.Module) -> None:
         self._tree_mentions: dict[str, list[tuple[str, str]] | str] = {}
