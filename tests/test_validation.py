@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import textwrap
 import time
+from pathlib import Path
 
 import pytest
 from conftest import TWO_CONFIGS, Project, by_display, model_source
@@ -370,3 +371,42 @@ def test_weights_load_into_a_scripted_module_that_lists_its_non_persistent_buffe
     weights = {k: v for k, v in eager.state_dict().items() if k != "fc.bias"}
     with pytest.raises(RuntimeError, match=r"fc\.bias"):
         load_weights(scripted, weights)
+
+
+def test_a_reached_class_with_a_non_persistent_buffer_is_verified(tmp_path: Path) -> None:
+    """The class a configured model reaches keeps a buffer out of its state_dict
+    (persistent=False; foreign-class makes a foreign module's buffers so): its scripted
+    artifact, given another instance's weights, is not short of that key."""
+    from tsfix import Options, run
+
+    (tmp_path / "model.py").write_text(textwrap.dedent("""\
+        import torch
+        from torch import nn
+
+
+        class Blur(nn.Module):
+            def __init__(self):
+                super().__init__()
+                self.register_buffer("kernel", torch.ones(4) / 4, persistent=False)
+
+            def forward(self, x):
+                return (x * self.kernel).float() + x.bool().float()
+
+
+        class Net(nn.Module):
+            def __init__(self):
+                super().__init__()
+                self.blurs = nn.ModuleList([Blur(), Blur()])
+                self.fc = nn.Linear(4, 4)
+
+            def forward(self, x):
+                for blur in self.blurs:
+                    x = blur(x)
+                return self.fc(x)
+        """))
+    (tmp_path / "pyproject.toml").write_text(
+        '[tool.tsfix.examples."model.py:Net"]\ninputs = ["randn(2, 4)"]\n')
+    result = run([str(tmp_path / "model.py")], Options(rules=["dtype-methods"], mode="diff"))
+    blur = next(c for c in result.classes() if c.class_name == "Blur")
+    assert blur.verdict == "verified", blur.reason
+    assert "one artifact served 2 of 2" in blur.reason

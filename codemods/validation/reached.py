@@ -24,6 +24,7 @@ from tsfix.codemods.validation.model import class_origin
 from tsfix.codemods.validation.verifier import (
     EXPORT_OTHER_BATCH,
     Check,
+    load_weights,
     not_scripting,
     plain_settings,
     reproduces,
@@ -184,7 +185,7 @@ def serve(case: ReachedCase, module: Any, step: str, serving: list[Pair], *,
     try:
         for p in serving:
             values = case.values(p) if with_lifted else {}
-            module.load_state_dict(p.seen.module.state_dict())
+            load_weights(module, p.seen.module.state_dict())
             try:
                 reproduces(module, case.calls(p), check, values)
             except Verdict:
@@ -253,7 +254,7 @@ def _reproduces(shared: Any, p: Pair) -> bool:
     recorded outputs; its own weights are put back."""
     kept = {key: value.detach().clone() for key, value in shared.state_dict().items()}
     try:
-        shared.load_state_dict(p.seen.module.state_dict())
+        load_weights(shared, p.seen.module.state_dict())
         for recorded in p.seen.calls:
             if difference(recorded.output, call(shared, recorded.args, recorded.kwargs)):
                 return False
