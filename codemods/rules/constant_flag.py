@@ -154,6 +154,7 @@ from tsfix.codemods.facts.syntax import (
     code_of,
     contains,
     find_all,
+    literal_type,
     parameters_of,
     parent_map,
     self_attr,
@@ -483,6 +484,16 @@ def _definite(block: cst.BaseSuite | cst.If | cst.Else | None, assigned: dict[in
             # A loop's body may run zero times; a try's may stop early.
             _definite_nowhere(statement, assigned, maybe)
     return frozenset(found)
+
+
+def _given_to_the_constructor(facts: ClassFacts, setting: str) -> bool:
+    """``__init__`` stores the setting from a parameter or a literal only: one read from a
+    config object (``self.x = self.config.x``, as lift-branch writes it) is left to the rules
+    that handle config objects, so a second run finds what the first left."""
+    values = [a.value for a in facts.assignments if a.attr == setting]
+    return bool(values) and all(
+        isinstance(v, cst.Name) or (v is not None and literal_type(v) is not None)
+        for v in values)
 
 
 def _is_none(node: cst.CSTNode | None) -> bool:
@@ -1166,7 +1177,9 @@ class Pool(nn.Module):
                 if attr in optional:
                     owner = next((t for t in reversed(tests)
                                   if _comparison_settings(t.test, self_var) is not None), None)
-                    if owner is None:
+                    if owner is None or not all(
+                            _given_to_the_constructor(facts, setting)
+                            for setting in _comparison_settings(owner.test, self_var) or []):
                         optional.pop(attr)
                         optional_sites.pop(attr, None)
                     else:
