@@ -14,7 +14,7 @@ import textwrap
 import pytest
 from conftest import Project
 from tsfix.codemods.pipeline.rewrite import rewrite_source
-from tsfix.codemods.pipeline.safety import eager_equivalent
+from tsfix.codemods.pipeline.safety import eager_equivalent, safe_classes
 from tsfix.codemods.pipeline.settings import RewriteSettings
 from tsfix.codemods.rules.registry import select_rules
 
@@ -84,6 +84,41 @@ def test_each_rules_change_of_a_class_carries_its_own_safety() -> None:
     result = rewrite_source(RESIDUAL, RewriteSettings(select_rules(["all"])), "block.py")
     safety = {c.rule: c.safe for c in result.changes}
     assert safety == {"lift-branch": False, "annotate": True}
+
+
+SAFETY_BEFORE = code("""\
+    import torch
+    \f
+    def helper(x):
+        return x
+
+
+    @torch.jit.interface
+    class Typed(torch.nn.Module):
+        def forward(self, x, scale=1.0):
+            return x * scale
+
+
+    class Lifted(torch.nn.Module):
+        def forward(self, x):
+            return x
+""")
+
+
+def test_a_class_whose_change_is_annotations_only_is_safe_and_a_changed_body_is_not() -> None:
+    after = SAFETY_BEFORE.replace("x, scale=1.0):", "x, scale: float = 1.0):").replace(
+        "        return x\n", "        return x + 0\n")
+    assert "x + 0" in after and "scale: float" in after
+    assert safe_classes(SAFETY_BEFORE, after, {"Typed", "Lifted"}) == {"Typed"}
+
+
+def test_a_changed_module_level_function_makes_no_class_safe() -> None:
+    after = SAFETY_BEFORE.replace("x, scale=1.0):", "x, scale: float = 1.0):").replace(
+        "def helper(x):\n    return x", "def helper(x):\n    return -x")
+    assert "-x" in after
+    assert safe_classes(SAFETY_BEFORE, after, {"Typed"}) == set()
+    # Only the annotation: the same program, with the form feed above not shifting the lines.
+    assert safe_classes(SAFETY_BEFORE, after.replace("-x", "x"), {"Typed"}) == {"Typed"}
 
 
 @pytest.mark.slow

@@ -15,9 +15,12 @@ branches are included, and every class with a base and a ``forward`` counts as a
 from __future__ import annotations
 
 import ast
+import re
 import warnings
 from collections.abc import Iterator
 from functools import cached_property
+
+from tsfix.codemods.facts.scope import current_scope
 
 _NOT_COMPILED = ("jit.ignore", "jit.unused", "staticmethod", "classmethod", "property")
 
@@ -47,18 +50,45 @@ def _paired(target: ast.expr, value: ast.expr | None) -> Iterator[tuple[ast.expr
         yield target, value
 
 
+def parse_once(text: str) -> ast.Module | None:
+    """``ast.parse(text)``, or None when CPython cannot parse it; inside a file scope each
+    text is parsed once (the prefilter and the rules' class layouts read the same tree, which
+    nobody changes)."""
+    scope = current_scope()
+    if scope is not None and text in scope.ast_trees:
+        return scope.ast_trees[text]  # type: ignore[no-any-return]
+    try:
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore")
+            tree: ast.Module | None = ast.parse(text)
+    except (SyntaxError, ValueError, RecursionError, MemoryError):
+        tree = None
+    if scope is not None:
+        scope.ast_trees[text] = tree
+    return tree
+
+
 class AstFile:
     """One file as ``ast`` sees it. ``tree`` is None when CPython cannot parse it (then every
     rule may apply, and LibCST decides)."""
 
     def __init__(self, text: str) -> None:
         self.text = text
-        try:
-            with warnings.catch_warnings():
-                warnings.simplefilter("ignore")
-                self.tree: ast.Module | None = ast.parse(text)
-        except (SyntaxError, ValueError, RecursionError, MemoryError):
-            self.tree = None
+        self.tree: ast.Module | None = parse_once(text)
+
+    @cached_property
+    def _lines(self) -> list[str]:
+        # The line breaks CPython's tokenizer knows (str.splitlines also splits at \f and
+        # others, which would shift every later line).
+        return re.split(r"\r\n|\r|\n", self.text)
+
+    def segment(self, node: ast.expr) -> str | None:
+        """The source text of a one-line node (``ast.get_source_segment`` splits the whole
+        text on every call); None for a node spanning lines."""
+        if node.end_lineno != node.lineno or node.end_col_offset is None:
+            return None
+        line = self._lines[node.lineno - 1].encode()
+        return line[node.col_offset:node.end_col_offset].decode(errors="replace")
 
     @cached_property
     def nodes(self) -> list[ast.AST]:
@@ -175,10 +205,13 @@ class AstFile:
     def compiled(self) -> list[tuple[ast.ClassDef, ast.FunctionDef]]:
         return [(cls, func) for cls in self.module_classes for func in self.compiled_methods(cls)]
 
-    def compiled_nodes(self) -> Iterator[ast.AST]:
-        """Every node of every compiled method (signatures included)."""
-        for _, func in self.compiled:
-            yield from ast.walk(func)
+    def compiled_nodes(self) -> list[ast.AST]:
+        """Every node of every compiled method (signatures included), walked once."""
+        return self._compiled_nodes
+
+    @cached_property
+    def _compiled_nodes(self) -> list[ast.AST]:
+        return [node for _, func in self.compiled for node in ast.walk(func)]
 
     @cached_property
     def compiled_node_types(self) -> frozenset[type]:

@@ -27,6 +27,8 @@ class FileScope:
     modules: dict[int, Any] = field(default_factory=dict)       # facts.module.ModuleFacts
     classes: dict[int, Any] = field(default_factory=dict)       # facts.classes.ClassFacts
     layouts: dict[str, Any] = field(default_factory=dict)       # rules.base class layouts
+    parents: dict[int, Any] = field(default_factory=dict)       # syntax.parent_map
+    ast_trees: dict[str, Any] = field(default_factory=dict)     # prefilter.AstFile, by text
 
 
 _CURRENT: ContextVar[FileScope | None] = ContextVar("tsfix_file_scope", default=None)

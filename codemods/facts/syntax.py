@@ -515,15 +515,23 @@ def top_level_names(module: cst.Module) -> set[str]:
     return names
 
 
-def parent_map(root: cst.CSTNode) -> dict[int, cst.CSTNode]:
-    """Each node under ``root`` (by ``id``) -> its parent."""
+def parent_map(root: cst.CSTNode) -> Mapping[int, cst.CSTNode]:
+    """Each node under ``root`` (by ``id``) -> its parent, whitespace and punctuation left out
+    (as :func:`children`). Inside a file scope a subtree's map is built once: several rules ask
+    for the same method's, and LibCST's own ``node.children`` rebuilds what it visits."""
+    scope = current_scope()
+    memo: dict[int, Any] = scope.parents if scope is not None else {}
+    entry = memo.get(id(root))
+    if entry is not None and entry[0] is root:
+        return entry[1]  # type: ignore[no-any-return]
     found: dict[int, cst.CSTNode] = {}
     stack = [root]
     while stack:
         node = stack.pop()
-        for child in node.children:
+        for child in children(node):
             found[id(child)] = node
             stack.append(child)
+    memo[id(root)] = (root, found)
     return found
 
 

@@ -125,13 +125,15 @@ def _rewrite(text: str, settings: RewriteSettings, context: FileContext) -> Rewr
         # the original text: reported lines then refer to the file as the user has it.
         rule.source_text = text
         rule.original_classes = original_classes
-        before = module
+        before, before_text = module, file.text if file is not None else None
         module = rule.transform_module(module)
         if file is not None and rule.changes:
             file, generated = AstFile(module.code), module
             answers.clear()
         if rule.changes and settings.output:
-            safe = safe_classes(before, module, {c.class_name for c in rule.changes})
+            after = file.text if file is not None else module.code
+            safe = safe_classes(before.code if before_text is None else before_text, after,
+                                {c.class_name for c in rule.changes})
             for change in rule.changes:
                 change.safe = change.class_name in safe
         result.changes.extend(rule.changes)

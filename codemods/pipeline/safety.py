@@ -23,9 +23,11 @@ keep the safe rules' part when an unsafe rule's part is held back.
 from __future__ import annotations
 
 import ast
+import io
 from collections.abc import Iterable
+from dataclasses import dataclass
 
-import libcst as cst
+from tsfix.codemods.facts.prefilter import parse_once
 
 __all__ = ["eager_equivalent", "safe_classes"]
 
@@ -109,31 +111,51 @@ def eager_equivalent(before: str, after: str) -> bool:
     return old is not None and old == new
 
 
-def _by_name(module: cst.Module) -> dict[str, cst.CSTNode]:
-    return {statement.name.value: statement for statement in module.body
-            if isinstance(statement, cst.ClassDef | cst.FunctionDef)}
+@dataclass
+class _TopLevel:
+    classes: dict[str, str]         # name -> source (decorators included)
+    functions: dict[str, str]
+    rest: str                       # the other top-level statements, joined
 
 
-def _rest(module: cst.Module) -> str:
-    """The module's top-level statements other than classes and functions."""
-    return "".join(module.code_for_node(statement) for statement in module.body
-                   if not isinstance(statement, cst.ClassDef | cst.FunctionDef))
+def _top_level(text: str) -> _TopLevel | None:
+    """The sources of the top-level statements of ``text``; None when CPython cannot parse
+    it. Read from the lines ``ast`` places the statements on: no LibCST codegen."""
+    tree = parse_once(text)
+    if tree is None:
+        return None
+    # Only the line breaks CPython knows (str.splitlines also breaks at \f and others).
+    lines = io.StringIO(text, newline="").readlines()
+    found = _TopLevel({}, {}, "")
+    rest: list[str] = []
+    for statement in tree.body:
+        decorators = getattr(statement, "decorator_list", ())
+        first = min([statement.lineno, *(d.lineno for d in decorators)])
+        source = "".join(lines[first - 1:statement.end_lineno or statement.lineno])
+        if isinstance(statement, ast.ClassDef):
+            found.classes[statement.name] = source
+        elif isinstance(statement, ast.FunctionDef | ast.AsyncFunctionDef):
+            found.functions[statement.name] = source
+        else:
+            rest.append(source)
+    found.rest = "".join(rest)
+    return found
 
 
-def safe_classes(before: cst.Module, after: cst.Module, names: Iterable[str]) -> set[str]:
-    """Of the classes ``names`` one rule changed between ``before`` and ``after``, those whose
-    change is safe. A module-level function the rule changed counts against every class (the
-    rule changed it for one of them, and which one is not recorded); so does a change to the
-    module's other top-level statements (imports other than typing's, constants)."""
-    old, new = _by_name(before), _by_name(after)
-    if set(old) != set(new):
+def safe_classes(before: str, after: str, names: Iterable[str]) -> set[str]:
+    """Of the classes ``names`` one rule changed between the module texts ``before`` and
+    ``after``, those whose change is safe. A module-level function the rule changed counts
+    against every class (the rule changed it for one of them, and which one is not recorded);
+    so does a change to the module's other top-level statements (imports other than typing's,
+    constants). Nothing is safe in a file CPython cannot parse (validation decides)."""
+    old, new = _top_level(before), _top_level(after)
+    if (old is None or new is None or set(old.classes) != set(new.classes)
+            or set(old.functions) != set(new.functions)):
         return set()
-
-    def unchanged(name: str) -> bool:
-        return eager_equivalent(before.code_for_node(old[name]), after.code_for_node(new[name]))
-
-    if not all(unchanged(name) for name, node in new.items() if isinstance(node, cst.FunctionDef)):
+    if not all(eager_equivalent(old.functions[name], new.functions[name])
+               for name in new.functions):
         return set()
-    if not eager_equivalent(_rest(before), _rest(after)):
+    if not eager_equivalent(old.rest, new.rest):
         return set()
-    return {name for name in names if (bare := name.removesuffix("()")) in new and unchanged(bare)}
+    return {name for name in names if (bare := name.removesuffix("()")) in new.classes
+            and eager_equivalent(old.classes[bare], new.classes[bare])}

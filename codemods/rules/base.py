@@ -38,7 +38,7 @@ from libcst.codemod import Codemod, CodemodContext, SkipFile
 from libcst.metadata import CodeRange, MetadataWrapper, PositionProvider
 from tsfix.codemods.facts.classes import ClassFacts
 from tsfix.codemods.facts.module import ModuleFacts, module_facts
-from tsfix.codemods.facts.prefilter import AstFile
+from tsfix.codemods.facts.prefilter import AstFile, parse_once
 from tsfix.codemods.facts.scope import current_scope
 from tsfix.codemods.facts.syntax import contains
 from tsfix.codemods.rules.imports import add_typing_names
@@ -501,9 +501,8 @@ def _class_layouts(text: str) -> list[_ClassLayout]:
 
 
 def _read_class_layouts(text: str) -> list[_ClassLayout]:
-    try:
-        tree = ast.parse(text)
-    except (SyntaxError, ValueError):
+    tree = parse_once(text)
+    if tree is None:
         # LibCST parsed it, ast did not (rare): fall back to LibCST's own positions.
         module = cst.parse_module(text)
         positions = MetadataWrapper(module, unsafe_skip_copy=True).resolve(PositionProvider)

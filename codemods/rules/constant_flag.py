@@ -140,7 +140,7 @@ from __future__ import annotations
 
 import ast
 import re
-from collections.abc import Callable, Iterator, Sequence
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field, replace
 
 import libcst as cst
@@ -658,7 +658,7 @@ def _implied(test: cst.BaseExpression, value: bool) -> list[tuple[cst.BaseExpres
     return found
 
 
-def _conditions(parents: dict[int, cst.CSTNode], node: cst.CSTNode, top: cst.CSTNode
+def _conditions(parents: Mapping[int, cst.CSTNode], node: cst.CSTNode, top: cst.CSTNode
                 ) -> list[tuple[cst.BaseExpression, bool]]:
     """The tests of the ``if`` statements and ``x if t else y`` expressions between ``top``
     and ``node`` whose branches hold ``node``, with the value each test has there."""
@@ -685,7 +685,7 @@ def _name_reads(statement: cst.CSTNode, name: str) -> list[cst.Name]:
     return [n for n in find_all(statement, cst.Name) if n.value == name and id(n) not in skipped]
 
 
-def _bound_before(node: cst.CSTNode, top: cst.CSTNode, parents: dict[int, cst.CSTNode]
+def _bound_before(node: cst.CSTNode, top: cst.CSTNode, parents: Mapping[int, cst.CSTNode]
                   ) -> set[str]:
     """The names every path from the start of ``top`` to ``node`` binds (the statements
     before it in its block and in each enclosing block; a binding under a test counts only
@@ -1007,8 +1007,7 @@ class Pool(nn.Module):
                         and isinstance(node.args[0], ast.Constant)
                         and isinstance(node.args[0].value, str)
                         and re.fullmatch(r"""[rRuU]?('[^'\\\n]*'|"[^"\\\n]*")""",
-                                         ast.get_source_segment(file.text, node.args[0])
-                                         or "")):
+                                         file.segment(node.args[0]) or "")):
                     found.discard(node.args[0].value)
             return found
 
@@ -1264,7 +1263,7 @@ class Pool(nn.Module):
         order = {id(node): index for index, node in enumerate(
             find_all(func.body, cst.CSTNode))}  # type: ignore[type-abstract]
         parameters = set(parameters_of(func))
-        parents: dict[int, cst.CSTNode] | None = None
+        parents: Mapping[int, cst.CSTNode] | None = None
         for block in find_all(func.body, cst.IndentedBlock):
             for index, site in enumerate(block.body):
                 if (not isinstance(site, cst.If) or not facts.is_compiled(method, site)
@@ -1299,7 +1298,7 @@ class Pool(nn.Module):
 
     @staticmethod
     def _later_reads(statements: Sequence[cst.BaseStatement], name: str,
-                     parents: dict[int, cst.CSTNode], order: dict[int, int],
+                     parents: Mapping[int, cst.CSTNode], order: dict[int, int],
                      bound: tuple[cst.BaseExpression, bool], self_var: str
                      ) -> tuple[list[cst.BaseExpression], str | None] | None:
         """The later tests that guard the reads of ``name`` in ``statements`` (up to one that

@@ -14,7 +14,7 @@ A local set to None and then, inside a loop or branch, to a value of one type ``
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 
 import libcst as cst
@@ -257,7 +257,7 @@ def _bound_otherwise(body: cst.CSTNode, name: str, *, annotated: bool = True) ->
                for p in find_all(f.params, cst.Param))
 
 
-def _is_read(node: cst.Name, parents: dict[int, cst.CSTNode]) -> bool:
+def _is_read(node: cst.Name, parents: Mapping[int, cst.CSTNode]) -> bool:
     parent = parents.get(id(node))
     if isinstance(parent, cst.Attribute) and parent.attr is node:
         return False
@@ -267,7 +267,7 @@ def _is_read(node: cst.Name, parents: dict[int, cst.CSTNode]) -> bool:
                 and parent.target is node)
 
 
-def _passed_on(method: MethodState, use: cst.Name, parents: dict[int, cst.CSTNode]) -> bool:
+def _passed_on(method: MethodState, use: cst.Name, parents: Mapping[int, cst.CSTNode]) -> bool:
     """Returned (alone or in a tuple), or an argument to a callee that declares its type."""
     parent = parents.get(id(use))
     if isinstance(parent, cst.Return):
@@ -283,7 +283,7 @@ def _passed_on(method: MethodState, use: cst.Name, parents: dict[int, cst.CSTNod
     return False
 
 
-def _fails_on_none(method: MethodState, use: cst.Name, parents: dict[int, cst.CSTNode]) -> bool:
+def _fails_on_none(method: MethodState, use: cst.Name, parents: Mapping[int, cst.CSTNode]) -> bool:
     """Eager code raises on None here: arithmetic, an attribute or index, a tensor argument of
     a tensor method, the input of a layer or torch function."""
     parent = parents.get(id(use))
@@ -314,7 +314,7 @@ def _fails_on_none(method: MethodState, use: cst.Name, parents: dict[int, cst.CS
             and short[:1].islower())
 
 
-def _assertable_statement(use: cst.Name, parents: dict[int, cst.CSTNode]
+def _assertable_statement(use: cst.Name, parents: Mapping[int, cst.CSTNode]
                           ) -> cst.BaseStatement | None:
     """The statement of a block that evaluates ``use`` whenever it runs (a simple statement,
     or the test of an ``if`` (not an ``elif``) or ``while``, a ``for``'s iterable), so an
@@ -339,7 +339,7 @@ def _assertable_statement(use: cst.Name, parents: dict[int, cst.CSTNode]
     return None
 
 
-def _refined_by(site: cst.BaseStatement, use: cst.Name, parents: dict[int, cst.CSTNode],
+def _refined_by(site: cst.BaseStatement, use: cst.Name, parents: Mapping[int, cst.CSTNode],
                 order: dict[int, int], bindings: list[cst.CSTNode]) -> bool:
     """An assert just before ``site`` refines ``use``: the use is in ``site`` or in a later
     statement of its block, and no binding of the name (``bindings``, a local's) comes between
@@ -362,7 +362,7 @@ def _refined_by(site: cst.BaseStatement, use: cst.Name, parents: dict[int, cst.C
                    for binding in bindings)
 
 
-def _inside(node: cst.CSTNode, outer: list[cst.CSTNode], parents: dict[int, cst.CSTNode]
+def _inside(node: cst.CSTNode, outer: list[cst.CSTNode], parents: Mapping[int, cst.CSTNode]
             ) -> bool:
     held = {id(o) for o in outer}
     while id(node) in parents:
@@ -372,7 +372,7 @@ def _inside(node: cst.CSTNode, outer: list[cst.CSTNode], parents: dict[int, cst.
     return False
 
 
-def _blocks_holding(node: cst.CSTNode, parents: dict[int, cst.CSTNode]) -> list[int]:
+def _blocks_holding(node: cst.CSTNode, parents: Mapping[int, cst.CSTNode]) -> list[int]:
     """The loops and branches around ``node`` (ids, innermost first)."""
     blocks: list[int] = []
     while id(node) in parents:
