@@ -2,7 +2,8 @@
 
     python benchmarks/rewrite_speed.py [DIR ...]      # default: fixtures/ and torch/nn
 
-Prints one ratio per corpus: tsfix's rewrite phase (parse, every rule, black on touched lines,
+Prints one ratio per corpus and target (``--rule all`` of ``--target torchscript``, the default,
+and of ``--target export``): tsfix's rewrite phase (parse, every rule, black on touched lines,
 safety re-parse) over LibCST's parse + codegen. The target is "little more than" 1.0; the
 baseline and tsfix run on the same texts in the same process, best of three rounds, timed in
 CPU time of the process (the machine is shared: wall time would count the others). Then the
@@ -24,7 +25,9 @@ from tsfix.codemods.facts.syntax import may_define_module
 from tsfix.codemods.pipeline.rewrite import RewriteError, rewrite_source
 from tsfix.codemods.pipeline.settings import RewriteSettings
 from tsfix.codemods.rules.base import Rule
-from tsfix.codemods.rules.registry import ALL_RULES
+from tsfix.codemods.rules.registry import select_rules
+
+TARGETS = ("torchscript", "export")
 
 
 class NothingHere(Rule):
@@ -59,7 +62,15 @@ def best_of(rounds: int, work: object) -> float:
 
 
 def main(folders: list[Path]) -> None:
-    rules = list(ALL_RULES.values())
+    for target in TARGETS:
+        # What `tsfix apply --rule all --target <target>` runs: every rule serving the target
+        # (data-dependent-branch serves export only, and most rules torchscript only).
+        rules = select_rules(["all"], target)
+        print(f"--target {target}: {len(rules)} rules")
+        measure(folders, rules)
+
+
+def measure(folders: list[Path], rules: list[type[Rule]]) -> None:
     print(f"{'corpus':<40} {'files':>6} {'libcst s':>9} {'tsfix s':>9} {'ratio':>6} {'changed':>8}")
     for folder in folders:
         texts = corpus(folder)

@@ -50,6 +50,22 @@ def _paired(target: ast.expr, value: ast.expr | None) -> Iterator[tuple[ast.expr
         yield target, value
 
 
+def walk(root: ast.AST) -> list[ast.AST]:
+    """``list(ast.walk(root))``, same order, at about half the cost (no generator per node)."""
+    found = [root]
+    index = 0
+    while index < len(found):
+        node = found[index]
+        index += 1
+        for name in node._fields:
+            value = getattr(node, name, None)
+            if isinstance(value, list):
+                found.extend(item for item in value if isinstance(item, ast.AST))
+            elif isinstance(value, ast.AST):
+                found.append(value)
+    return found
+
+
 def parse_once(text: str) -> ast.Module | None:
     """``ast.parse(text)``, or None when CPython cannot parse it; inside a file scope each
     text is parsed once (the prefilter and the rules' class layouts read the same tree, which
@@ -94,7 +110,7 @@ class AstFile:
     def nodes(self) -> list[ast.AST]:
         """Every node of the file, in ``ast.walk``'s order: walked once, read by every rule that
         looks at the whole file."""
-        return list(ast.walk(self.tree)) if self.tree is not None else []
+        return walk(self.tree) if self.tree is not None else []
 
     @cached_property
     def imports(self) -> dict[str, str]:
@@ -211,7 +227,7 @@ class AstFile:
 
     @cached_property
     def _compiled_nodes(self) -> list[ast.AST]:
-        return [node for _, func in self.compiled for node in ast.walk(func)]
+        return [node for _, func in self.compiled for node in walk(func)]
 
     @cached_property
     def compiled_node_types(self) -> frozenset[type]:

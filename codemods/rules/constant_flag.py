@@ -777,6 +777,25 @@ class _Rewrite(cst.CSTTransformer):
         return super().on_leave(original, updated)  # type: ignore[return-value]
 
 
+
+def _bound_names(statements: list[ast.stmt]) -> set[str]:
+    """Names ``statements`` may bind (the prefilter's look at a branch: loosely, nested
+    statements and comprehensions included)."""
+    found: set[str] = set()
+    for statement in statements:
+        for node in ast.walk(statement):
+            if isinstance(node, ast.Name) and isinstance(node.ctx, ast.Store | ast.Del):
+                found.add(node.id)
+            elif isinstance(node, ast.FunctionDef | ast.AsyncFunctionDef | ast.ClassDef):
+                found.add(node.name)
+            elif isinstance(node, ast.alias):
+                found.add(node.asname or node.name.split(".")[0])
+            elif (isinstance(node, ast.ExceptHandler | ast.MatchAs | ast.MatchStar)
+                  and node.name):
+                found.add(node.name)
+    return found
+
+
 class ConstantFlag(Rule):
     __doc__ = __doc__
     name = "constant-flag"
@@ -1011,8 +1030,9 @@ class Pool(nn.Module):
                     found.discard(node.args[0].value)
             return found
 
-        # Every plan is of a module class with compiled methods: two returns in one (TSF118),
-        # a test that reads the instance (the branch names, the callers that unpack), or a
+        # Every plan is of a module class with compiled methods: two returns in one (TSF118;
+        # the callers that unpack a result need such a class too), an `if` on the instance
+        # whose branches bind different names (the branch names), or a
         # compiled read of an attribute __init__ may build on some paths only or set to None
         # that no other method assigns.
         for klass in file.module_classes:
@@ -1021,12 +1041,15 @@ class Pool(nn.Module):
                 self_var = file.self_var(func)
                 nodes = list(ast.walk(func))
                 if (sum(isinstance(node, ast.Return) for node in nodes) > 1
-                        or any(file.reads_self(test, self_var) for test in file.tests(func))):
+                        or any(isinstance(node, ast.If) and file.reads_self(node.test, self_var)
+                               and _bound_names(node.body) != _bound_names(node.orelse)
+                               for node in nodes)):
                     return True
                 read.update(node.attr for node in nodes if isinstance(node, ast.Attribute)
                             and isinstance(node.value, ast.Name) and node.value.id == self_var)
             candidates = {attr for item in klass.body if isinstance(item, ast.FunctionDef)
-                          and item.name == "__init__" for attr in maybe_built(item) & read}
+                          and item.name == "__init__"
+                          for attr in maybe_built(item) & read}
             if not candidates:
                 continue
             methods = {item.name: item for item in klass.body

@@ -86,7 +86,7 @@ Fix safety
 from __future__ import annotations
 
 import ast
-from collections.abc import Iterator
+from collections.abc import Iterable, Iterator
 from dataclasses import dataclass
 
 import libcst as cst
@@ -184,7 +184,8 @@ _LAYERS: dict[str, tuple[_Slot, ...]] = {
 }
 
 # Last name components of everything above: a call the rule looks at names one of them.
-_SHORT_NAMES = frozenset({name.rpartition(".")[2] for name in _FUNCTIONS} | set(_LAYERS))
+_FUNCTION_NAMES = frozenset(name.rpartition(".")[2] for name in _FUNCTIONS)
+_LAYER_NAMES = frozenset(_LAYERS)
 
 _EXACT_FLOAT_LIMIT = 2 ** 53
 
@@ -485,9 +486,16 @@ class Up(nn.Module):
     def may_apply(cls, file: AstFile) -> bool:
         if file.tree is None:
             return True
-        return any(isinstance(node, ast.Call)
-                   and file.resolved(node.func).rpartition(".")[2] in _SHORT_NAMES
-                   for node in file.nodes)
+        # The sites: torch functions called in compiled methods, layers built in __init__
+        # (module-level functions only when the repair loop names them: no prefilter then).
+        def calls(nodes: Iterable[ast.AST], names: frozenset[str]) -> bool:
+            return any(isinstance(node, ast.Call)
+                       and file.resolved(node.func).rpartition(".")[2] in names
+                       for node in nodes)
+
+        inits = (file.init_of(cls) for cls in file.module_classes)
+        return (calls(file.compiled_nodes(), _FUNCTION_NAMES)
+                or any(calls(ast.walk(init), _LAYER_NAMES) for init in inits if init))
 
     def prepare(self, module: cst.Module) -> None:
         self.imports = self.facts.imports

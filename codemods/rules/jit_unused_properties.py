@@ -162,6 +162,42 @@ def _failure(func: cst.FunctionDef, owner: str, numpy_names: Mapping[str, str]) 
     return None
 
 
+_AST_SYNTAX = (ast.Lambda, ast.Try, ast.TryStar, ast.Global, ast.Nonlocal, ast.FunctionDef,
+               ast.AsyncFunctionDef, ast.ClassDef, ast.Yield, ast.YieldFrom, ast.Set,
+               ast.SetComp, ast.NamedExpr)
+
+
+def _may_fail(func: ast.FunctionDef, numpy_names: set[str]) -> bool:
+    """Whether :func:`_failure` may find something in ``func`` (the prefilter's ``ast`` look:
+    it must say yes to everything _failure finds)."""
+    nodes = list(ast.walk(func))[1:]
+    for node in nodes:
+        if isinstance(node, _AST_SYNTAX):
+            return True
+        if isinstance(node, ast.Attribute) and (node.attr.startswith("__")
+                                                or node.attr in _GENERATOR_METHODS
+                                                or node.attr == "numpy"):
+            return True
+        if isinstance(node, ast.Name) and (node.id in numpy_names or node.id == "type"
+                                           or node.id in _UNSUPPORTED_BUILTINS):
+            return True
+        if isinstance(node, ast.FormattedValue) and (node.format_spec is not None
+                                                     or node.conversion != -1):
+            return True
+    return False
+
+
+def _dotted_name(node: ast.expr) -> str:
+    """As :func:`~tsfix.codemods.facts.syntax.decorator_names` reads a decorator."""
+    if isinstance(node, ast.Call):
+        return _dotted_name(node.func)
+    if isinstance(node, ast.Name):
+        return node.id
+    if isinstance(node, ast.Attribute):
+        return f"{_dotted_name(node.value)}.{node.attr}"
+    return ""
+
+
 def _reads(node: cst.CSTNode, wanted: set[str]) -> Iterator[tuple[str, cst.CSTNode]]:
     """``<anything>.name`` and ``getattr(<anything>, "name")`` for each of ``wanted``."""
     for attribute in find_all(node, cst.Attribute):
@@ -310,10 +346,13 @@ class M(torch.nn.Module):
     def may_apply(cls, file: AstFile) -> bool:
         if file.tree is None:
             return True
-        return any(isinstance(item, ast.FunctionDef) and any(
-                       isinstance(d, ast.Name) and d.id == "property" for d in item.decorator_list)
-                   for node in file.tree.body if isinstance(node, ast.ClassDef)
-                   for item in node.body)
+        # Nothing is listed or reported unless a property of a module class may fail to
+        # compile (what _failure looks for, loosely: any dunder attribute, any numpy import).
+        numpy = {name for name, full in file.imports.items() if full.split(".")[0] == "numpy"}
+        return any(_may_fail(item, numpy) for cls in file.module_classes for item in cls.body
+                   if isinstance(item, ast.FunctionDef) and any(
+                       _dotted_name(d) == "property" or _dotted_name(d).endswith(".setter")
+                       for d in item.decorator_list))
 
     def prepare(self, module: cst.Module) -> None:
         facts = self.facts

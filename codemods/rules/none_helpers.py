@@ -331,8 +331,12 @@ class M(nn.Module):
     def may_apply(cls, file: AstFile) -> bool:
         if file.tree is None:
             return True
-        return any(isinstance(node, ast.FunctionDef) and _returns_none_test(node)
-                   for node in file.tree.body)
+        helpers = {node.name for node in file.tree.body
+                   if isinstance(node, ast.FunctionDef) and _returns_none_test(node)}
+        # Only their calls by name in compiled methods are written out.
+        return bool(helpers) and any(
+            isinstance(node, ast.Call) and isinstance(node.func, ast.Name)
+            and node.func.id in helpers for node in file.compiled_nodes())
 
     def prepare(self, module: cst.Module) -> None:
         self.helpers = none_helpers(module)
