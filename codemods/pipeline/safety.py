@@ -59,7 +59,8 @@ class _EagerView(ast.NodeTransformer):
     def visit_AnnAssign(self, node: ast.AnnAssign) -> ast.AST | None:
         if node.value is None:
             return None
-        return self.visit_Assign(ast.Assign(targets=[node.target], value=node.value))
+        return self.visit_Assign(ast.copy_location(ast.Assign(targets=[node.target],
+                                                              value=node.value), node))
 
     def visit_Assign(self, node: ast.Assign) -> ast.AST | None:
         if any(isinstance(t, ast.Name) and t.id in _COMPILER_ONLY_ATTRIBUTES
@@ -93,22 +94,73 @@ def _is_not_scripting(test: ast.expr) -> bool:
             and isinstance(call.func.value, ast.Attribute) and call.func.value.attr == "jit")
 
 
-def _eager_dump(source: str) -> str | None:
+def _eager_tree(source: str) -> ast.Module | None:
     """The eager view of ``source`` (whole statements), or None when it does not parse."""
     try:
         tree = ast.parse(source)
     except (SyntaxError, ValueError, RecursionError):
         return None
-    tree = _EagerView().visit(tree)
-    return ast.dump(tree, annotate_fields=False, include_attributes=False)
+    return _EagerView().visit(tree)  # type: ignore[no-any-return]
 
 
 def eager_equivalent(before: str, after: str) -> bool:
     """Whether two pieces of source run alike in eager mode (see the module docstring)."""
     if before == after:
         return True
-    old, new = _eager_dump(before), _eager_dump(after)
-    return old is not None and old == new
+    old, new = _eager_tree(before), _eager_tree(after)
+    if old is None or new is None:
+        return False
+    return _same_statements(old.body, _Source(before), new.body, _Source(after))
+
+
+class _Source:
+    """A text and its lines, to read a node's exact source (``ast`` columns are UTF-8 bytes)."""
+
+    def __init__(self, text: str) -> None:
+        self.lines = [line.encode() for line in io.StringIO(text, newline="").readlines()]
+
+    def of(self, node: ast.stmt) -> bytes | None:
+        if not hasattr(node, "lineno"):
+            return None         # a node the eager view made: compared by its dump
+        first, last = node.lineno - 1, (node.end_lineno or node.lineno) - 1
+        start, end = node.col_offset, node.end_col_offset
+        if first == last:
+            return self.lines[first][start:end]
+        return b"".join([self.lines[first][start:], *self.lines[first + 1:last],
+                         self.lines[last][:end]])
+
+
+def _same_statements(old: list[ast.stmt], old_source: _Source, new: list[ast.stmt],
+                     new_source: _Source) -> bool:
+    """The two eager views hold the same statements. A statement whose source text is the same
+    on both sides is the same (its eager view too): only the others are dumped and compared,
+    and a class is compared statement by statement (a rule changes a method or two of a class
+    of thousands of lines: dumping the whole class costs more than the rewrite)."""
+    if len(old) != len(new):
+        return False
+    for a, b in zip(old, new, strict=True):
+        if type(a) is not type(b):
+            return False
+        text = old_source.of(a)
+        if text is not None and text == new_source.of(b):
+            continue
+        if isinstance(a, ast.ClassDef) and isinstance(b, ast.ClassDef):
+            if _dump(_class_header(a)) != _dump(_class_header(b)):
+                return False
+            if not _same_statements(a.body, old_source, b.body, new_source):
+                return False
+        elif _dump(a) != _dump(b):
+            return False
+    return True
+
+
+def _class_header(cls: ast.ClassDef) -> ast.ClassDef:
+    return ast.ClassDef(name=cls.name, bases=cls.bases, keywords=cls.keywords, body=[],
+                        decorator_list=cls.decorator_list)
+
+
+def _dump(node: ast.AST) -> str:
+    return ast.dump(node, annotate_fields=False, include_attributes=False)
 
 
 @dataclass
