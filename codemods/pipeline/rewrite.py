@@ -125,6 +125,7 @@ def _rewrite(text: str, settings: RewriteSettings, context: FileContext) -> Rewr
         # the original text: reported lines then refer to the file as the user has it.
         rule.source_text = text
         rule.original_classes = original_classes
+        rule.ast_file = file
         before, before_text = module, file.text if file is not None else None
         module = rule.transform_module(module)
         if file is not None and rule.changes:

@@ -166,6 +166,9 @@ class Rule(Codemod):
         self._positions: Mapping[cst.CSTNode, CodeRange] | None = None
         self.source_module = cst.Module([])
         self.source_text: str | None = None     # set by the engine; saves a codegen
+        # The ``ast`` view of the module this rule is given (set by the engine when it has
+        # one): a rule may analyse only the classes its prefilter names.
+        self.ast_file: AstFile | None = None
         self._current_class: cst.ClassDef | None = None
         self._class_index = 0
         self._class_layouts: list[_ClassLayout] = []

@@ -146,7 +146,7 @@ from dataclasses import dataclass, field, replace
 import libcst as cst
 from libcst.helpers import get_full_name_for_node
 from tsfix.codemods.facts.classes import ClassFacts
-from tsfix.codemods.facts.prefilter import AstFile
+from tsfix.codemods.facts.prefilter import AstFile, walk
 from tsfix.codemods.facts.statements import definitely_assigned
 from tsfix.codemods.facts.syntax import (
     AttrAssignment,
@@ -796,6 +796,85 @@ def _bound_names(statements: list[ast.stmt]) -> set[str]:
     return found
 
 
+def _stored(node: ast.AST, self_var: str | None = None) -> set[str]:
+    """Attributes ``node`` assigns (of ``self_var`` only when given), setattr too."""
+    found = set()
+    for inner in ast.walk(node):
+        if (isinstance(inner, ast.Attribute) and isinstance(inner.ctx, ast.Store)
+                and (self_var is None or (isinstance(inner.value, ast.Name)
+                                          and inner.value.id == self_var))):
+            found.add(inner.attr)
+        elif (self_var is None and isinstance(inner, ast.Call)
+              and isinstance(inner.func, ast.Name) and inner.func.id == "setattr"
+              and len(inner.args) > 1 and isinstance(inner.args[1], ast.Constant)
+              and isinstance(inner.args[1].value, str)):
+            found.add(inner.args[1].value)
+    return found
+
+
+def _maybe_built(file: AstFile, init: ast.FunctionDef) -> set[str]:
+    """What _conditional_attributes and _none_in_some_configurations may find: the attributes
+    __init__ assigns inside a block (or anywhere, when it may return early) or gives a value
+    holding None, less those it registers."""
+    blocks = (ast.If, ast.For, ast.AsyncFor, ast.While, ast.Try, ast.TryStar, ast.Match,
+              ast.With, ast.AsyncWith, ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)
+    nodes = list(ast.walk(init))[1:]
+    if any(isinstance(node, ast.Return) for node in nodes):
+        found = _stored(init)
+    else:
+        found = {attr for node in nodes if isinstance(node, blocks) for attr in _stored(node)}
+    found |= {attr for node in nodes if isinstance(node, ast.Assign | ast.AnnAssign)
+              and node.value is not None and any(
+                  isinstance(v, ast.Constant) and v.value is None for v in ast.walk(node.value))
+              for target in (node.targets if isinstance(node, ast.Assign) else [node.target])
+              for attr in _stored(target)}
+    self_var = file.self_var(init)
+    for node in nodes:      # what ClassFacts.registered leaves out
+        if (isinstance(node, ast.Call) and isinstance(node.func, ast.Attribute)
+                and isinstance(node.func.value, ast.Name)
+                and node.func.value.id == self_var and node.args
+                and node.func.attr in ("register_buffer", "register_parameter", "add_module",
+                                       "register_module")
+                and isinstance(node.args[0], ast.Constant)
+                and isinstance(node.args[0].value, str)
+                and re.fullmatch(r"""[rRuU]?('[^'\\\n]*'|"[^"\\\n]*")""",
+                                 file.segment(node.args[0]) or "")):
+            found.discard(node.args[0].value)
+    return found
+
+
+def _may_plan(file: AstFile, klass: ast.ClassDef) -> bool:
+    """Whether constant-flag may find something in ``klass`` (the prefilter's look, per class:
+    ``prepare`` plans only the classes it names). Every plan is of a module class with
+    compiled methods: two returns in one (TSF118; the callers that unpack a result need such a
+    class too), an `if` on the instance whose branches bind different names (the branch
+    names), or a compiled read of an attribute __init__ may build on some paths only or set to
+    None that no other method assigns."""
+    read: set[str] = set()
+    for func in file.compiled_methods(klass):
+        self_var = file.self_var(func)
+        nodes = walk(func)
+        if (sum(isinstance(node, ast.Return) for node in nodes) > 1
+                or any(isinstance(node, ast.If) and file.reads_self(node.test, self_var)
+                       and _bound_names(node.body) != _bound_names(node.orelse)
+                       for node in nodes)):
+            return True
+        read.update(node.attr for node in nodes if isinstance(node, ast.Attribute)
+                    and isinstance(node.value, ast.Name) and node.value.id == self_var)
+    candidates = {attr for item in klass.body
+                  if isinstance(item, ast.FunctionDef) and item.name == "__init__"
+                  for attr in _maybe_built(file, item) & read}
+    if not candidates:
+        return False
+    methods = {item.name: item for item in klass.body if isinstance(item, ast.FunctionDef)}
+    elsewhere = {attr for name, item in methods.items()
+                 if name != "__init__" and (item.args.posonlyargs or item.args.args)
+                 and not any(isinstance(d, ast.Name) and d.id in ("staticmethod", "classmethod")
+                             for d in item.decorator_list)
+                 for attr in _stored(item, file.self_var(item))}
+    return bool(candidates - elsewhere)
+
+
 class ConstantFlag(Rule):
     __doc__ = __doc__
     name = "constant-flag"
@@ -980,94 +1059,19 @@ class Pool(nn.Module):
     def may_apply(cls, file: AstFile) -> bool:
         if file.tree is None:
             return True
-
-        def stored(node: ast.AST, self_var: str | None = None) -> set[str]:
-            """Attributes ``node`` assigns (of ``self_var`` only when given), setattr too."""
-            found = set()
-            for inner in ast.walk(node):
-                if (isinstance(inner, ast.Attribute) and isinstance(inner.ctx, ast.Store)
-                        and (self_var is None or (isinstance(inner.value, ast.Name)
-                                                  and inner.value.id == self_var))):
-                    found.add(inner.attr)
-                elif (self_var is None and isinstance(inner, ast.Call)
-                      and isinstance(inner.func, ast.Name) and inner.func.id == "setattr"
-                      and len(inner.args) > 1 and isinstance(inner.args[1], ast.Constant)
-                      and isinstance(inner.args[1].value, str)):
-                    found.add(inner.args[1].value)
-            return found
-
-        def maybe_built(init: ast.FunctionDef) -> set[str]:
-            """What _conditional_attributes and _none_in_some_configurations may find: the
-            attributes __init__ assigns inside a block (or anywhere, when it may return early)
-            or gives a value holding None, less those it registers."""
-            blocks = (ast.If, ast.For, ast.AsyncFor, ast.While, ast.Try, ast.TryStar, ast.Match,
-                      ast.With, ast.AsyncWith, ast.FunctionDef, ast.AsyncFunctionDef,
-                      ast.ClassDef)
-            nodes = list(ast.walk(init))[1:]
-            if any(isinstance(node, ast.Return) for node in nodes):
-                found = stored(init)
-            else:
-                found = {attr for node in nodes if isinstance(node, blocks)
-                         for attr in stored(node)}
-            found |= {attr for node in nodes if isinstance(node, ast.Assign | ast.AnnAssign)
-                      and node.value is not None and any(
-                          isinstance(v, ast.Constant) and v.value is None
-                          for v in ast.walk(node.value))
-                      for target in (node.targets if isinstance(node, ast.Assign)
-                                     else [node.target])
-                      for attr in stored(target)}
-            self_var = file.self_var(init)
-            for node in nodes:      # what ClassFacts.registered leaves out
-                if (isinstance(node, ast.Call) and isinstance(node.func, ast.Attribute)
-                        and isinstance(node.func.value, ast.Name)
-                        and node.func.value.id == self_var and node.args
-                        and node.func.attr in ("register_buffer", "register_parameter",
-                                               "add_module", "register_module")
-                        and isinstance(node.args[0], ast.Constant)
-                        and isinstance(node.args[0].value, str)
-                        and re.fullmatch(r"""[rRuU]?('[^'\\\n]*'|"[^"\\\n]*")""",
-                                         file.segment(node.args[0]) or "")):
-                    found.discard(node.args[0].value)
-            return found
-
-        # Every plan is of a module class with compiled methods: two returns in one (TSF118;
-        # the callers that unpack a result need such a class too), an `if` on the instance
-        # whose branches bind different names (the branch names), or a
-        # compiled read of an attribute __init__ may build on some paths only or set to None
-        # that no other method assigns.
-        for klass in file.module_classes:
-            read: set[str] = set()
-            for func in file.compiled_methods(klass):
-                self_var = file.self_var(func)
-                nodes = list(ast.walk(func))
-                if (sum(isinstance(node, ast.Return) for node in nodes) > 1
-                        or any(isinstance(node, ast.If) and file.reads_self(node.test, self_var)
-                               and _bound_names(node.body) != _bound_names(node.orelse)
-                               for node in nodes)):
-                    return True
-                read.update(node.attr for node in nodes if isinstance(node, ast.Attribute)
-                            and isinstance(node.value, ast.Name) and node.value.id == self_var)
-            candidates = {attr for item in klass.body if isinstance(item, ast.FunctionDef)
-                          and item.name == "__init__"
-                          for attr in maybe_built(item) & read}
-            if not candidates:
-                continue
-            methods = {item.name: item for item in klass.body
-                       if isinstance(item, ast.FunctionDef)}
-            elsewhere = {attr for name, item in methods.items() if name != "__init__"
-                         and (item.args.posonlyargs or item.args.args)
-                         and not any(isinstance(d, ast.Name)
-                                     and d.id in ("staticmethod", "classmethod")
-                                     for d in item.decorator_list)
-                         for attr in stored(item, file.self_var(item))}
-            if candidates - elsewhere:
-                return True
-        return False
+        return any(_may_plan(file, klass) for klass in file.module_classes)
 
     def prepare(self, module: cst.Module) -> None:
         self.plans: dict[str, _Plan] = {}
         classes = [c for c in self.facts.classes.values() if self.facts.is_module_class(c)]
-        for cls in classes:
+        # The returns, guards and branch-names plans only for the classes the prefilter names
+        # (the callers' plan reads every class: it follows the fixed ones).
+        planned = classes
+        if self.ast_file is not None and self.ast_file.tree is not None:
+            named = {k.name for k in self.ast_file.module_classes
+                     if _may_plan(self.ast_file, k)}
+            planned = [c for c in classes if c.name.value in named]
+        for cls in planned:
             plan = self._returns_plan(cls)
             if plan.flags or plan.refused:
                 self.plans[cls.name.value] = plan
@@ -1085,7 +1089,7 @@ class Pool(nn.Module):
                     self.plans[name] = caller
                     grown = grown or bool(caller.flags)
         # Attributes __init__ builds only under a test, read under a test of settings.
-        for cls in classes:
+        for cls in planned:
             name = cls.name.value
             plan = self.plans.get(name) or _Plan()
             if plan.refused:
