@@ -9,6 +9,7 @@ from __future__ import annotations
 import re
 import textwrap
 import warnings
+from pathlib import Path
 from typing import Any
 
 import pytest
@@ -261,7 +262,8 @@ def test_fixtures_fail_to_script_before_and_script_with_parity_after() -> None:
     torch = pytest.importorskip("torch")
     pytest.importorskip("einops")
     classes = {"vit": [("Attention", (2, 5, 16)), ("ViT", (2, 3, 8, 8))],
-               "shapes": [("PooledGate", (2, 6, 4, 8)), ("TokenMixer", (2, 3, 5, 4))]}
+               "shapes": [("PooledGate", (2, 6, 4, 8)), ("TokenMixer", (2, 3, 5, 4))],
+               "registers": [("RegisterViT", (2, 3, 8, 8)), ("FramePacker", (2, 3, 4, 5))]}
     pairs = fixture_pairs(FIXTURES)
     assert {before.name.split(".")[0] for before, _ in pairs} == set(classes)
     for before, after in pairs:
@@ -275,7 +277,7 @@ def test_fixtures_fail_to_script_before_and_script_with_parity_after() -> None:
             rewritten.load_state_dict(reference.state_dict())
             with warnings.catch_warnings():
                 warnings.simplefilter("ignore", DeprecationWarning)
-                with pytest.raises(Exception, match=r"einops|rearrange|reduce|repeat"):
+                with pytest.raises(Exception, match=r"einops|rearrange|reduce|repeat|pack"):
                     torch.jit.script(reference)
                 scripted = torch.jit.script(rewritten)
             x = torch.randn(*shape)
@@ -338,3 +340,65 @@ def test_einsum_with_a_pattern_it_cannot_spell_is_refused() -> None:
         result = rewrite(code)
         assert result.text == textwrap.dedent(code), body
         assert reason in result.skips[0].reason, result.skips
+
+
+PACKS = [
+    ("b * d", [(2, 3, 4), (2, 4), (2, 2, 5, 4)]),    # one tensor with no axis in the * place
+    ("* h w", [(2, 3, 5, 4), (5, 4)]),
+    ("b c *", [(2, 3, 4, 5), (2, 3)]),
+    ("b *", [(2, 3)]),
+    ("a * b c", [(2, 1, 3, 4), (2, 3, 4)]),
+]
+
+
+@pytest.mark.parametrize(("pattern", "shapes"), PACKS, ids=[p for p, _ in PACKS])
+def test_pack_and_unpack_equal_einops(pattern: str, shapes: list[tuple[int, ...]],
+                                      tmp_path: Path) -> None:
+    """pack joins the tensors on the * axis and unpack restores them, as einops does: the
+    packed tensor and every unpacked one bit for bit, eager and scripted."""
+    torch = pytest.importorskip("torch")
+    einops = pytest.importorskip("einops")
+    names = [f"x{k}" for k in range(len(shapes))]
+    code = method(f"packed, ps = pack([{', '.join(names)}], {pattern!r})\n"
+                  f"doubled = packed * 2\n"
+                  f"{', '.join(names)}, = unpack(doubled, ps, {pattern!r})\n"
+                  f"return packed, {', '.join(names)}\n",
+                  "self, " + ", ".join(names)).replace(
+        "from einops import rearrange, repeat, reduce\n",
+        "from einops import rearrange, repeat, reduce, pack, unpack\n")
+    result = rewrite(code)
+    assert [f.code for f in result.fixes] == ["TSF236", "TSF236"], result.skips
+    assert "pack(" not in result.text.split("def forward")[1].replace("unpack(", "")
+    path = tmp_path / f"packed_{abs(hash(pattern))}.py"
+    path.write_text(result.text)
+    written = load_module(path, path.stem).M()
+    torch.manual_seed(0)
+    tensors = [torch.randn(*shape) for shape in shapes]
+    packed, ps = einops.pack(tensors, pattern)
+    expected = (packed, *einops.unpack(packed * 2, ps, pattern))
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", DeprecationWarning)
+        scripted = torch.jit.script(written)
+    for got in (written(*tensors), scripted(*tensors)):
+        assert len(got) == len(expected)
+        for e, g in zip(expected, got, strict=True):
+            assert e.shape == g.shape and torch.equal(e, g)
+
+
+@pytest.mark.parametrize(("body", "reason"), [
+    # the shapes leave the method: einops' are torch.Size, ours lists
+    ("y, ps = pack([x, x], 'b * d')\nreturn y, ps\n", "only unpack() reads"),
+    ("return pack([x, x], 'b * d')\n", "only unpack() reads"),
+    # shapes from elsewhere may hold -1, which einops infers
+    ("return unpack(x, shapes, 'b * d')\n", "a pack() of this method returned"),
+    ("y, ps = pack([x * 2, x], 'b * d')\nreturn y\n", "not a name or attribute"),
+    ("y, ps = pack([x, x], pattern)\nreturn y\n", "not a string literal"),
+    ("y, ps = pack([x, x], 'b * *')\nreturn y\n", "one *"),
+])
+def test_pack_and_unpack_it_cannot_prove_are_refused(body: str, reason: str) -> None:
+    code = method(body, "self, x, shapes, pattern").replace(
+        "from einops import rearrange, repeat, reduce\n",
+        "from einops import rearrange, repeat, reduce, pack, unpack\n")
+    result = rewrite(code)
+    assert result.text == textwrap.dedent(code)
+    assert any(reason in skip.reason for skip in result.skips), result.skips

@@ -1,5 +1,6 @@
 """``einops-to-torch``: einops ``rearrange``/``repeat``/``reduce`` calls with a literal pattern
-become tensor methods, ``einsum`` becomes ``torch.einsum``.
+become tensor methods, ``einsum`` becomes ``torch.einsum``, ``pack``/``unpack`` become
+``torch.cat`` and ``split``.
 
 What it does
     In compiled code (``forward()``, ``@torch.jit.export`` methods and the methods they call;
@@ -19,6 +20,17 @@ What it does
     ``einops.einsum(q, k, "b i d, b j d -> b i j")`` becomes ``torch.einsum("abc,adc->abd",
     q, k)``: each axis name a letter, in order of first appearance (what einops does before
     it calls torch's einsum), the pattern first.
+
+    ``x, ps = pack([r, x], 'b * d')`` becomes what einops computes for torch: each tensor
+    reshaped to its axes before ``*``, -1 and its axes after, joined by ``torch.cat`` on the
+    ``*`` axis, with each one's ``*`` axes as a list of ints (``[list(r.shape[1:r.dim() -
+    1]), ...]``; a tensor with no axis there gives ``[]``). ``r, x = unpack(x, ps, 'b * d')``
+    becomes a comprehension that splits ``x`` on that axis by the product of each shape and
+    reshapes each part back. The tensors packed and unpacked are read twice (the tensor and
+    its shape), so each must be a name or an attribute; the shapes must go to a name that the
+    method reads only as an ``unpack`` argument (einops gives torch.Size tuples, these are
+    lists), and an ``unpack`` is rewritten only with such a name (shapes from elsewhere may
+    hold -1, which einops infers).
 
     The call is replaced where it stands: no statement is added and no name is bound, the input
     is evaluated once (each method reads only the tensor it is applied to, never its shape), and
@@ -69,15 +81,27 @@ Fix safety
     a composite with two lengths not given, an ellipsis on one side only (a reduction over
     it) or inside parentheses in the input, patterns einops rejects, a list or tuple input
     (einops stacks it), a callable reduction, ``*args``/``**kwargs`` in the call, and
-    ``repeat`` with an ellipsis and a new axis on an input that is not a name or attribute.
+    ``repeat`` with an ellipsis and a new axis on an input that is not a name or attribute;
+    for ``pack``/``unpack``: a pattern that is not axis names and one ``*``, tensors that are
+    not names or attributes in a list or tuple display, shapes that leave the method or come
+    from elsewhere. Not checked: a tensor with fewer axes than the pattern (einops raises).
 """
 
 from __future__ import annotations
 
+from collections.abc import Collection
+
 import libcst as cst
 from tsfix.codemods.facts.classes import ClassFacts
 from tsfix.codemods.facts.prefilter import AstFile
-from tsfix.codemods.facts.syntax import code_of, find_all, qualified_name
+from tsfix.codemods.facts.syntax import (
+    code_of,
+    find_all,
+    fresh_name,
+    names_used,
+    parameters_of,
+    qualified_name,
+)
 from tsfix.codemods.rules._einops_pattern import KINDS, Plan, Unsupported, plan
 from tsfix.codemods.rules.base import ClassChange, Code, Example, Rule
 
@@ -94,8 +118,8 @@ def _einops_kind(qualified: str | None) -> str | None:
     if qualified is None:
         return None
     module, _, kind = qualified.rpartition(".")
-    return (kind if kind in (*KINDS, "einsum") and module in ("einops", "einops.einops")
-            else None)
+    return (kind if kind in (*KINDS, "einsum", "pack", "unpack")
+            and module in ("einops", "einops.einops", "einops.packing") else None)
 
 
 def _einsum(call: cst.Call, torch_name: str | None) -> cst.BaseExpression:
@@ -136,6 +160,131 @@ def _einsum(call: cst.Call, torch_name: str | None) -> cst.BaseExpression:
     return cst.parse_expression(f'{torch_name}.einsum("{equation}", {tensors})')
 
 
+def _pack_axes(pattern: str) -> tuple[int, int]:
+    """(axes before ``*``, axes after it) of a ``pack``/``unpack`` pattern: ``'b * d'`` ->
+    (1, 1). As einops checks it: names that are identifiers, each once, and one ``*``."""
+    axes = pattern.split()
+    names = [axis for axis in axes if axis != "*"]
+    if axes.count("*") != 1 or not all(a.isidentifier() for a in names) or (
+            len(set(names)) != len(names)):
+        raise Unsupported(f"pattern {pattern!r}: pack/unpack take axis names and one *")
+    before = axes.index("*")
+    return before, len(axes) - before - 1
+
+
+def _arguments(call: cst.Call, names: tuple[str, ...]) -> dict[str, cst.BaseExpression]:
+    """The call's arguments by einops' parameter names (by position or keyword)."""
+    if any(a.star for a in call.args):
+        raise Unsupported("arguments passed with * or **")
+    found: dict[str, cst.BaseExpression] = {}
+    positional = [a for a in call.args if a.keyword is None]
+    if len(positional) > len(names):
+        raise Unsupported("more positional arguments than einops takes")
+    found.update({name: a.value for name, a in zip(names, positional, strict=False)})
+    for a in call.args:
+        if a.keyword is not None:
+            if a.keyword.value not in names or a.keyword.value in found:
+                raise Unsupported(f"keyword {a.keyword.value} is not einops'")
+            found[a.keyword.value] = a.value
+    if set(names) - set(found):
+        raise Unsupported(f"no {', '.join(sorted(set(names) - set(found)))} argument")
+    return found
+
+
+def _pack(call: cst.Call, torch_name: str | None) -> cst.BaseExpression:
+    """``einops.pack([a, b], 'b * d')`` as einops computes it for torch: each tensor reshaped
+    to its axes before ``*``, -1, its axes after, joined by ``torch.cat`` on the ``*`` axis;
+    with the list of each tensor's ``*`` axes (as lists of ints)."""
+    if torch_name is None:
+        raise Unsupported("the file does not import torch")
+    values = _arguments(call, ("tensors", "pattern"))
+    pattern = _string(values["pattern"])
+    if pattern is None:
+        raise Unsupported("the pattern is not a string literal")
+    before, after = _pack_axes(pattern)
+    tensors = values["tensors"]
+    if not isinstance(tensors, cst.List | cst.Tuple) or not tensors.elements or any(
+            isinstance(e, cst.StarredElement) for e in tensors.elements):
+        raise Unsupported("the tensors are not a list or tuple display")
+    parts, shapes = [], []
+    for element in tensors.elements:
+        if not _is_plain_reference(element.value):
+            raise Unsupported(f"`{_shown(element.value)}` is not a name or attribute: its "
+                              "shape is read besides the tensor")
+        t = code_of(element.value)
+        head = f"list({t}.shape[:{before}]) + " if before else ""
+        tail = f" + list({t}.shape[{t}.dim() - {after}:])" if after else ""
+        parts.append(f"{t}.reshape({head}[-1]{tail})")
+        shapes.append(f"list({t}.shape[{before}:{f'{t}.dim() - {after}' if after else ''}])")
+    return cst.parse_expression(f"({torch_name}.cat([{', '.join(parts)}], dim={before}), "
+                                f"[{', '.join(shapes)}])")
+
+
+def _unpack(call: cst.Call, torch_name: str | None, taken: Collection[str]
+            ) -> cst.BaseExpression:
+    """``einops.unpack(x, ps, 'b * d')`` as einops computes it: ``x`` split on the ``*`` axis
+    by the product of each shape of ``ps``, each part reshaped to the axes before ``*``, its
+    shape, the axes after."""
+    if torch_name is None:
+        raise Unsupported("the file does not import torch")
+    values = _arguments(call, ("tensor", "packed_shapes", "pattern"))
+    pattern = _string(values["pattern"])
+    if pattern is None:
+        raise Unsupported("the pattern is not a string literal")
+    before, after = _pack_axes(pattern)
+    tensor, shapes = values["tensor"], values["packed_shapes"]
+    if not _is_plain_reference(tensor):
+        raise Unsupported(f"`{_shown(tensor)}` is not a name or attribute: its shape is read "
+                          "besides the tensor")
+    t, ps = code_of(tensor), code_of(shapes)
+    part = fresh_name("part", taken=taken)
+    shape = fresh_name("shape", taken={*taken, part})
+    head = f"list({t}.shape[:{before}]) + " if before else ""
+    tail = f" + list({t}.shape[{before + 1}:])" if after else ""
+    lengths = (f"[int({torch_name}.tensor({shape}, dtype={torch_name}.int64).prod()) "
+               f"for {shape} in {ps}]")
+    return cst.parse_expression(
+        f"[{part}.reshape({head}{shape}{tail}) for {part}, {shape} in "
+        f"zip({t}.split({lengths}, dim={before}), {ps})]")
+
+
+def _packed_shapes(func: cst.FunctionDef, packs: list[cst.Call], unpacks: list[cst.Call]
+                   ) -> tuple[set[int], set[str]]:
+    """Which of ``packs`` can be rewritten (ids), and the names of the shapes they return that
+    unpacks can read. The shapes a pack
+    returns become lists of ints (einops': torch.Size): a pack is rewritten when its shapes go
+    to a name (or ``_``) that the method reads only as an unpack's shapes and binds only from
+    packs; an unpack, when its shapes are such a name."""
+    value_of: dict[int, str] = {}       # pack call -> the name its shapes go to
+    for assign in find_all(func.body, cst.Assign):
+        if len(assign.targets) == 1 and isinstance(assign.value, cst.Call) and any(
+                assign.value is p for p in packs):
+            target = assign.targets[0].target
+            if (isinstance(target, cst.Tuple | cst.List) and len(target.elements) == 2
+                    and isinstance(target.elements[1].value, cst.Name)):
+                value_of[id(assign.value)] = target.elements[1].value.value
+    names = set(value_of.values()) - {"_"}
+    allowed = {id(target.elements[1].value) for assign in find_all(func.body, cst.Assign)
+               if id(assign.value) in value_of
+               for target in [assign.targets[0].target]
+               if isinstance(target, cst.Tuple | cst.List)}
+    allowed |= {id(_arguments(c, ("tensor", "packed_shapes", "pattern"))["packed_shapes"])
+                for c in unpacks if _safe_arguments(c)}
+    elsewhere = {n.value for n in find_all(func.body, cst.Name)
+                 if n.value in names and id(n) not in allowed}
+    elsewhere |= names & set(parameters_of(func))
+    good = {call for call, name in value_of.items() if name not in elsewhere}
+    return good, {value_of[call] for call in good} - {"_"}
+
+
+def _safe_arguments(call: cst.Call) -> bool:
+    try:
+        _arguments(call, ("tensor", "packed_shapes", "pattern"))
+    except Unsupported:
+        return False
+    return True
+
+
 def _shown(node: cst.CSTNode) -> str:
     """One line of source for a message, at most about 80 characters."""
     text = " ".join(code_of(node).split()).replace("( ", "(").replace(" )", ")")
@@ -159,11 +308,16 @@ class _Site:
     ``einsum``, a call of torch.einsum)."""
 
     def __init__(self, call: cst.Call, kind: str, chain: Plan | None,
-                 torch_name: str | None = None) -> None:
+                 torch_name: str | None = None, taken: Collection[str] = ()) -> None:
         self.call, self.kind, self.plan, self.torch_name = call, kind, chain, torch_name
+        self.taken = taken
 
     def replacement(self, call: cst.Call) -> cst.BaseExpression:
         """What ``call`` (this site, its arguments maybe already rewritten) becomes."""
+        if self.kind == "pack":
+            return _pack(call, self.torch_name)
+        if self.kind == "unpack":
+            return _unpack(call, self.torch_name, self.taken)
         if self.plan is None:
             return _einsum(call, self.torch_name)
         return _build(call, self.plan)
@@ -186,8 +340,8 @@ class EinopsToTorch(Rule):
              "einops.layers.torch layers, which script."),
     )
     summary = ("einops rearrange/repeat/reduce calls with a literal pattern become "
-               "unflatten/permute/flatten/expand/mean... chains, einsum torch.einsum, exact in "
-               "eager mode")
+               "unflatten/permute/flatten/expand/mean... chains, einsum torch.einsum, "
+               "pack/unpack torch.cat/split, exact in eager mode")
 
     VALID = (
         # A layer of einops.layers.torch scripts; a call in an ignored method is not compiled.
@@ -257,14 +411,26 @@ class M(nn.Module):
         parts: list[str] = []
         for method, func in facts.compiled_methods():
             skipped = facts.never_compiled(method)
-            for call in find_all(func.body, cst.Call):
-                kind = _einops_kind(qualified_name(call.func, self.facts.imports))
-                if kind is None or id(call) in skipped:
-                    continue
+            calls = [(call, kind) for call in find_all(func.body, cst.Call)
+                     if (kind := _einops_kind(qualified_name(call.func, self.facts.imports)))
+                     and id(call) not in skipped]
+            packs, shapes = _packed_shapes(func, [c for c, k in calls if k == "pack"],
+                                           [c for c, k in calls if k == "unpack"])
+            taken = names_used(func)
+            for call, kind in calls:
                 message = f"{_shown(call)} is an einops call"
                 try:
-                    if kind == "einsum":
-                        site = _Site(call, kind, None, self.facts.torch_alias)
+                    if kind == "pack" and id(call) not in packs:
+                        raise Unsupported("the shapes it returns are not assigned to a name "
+                                          "that only unpack() reads")
+                    if kind == "unpack" and not (
+                            _safe_arguments(call) and code_of(_arguments(
+                                call, ("tensor", "packed_shapes", "pattern"))["packed_shapes"])
+                            in shapes):
+                        raise Unsupported("its shapes are not those a pack() of this method "
+                                          "returned (einops' shapes may hold -1)")
+                    if kind in ("einsum", "pack", "unpack"):
+                        site = _Site(call, kind, None, self.facts.torch_alias, taken)
                     else:
                         site = _Site(call, kind, self._plan(facts, method, call, kind))
                     after = site.replacement(call)
