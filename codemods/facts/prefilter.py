@@ -25,14 +25,16 @@ from tsfix.codemods.facts.scope import current_scope
 _NOT_COMPILED = ("jit.ignore", "jit.unused", "staticmethod", "classmethod", "property")
 
 
-def _dotted(node: ast.expr) -> str:
+def dotted_name(node: ast.expr) -> str:
+    """``torch.jit.ignore`` for ``torch.jit.ignore`` or ``torch.jit.ignore(...)``; "" for
+    anything else than names, attributes and calls of them."""
     if isinstance(node, ast.Name):
         return node.id
     if isinstance(node, ast.Attribute):
-        inner = _dotted(node.value)
+        inner = dotted_name(node.value)
         return f"{inner}.{node.attr}" if inner else ""
     if isinstance(node, ast.Call):
-        return _dotted(node.func)
+        return dotted_name(node.func)
     return ""
 
 
@@ -162,7 +164,7 @@ class AstFile:
 
     def resolved(self, node: ast.expr) -> str:
         """The dotted name of ``node`` with its head resolved through the imports."""
-        head, _, rest = _dotted(node).partition(".")
+        head, _, rest = dotted_name(node).partition(".")
         full = self.imports.get(head, head)
         return f"{full}.{rest}" if rest else full
 
@@ -184,7 +186,7 @@ class AstFile:
                 names = [self.resolved(base) for base in cls.bases]
                 has_forward = any(isinstance(item, ast.FunctionDef | ast.AsyncFunctionDef)
                                   and (item.name == "forward" or any(
-                                      _dotted(d).endswith("jit.export")
+                                      dotted_name(d).endswith("jit.export")
                                       for d in item.decorator_list))
                                   for item in cls.body)
                 if has_forward or any(name in found or "nn" in name.split(".")
@@ -198,7 +200,7 @@ class AstFile:
         """``forward``, ``@torch.jit.export`` methods and what they call through ``self``."""
         methods = {item.name: item for item in cls.body if isinstance(item, ast.FunctionDef)}
         order = [name for name, func in methods.items()
-                 if (name == "forward" or any(_dotted(d).endswith("jit.export")
+                 if (name == "forward" or any(dotted_name(d).endswith("jit.export")
                                              for d in func.decorator_list))]
         for name in order:
             args = methods[name].args
@@ -210,11 +212,11 @@ class AstFile:
                         and node.func.value.id == self_var
                         and node.func.attr in methods and node.func.attr not in order
                         and node.func.attr != "__init__"
-                        and not any(_dotted(d).endswith(_NOT_COMPILED)
+                        and not any(dotted_name(d).endswith(_NOT_COMPILED)
                                     for d in methods[node.func.attr].decorator_list)):
                     order.append(node.func.attr)
         return [methods[name] for name in order
-                if not any(_dotted(d).endswith(_NOT_COMPILED)
+                if not any(dotted_name(d).endswith(_NOT_COMPILED)
                            for d in methods[name].decorator_list)]
 
     @cached_property

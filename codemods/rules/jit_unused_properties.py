@@ -70,7 +70,7 @@ from collections.abc import Iterator, Mapping
 from dataclasses import dataclass, field
 
 import libcst as cst
-from tsfix.codemods.facts.prefilter import AstFile
+from tsfix.codemods.facts.prefilter import AstFile, dotted_name
 from tsfix.codemods.facts.syntax import (
     code_of,
     decorator_names,
@@ -185,17 +185,6 @@ def _may_fail(func: ast.FunctionDef, numpy_names: set[str]) -> bool:
                                                      or node.conversion != -1):
             return True
     return False
-
-
-def _dotted_name(node: ast.expr) -> str:
-    """As :func:`~tsfix.codemods.facts.syntax.decorator_names` reads a decorator."""
-    if isinstance(node, ast.Call):
-        return _dotted_name(node.func)
-    if isinstance(node, ast.Name):
-        return node.id
-    if isinstance(node, ast.Attribute):
-        return f"{_dotted_name(node.value)}.{node.attr}"
-    return ""
 
 
 def _reads(node: cst.CSTNode, wanted: set[str]) -> Iterator[tuple[str, cst.CSTNode]]:
@@ -351,7 +340,7 @@ class M(torch.nn.Module):
         numpy = {name for name, full in file.imports.items() if full.split(".")[0] == "numpy"}
         return any(_may_fail(item, numpy) for cls in file.module_classes for item in cls.body
                    if isinstance(item, ast.FunctionDef) and any(
-                       _dotted_name(d) == "property" or _dotted_name(d).endswith(".setter")
+                       dotted_name(d) == "property" or dotted_name(d).endswith(".setter")
                        for d in item.decorator_list))
 
     def prepare(self, module: cst.Module) -> None:
