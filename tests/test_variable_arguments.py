@@ -99,6 +99,41 @@ def test_what_the_tree_cannot_prove_keeps_the_unsafe_requirement(tmp_path: Path)
         assert any(reason in s.reason for s in result.skips), (reason, result.skips)
 
 
+STACK = textwrap.dedent("""\
+    class Stack(nn.Module):
+        def __init__(self, depth=2):
+            super().__init__()
+            self.blocks = nn.ModuleList([Block() for _ in range(depth)])
+            self.head = nn.ModuleList([Block(), Block()])
+
+        def forward(self, x):
+            for block in self.blocks:
+                x = block(x, scale=0.5)
+            {use}
+            return self.head[0](x) + len(self.blocks)
+    """)
+
+
+def test_blocks_in_a_module_list_whose_every_use_is_a_call_lose_unused_variadics(
+        tmp_path: Path) -> None:
+    """CCT's `self.blocks = nn.ModuleList([Layer(...) for ...])`, then `for blk in
+    self.blocks: x = blk(x)`: the calls of the elements are the callers."""
+    code = BLOCK + "\n\n" + STACK.format(use="x = self.head[1](x)")
+    result = _rewrite(code, str(_tree(tmp_path, code)))
+    assert result.text == code.replace("x, *args, scale=1.0, **kwargs", "x, scale=1.0")
+    for use, reason in (
+            ("x = self.head[1](x, x)", "passes more positional arguments than it names"),
+            ("y = [b for b in self.blocks]", "self.blocks of Stack is used other than iterated"),
+            ("x = self.head[-1:][0](x)", "self.head of Stack is indexed other than to call"),
+            ("x = [b(x) for b in self.head][0]", "self.head of Stack is used other than")):
+        folder = tmp_path / str(abs(hash(use)))
+        folder.mkdir()
+        code = BLOCK + "\n\n" + STACK.format(use=use)
+        result = _rewrite(code, str(_tree(folder, code)))
+        assert result.text == code, use
+        assert any(reason in s.reason for s in result.skips), (use, result.skips)
+
+
 def test_kwargs_passed_to_a_submodule_become_its_parameters() -> None:
     code = HEADER + textwrap.dedent("""\
         class Attention(nn.Module):

@@ -22,12 +22,15 @@ What it does
       the tree names the class, the modules' defaults for a keyword differ, or a keyword has
       no default;
     * an unused ``*args`` or ``**kwargs`` is removed when the tree shows that no caller passes
-      anything it would take: the class is built only as ``self.<attr> = Cls(...)`` in ``__init__``
-      of classes of its own file, each such attribute is only ever called, every call has a
-      known number of positional arguments and only named keywords that the remaining
-      parameters take, and no other file of the tree names the class. Otherwise (the class is
-      built nowhere in the tree, named in another file, held in a container, called with
-      ``*xs``, ...) it is removed only with ``--unsafe-fixes``, and the reason is reported;
+      anything it would take: the class is built only as ``self.<attr> = Cls(...)`` or as the
+      elements of ``self.<attr> = nn.ModuleList([Cls(...) for ...])`` in ``__init__`` of
+      classes of its own file, each such attribute is only ever called (a ModuleList's
+      elements: ``for block in self.blocks: x = block(x)``, ``self.blocks[i](x)``, and
+      ``len(self.blocks)``), every call has a known number of positional arguments and only
+      named keywords that the remaining parameters take, and no other file of the tree names
+      the class. Otherwise (the class is built nowhere in the tree, named in another file, held
+      in another container, called with ``*xs``, ...) it is removed only with
+      ``--unsafe-fixes``, and the reason is reported;
     * keyword-only parameters become ordinary ones with the same defaults (those without a
       default first: they are only ever passed by name, so their order is free).
 
@@ -95,6 +98,8 @@ from tsfix.codemods.facts.syntax import (
     literal_type,
     methods_of,
     names_used,
+    parent_map,
+    qualified_name,
     self_attr,
     self_name,
 )
@@ -657,6 +662,7 @@ class Encoder(nn.Module):
             return elsewhere
         calls: list[cst.Call] = []
         built = False
+        in_lists: set[int] = set()      # constructions that are elements of a ModuleList
         for holder in self.facts.classes.values():
             if holder is cls:
                 continue
@@ -664,28 +670,40 @@ class Encoder(nn.Module):
             attrs = {a.attr for a in holder_facts.assignments
                      if isinstance(a.value, cst.Call) and isinstance(a.value.func, cst.Name)
                      and a.value.func.value == name}
+            lists: set[str] = set()
+            for a in holder_facts.assignments:
+                elements = self._module_list_of(a.value, name) if a.method == "__init__" else None
+                if elements is not None:
+                    lists.add(a.attr)
+                    in_lists.update(map(id, elements))
             for holder_method in holder_facts.methods.values():
                 self_var = self_name(holder_method)
                 targets = {id(t.target) for a in find_all(holder_method.body, cst.Assign)
                            for t in a.targets}
                 for node in find_all(holder_method.body, cst.Attribute):
-                    if self_var is not None and self_attr(node, self_var) in attrs:
+                    attr = self_attr(node, self_var) if self_var is not None else None
+                    if attr in lists and id(node) not in targets:
+                        why = _element_calls(holder_method, node, calls)
+                        if why is not None:
+                            return f"self.{attr} of {holder.name.value} {why}"
+                    elif attr in attrs:
                         calls_here = [c for c in find_all(holder_method.body, cst.Call)
                                       if c.func is node]
                         if not calls_here and id(node) not in targets:
                             return (f"self.{node.attr.value} of {holder.name.value} is used "
                                     "other than called")
                         calls.extend(calls_here)
-            built = built or bool(attrs)
+            built = built or bool(attrs) or bool(lists)
         references = [n for n in find_all(self.source_module, cst.Name)
                       if n.value == name and n is not cls.name]
         constructions = [c for c in find_all(self.source_module, cst.Call)
                          if isinstance(c.func, cst.Name) and c.func.value == name]
         stored = {id(a.value) for h in self.facts.classes.values()
-                  for a in self.facts.of(h).assignments if a.method == "__init__"}
+                  for a in self.facts.of(h).assignments if a.method == "__init__"} | in_lists
         if any(id(c) not in stored for c in constructions) or \
                 len(references) != len(constructions):
-            return f"{name} is used other than as `self.<attr> = {name}(...)` in __init__"
+            return (f"{name} is used other than as `self.<attr> = {name}(...)` or an element of "
+                    "`self.<attr> = nn.ModuleList([...])` in __init__")
         if not built:
             return f"{name} is built nowhere in the tree, so its callers are not known"
         params = func.params
@@ -700,6 +718,24 @@ class Encoder(nn.Module):
             if any(a.keyword is not None and a.keyword.value not in keywords for a in call.args):
                 return f"a call of {name} passes a keyword it does not name"
         return None
+
+    def _module_list_of(self, value: cst.BaseExpression | None, name: str
+                        ) -> list[cst.Call] | None:
+        """The constructions of ``name`` in ``nn.ModuleList([name(...), ...])`` or
+        ``nn.ModuleList([name(...) for ...])`` (every element one), else None."""
+        if not (isinstance(value, cst.Call) and len(value.args) == 1
+                and value.args[0].keyword is None and not value.args[0].star
+                and qualified_name(value.func, self.facts.imports) in _MODULE_LISTS):
+            return None
+        listed = value.args[0].value
+        elements = ([listed.elt] if isinstance(listed, cst.ListComp)
+                    else [e.value for e in listed.elements]
+                    if isinstance(listed, cst.List) and not any(
+                        isinstance(e, cst.StarredElement) for e in listed.elements) else [])
+        if not elements or not all(isinstance(e, cst.Call) and isinstance(e.func, cst.Name)
+                                   and e.func.value == name for e in elements):
+            return None
+        return elements  # type: ignore[return-value]
 
     def _named_elsewhere(self, name: str) -> str | None:
         """None when no other ``.py`` file of the tree names ``name``; else why it is unknown."""
@@ -834,3 +870,38 @@ def _may_mean_ours(text: str, name: str, stem: str) -> bool:
     if imports:
         return False
     return re.search(rf"^\s*class {word}\b", text, re.MULTILINE) is None
+
+
+_MODULE_LISTS = ("torch.nn.ModuleList", "torch.nn.modules.container.ModuleList")
+
+
+def _element_calls(method: cst.FunctionDef, node: cst.Attribute,
+                   calls: list[cst.Call]) -> str | None:
+    """Collect into ``calls`` the calls of the elements of the ModuleList ``node`` reads in
+    ``method``: ``for block in self.blocks: x = block(x)`` or ``self.blocks[i](x)``
+    (``len(self.blocks)`` calls none); None when that is every use, else why not."""
+    parents = parent_map(method)
+    parent = parents.get(id(node))
+    if isinstance(parent, cst.Arg):
+        call = parents.get(id(parent))
+        if (isinstance(call, cst.Call) and isinstance(call.func, cst.Name)
+                and call.func.value == "len" and len(call.args) == 1):
+            return None
+    if isinstance(parent, cst.Subscript) and parent.value is node:
+        caller = parents.get(id(parent))
+        if isinstance(caller, cst.Call) and caller.func is parent:
+            calls.append(caller)
+            return None
+        return "is indexed other than to call an element"
+    if isinstance(parent, cst.For) and parent.iter is node and isinstance(parent.target,
+                                                                           cst.Name):
+        element = parent.target.value
+        uses = [n for n in find_all(parent.body, cst.Name) if n.value == element]
+        called = [c for c in find_all(parent.body, cst.Call)
+                  if isinstance(c.func, cst.Name) and c.func.value == element]
+        if len(uses) != len(called) or parent.orelse is not None:
+            return f"is iterated, and `{element}` is used other than called"
+        calls.extend(called)
+        return None
+    return "is used other than iterated, indexed to call an element, or measured with len()"
+
