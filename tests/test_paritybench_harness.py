@@ -2,10 +2,10 @@
 
 ``tests/data/paritybench/test_synthetic_models.py`` is written like ParityBench's generated files
 (the ``_paritybench_helpers`` import, an absent third-party module, ``_mock_config``, a
-``TESTCASES`` list) with four cases: one that scripts as it is, one that ``float-arguments``
-fixes (given its init args positionally), one that fails before and after (``try`` in forward),
-and one whose input does not fit the layer, so it fails eagerly and is excluded. No network and
-no ParityBench snapshot are needed.
+``TESTCASES`` list) with four cases: one that scripts as it is once it has run (its forward
+creates an attribute), one that ``float-arguments`` fixes (given its init args positionally),
+one that fails before and after (``try`` in forward), and one whose input does not fit the
+layer, so it fails eagerly and is excluded. No network and no ParityBench snapshot are needed.
 """
 
 from __future__ import annotations
