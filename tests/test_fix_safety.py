@@ -112,6 +112,14 @@ def test_a_class_whose_change_is_annotations_only_is_safe_and_a_changed_body_is_
     assert safe_classes(SAFETY_BEFORE, after, {"Typed", "Lifted"}) == {"Typed"}
 
 
+def test_a_decorator_added_to_an_unchanged_method_is_not_taken_for_no_change() -> None:
+    """ast places a def at its `def` line: the decorator above must still count."""
+    before = "class M:\n    def f(self, x):\n        return x\n"
+    after = "class M:\n    @staticmethod\n    def f(self, x):\n        return x\n"
+    assert not eager_equivalent(before, after)
+    assert safe_classes(before, after, {"M"}) == set()
+
+
 def test_a_changed_module_level_function_makes_no_class_safe() -> None:
     after = SAFETY_BEFORE.replace("x, scale=1.0):", "x, scale: float = 1.0):").replace(
         "def helper(x):\n    return x", "def helper(x):\n    return -x")

@@ -122,8 +122,13 @@ class _Source:
     def of(self, node: ast.stmt) -> bytes | None:
         if not hasattr(node, "lineno"):
             return None         # a node the eager view made: compared by its dump
-        first, last = node.lineno - 1, (node.end_lineno or node.lineno) - 1
-        start, end = node.col_offset, node.end_col_offset
+        # A def's or class's own position leaves its decorators out: start at the first one,
+        # so a decorator a rule added or changed is not taken for an unchanged statement.
+        decorators: list[ast.expr] = getattr(node, "decorator_list", [])
+        first, start = min([(node.lineno, node.col_offset),
+                            *((d.lineno, d.col_offset) for d in decorators)])
+        first, last = first - 1, (node.end_lineno or node.lineno) - 1
+        end = node.end_col_offset
         if first == last:
             return self.lines[first][start:end]
         return b"".join([self.lines[first][start:], *self.lines[first + 1:last],
