@@ -394,6 +394,10 @@ def test_pack_and_unpack_equal_einops(pattern: str, shapes: list[tuple[int, ...]
     ("y, ps = pack([x * 2, x], 'b * d')\nreturn y\n", "not a name or attribute"),
     ("y, ps = pack([x, x], pattern)\nreturn y\n", "not a string literal"),
     ("y, ps = pack([x, x], 'b * *')\nreturn y\n", "one *"),
+    # one of the packs binding the shapes is refused: they may be einops' tuples
+    ("if x.dim() > 2:\n    y, ps = pack([x * 2, x], 'b * d')\nelse:\n"
+     "    y, ps = pack([x, x], 'b * d')\nreturn unpack(y, ps, 'b * d')\n",
+     "only unpack() reads"),
 ])
 def test_pack_and_unpack_it_cannot_prove_are_refused(body: str, reason: str) -> None:
     code = method(body, "self, x, shapes, pattern").replace(

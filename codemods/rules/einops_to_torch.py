@@ -248,13 +248,13 @@ def _unpack(call: cst.Call, torch_name: str | None, taken: Collection[str]
         f"zip({t}.split({lengths}, dim={before}), {ps})]")
 
 
-def _packed_shapes(func: cst.FunctionDef, packs: list[cst.Call], unpacks: list[cst.Call]
-                   ) -> tuple[set[int], set[str]]:
+def _packed_shapes(func: cst.FunctionDef, packs: list[cst.Call], unpacks: list[cst.Call],
+                   torch_name: str | None) -> tuple[set[int], set[str]]:
     """Which of ``packs`` can be rewritten (ids), and the names of the shapes they return that
-    unpacks can read. The shapes a pack
-    returns become lists of ints (einops': torch.Size): a pack is rewritten when its shapes go
-    to a name (or ``_``) that the method reads only as an unpack's shapes and binds only from
-    packs; an unpack, when its shapes are such a name."""
+    unpacks can read. The shapes a pack returns become lists of ints (einops': torch.Size): a
+    pack is rewritten when its shapes go to a name (or ``_``) that the method reads only as an
+    unpack's shapes and binds only from packs that are all rewritten; an unpack, when its
+    shapes are such a name."""
     value_of: dict[int, str] = {}       # pack call -> the name its shapes go to
     for assign in find_all(func.body, cst.Assign):
         if len(assign.targets) == 1 and isinstance(assign.value, cst.Call) and any(
@@ -273,8 +273,20 @@ def _packed_shapes(func: cst.FunctionDef, packs: list[cst.Call], unpacks: list[c
     elsewhere = {n.value for n in find_all(func.body, cst.Name)
                  if n.value in names and id(n) not in allowed}
     elsewhere |= names & set(parameters_of(func))
+    # A name one pack left as einops' (refused) holds torch.Size tuples there.
+    by_id = {id(p): p for p in packs}
+    elsewhere |= {name for call, name in value_of.items()
+                  if not _can_pack(by_id[call], torch_name)}
     good = {call for call, name in value_of.items() if name not in elsewhere}
     return good, {value_of[call] for call in good} - {"_"}
+
+
+def _can_pack(call: cst.Call, torch_name: str | None) -> bool:
+    try:
+        _pack(call, torch_name)
+    except Unsupported:
+        return False
+    return True
 
 
 def _safe_arguments(call: cst.Call) -> bool:
@@ -415,12 +427,14 @@ class M(nn.Module):
                      if (kind := _einops_kind(qualified_name(call.func, self.facts.imports)))
                      and id(call) not in skipped]
             packs, shapes = _packed_shapes(func, [c for c, k in calls if k == "pack"],
-                                           [c for c, k in calls if k == "unpack"])
+                                           [c for c, k in calls if k == "unpack"],
+                                           self.facts.torch_alias)
             taken = names_used(func)
             for call, kind in calls:
                 message = f"{_shown(call)} is an einops call"
                 try:
                     if kind == "pack" and id(call) not in packs:
+                        _pack(call, self.facts.torch_alias)     # its own reason first
                         raise Unsupported("the shapes it returns are not assigned to a name "
                                           "that only unpack() reads")
                     if kind == "unpack" and not (
