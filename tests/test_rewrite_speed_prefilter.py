@@ -6,6 +6,7 @@ LibCST's."""
 from __future__ import annotations
 
 import dataclasses
+import gc
 import importlib.util
 from collections.abc import Iterator
 from pathlib import Path
@@ -120,3 +121,31 @@ def test_positions_across_line_breaks_inside_tokens() -> None:
         found = _Positions(node)
         assert {n: found[n] for n in expected if not isinstance(n, cst.Module)} == {
             n: r for n, r in expected.items() if not isinstance(n, cst.Module)}
+
+
+class _SeesCollector(Rule):
+    name = "sees-collector"
+    seen: list[bool] = []
+
+    def rewrite_class(self, cls: cst.ClassDef) -> cst.ClassDef:
+        _SeesCollector.seen.append(gc.isenabled())
+        return cls
+
+
+def test_the_cycle_collector_is_paused_for_a_file_and_left_as_it_was() -> None:
+    text = ("import torch\n\nclass Net(torch.nn.Module):\n"
+            "    def forward(self, x):\n        return x\n")
+    _SeesCollector.seen = []
+    assert gc.isenabled()
+    rewrite_source(text, RewriteSettings([_SeesCollector]), "file.py")
+    assert _SeesCollector.seen == [False]
+    assert gc.isenabled()
+    with pytest.raises(RewriteError):
+        rewrite_source("class Net(:\n", RewriteSettings([_SeesCollector]), "file.py")
+    assert gc.isenabled()       # a file that fails does not leave it paused
+    gc.disable()                # a caller that paused it keeps it paused
+    try:
+        rewrite_source(text, RewriteSettings([_SeesCollector]), "file.py")
+        assert not gc.isenabled()
+    finally:
+        gc.enable()

@@ -8,10 +8,12 @@ worker process.
 from __future__ import annotations
 
 import ast
+import contextlib
 import difflib
+import gc
 import re
 import warnings
-from collections.abc import Sequence
+from collections.abc import Iterator, Sequence
 from dataclasses import dataclass, field
 
 import black
@@ -82,8 +84,26 @@ def rewrite_source(text: str, settings: RewriteSettings, file: FileContext | str
     path)."""
     if isinstance(file, str):
         file = FileContext(file)
-    with file_scope():
+    with file_scope(), _collector_paused():
         return _rewrite(text, settings, file)
+
+
+@contextlib.contextmanager
+def _collector_paused() -> Iterator[None]:
+    """CPython's cycle collector paused for one file's rewrite. ``ast`` and LibCST build
+    trees of many thousand objects, and every few hundred allocations the collector walks
+    the young ones, and now and then the whole growing heap: measured on torch.nn, it makes
+    ``ast.parse`` twice as slow and the rewrite phase 10-15%. Nothing a rewrite builds is
+    cyclic garbage that must go before the file is done; what it leaves is collected after,
+    as usual."""
+    if not gc.isenabled():
+        yield
+        return
+    gc.disable()
+    try:
+        yield
+    finally:
+        gc.enable()
 
 
 def _rewrite(text: str, settings: RewriteSettings, context: FileContext) -> Rewrite:
