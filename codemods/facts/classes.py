@@ -133,6 +133,8 @@ class ClassFacts:
         self.imports = dict(imports)
         self._never_compiled: dict[str, frozenset[int]] = {}
         self._typers: dict[tuple[str, tuple[tuple[str, str], ...]], Typer] = {}
+        # method -> its facts.type_flow.TypeFlow (constant-flag and rebound-local both ask)
+        self.type_flows: dict[str, object] = {}
 
     # -- methods ---------------------------------------------------------------------------
 

@@ -107,10 +107,14 @@ def merge_returns(first: str, later: str) -> str | None:
 
 def type_flow(facts: ClassFacts, method: str) -> TypeFlow:
     """The re-bindings and return types of one compiled method that TorchScript rejects, as
-    far as the value types can be read (a value of unknown type is never reported)."""
-    func = facts.methods[method]
-    walker = _Flow(facts, method, func)
+    far as the value types can be read (a value of unknown type is never reported). Once
+    per class facts: a class no rule changed keeps its facts, and its flows, for the next."""
+    flow = facts.type_flows.get(method)
+    if isinstance(flow, TypeFlow):
+        return flow
+    walker = _Flow(facts, method, facts.methods[method])
     walker.run()
+    facts.type_flows[method] = walker.flow
     return walker.flow
 
 

@@ -140,6 +140,7 @@ from __future__ import annotations
 
 import ast
 import re
+import weakref
 from collections.abc import Callable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field, replace
 
@@ -151,6 +152,7 @@ from tsfix.codemods.facts.statements import definitely_assigned
 from tsfix.codemods.facts.syntax import (
     AttrAssignment,
     bound_names,
+    children,
     code_of,
     contains,
     find_all,
@@ -304,7 +306,7 @@ def _ancestor_ifs(root: cst.CSTNode, node: cst.CSTNode) -> list[cst.If] | None:
     first; None when ``node`` is not in ``root``."""
     if root is node:
         return []
-    for child in root.children:
+    for child in children(root):
         found = _ancestor_ifs(child, node)
         if found is not None:
             return [root, *found] if isinstance(root, cst.If) else found
@@ -523,32 +525,43 @@ def _definite_nowhere(statement: cst.CSTNode, assigned: dict[int, set[str]],
             maybe.setdefault(name, statement)
 
 
-def _tested_reads(node: cst.CSTNode, self_var: str, tests: tuple[cst.If | cst.IfExp, ...] = ()
-                  ) -> Iterator[tuple[cst.Attribute, tuple[cst.If | cst.IfExp, ...]]]:
+def _tested_reads(node: cst.CSTNode, self_var: str
+                  ) -> list[tuple[cst.Attribute, tuple[cst.If | cst.IfExp, ...]]]:
     """Every ``self.<attr>`` in ``node`` with the ``if`` statements and ``x if t else y``
     expressions whose branches hold it, outermost first."""
+    found: list[tuple[cst.Attribute, tuple[cst.If | cst.IfExp, ...]]] = []
+    # A list filled by one recursion, not nested generators: a read deep in a method would
+    # pass through one generator frame per level.
+    _collect_tested_reads(node, self_var, (), found)
+    return found
+
+
+def _collect_tested_reads(node: cst.CSTNode, self_var: str,
+                          tests: tuple[cst.If | cst.IfExp, ...],
+                          found: list[tuple[cst.Attribute, tuple[cst.If | cst.IfExp, ...]]]
+                          ) -> None:
     if isinstance(node, cst.If):
-        yield from _tested_reads(node.test, self_var, tests)
-        yield from _tested_reads(node.body, self_var, (*tests, node))
+        _collect_tested_reads(node.test, self_var, tests, found)
+        _collect_tested_reads(node.body, self_var, (*tests, node), found)
         if node.orelse is not None:
-            yield from _tested_reads(node.orelse, self_var, (*tests, node))
+            _collect_tested_reads(node.orelse, self_var, (*tests, node), found)
         return
     if isinstance(node, cst.IndentedBlock):
         for statement in node.body:
-            yield from _tested_reads(statement, self_var, tests)
+            _collect_tested_reads(statement, self_var, tests, found)
             if isinstance(statement, cst.If) and statement.orelse is None and _leaves(statement):
                 # `if self.skip: return x`: what follows runs only where the test is false.
                 tests = (*tests, statement)
         return
     if isinstance(node, cst.IfExp):
-        yield from _tested_reads(node.test, self_var, tests)
-        yield from _tested_reads(node.body, self_var, (*tests, node))
-        yield from _tested_reads(node.orelse, self_var, (*tests, node))
+        _collect_tested_reads(node.test, self_var, tests, found)
+        _collect_tested_reads(node.body, self_var, (*tests, node), found)
+        _collect_tested_reads(node.orelse, self_var, (*tests, node), found)
         return
     if isinstance(node, cst.Attribute) and self_attr(node, self_var) is not None:
-        yield node, tests
-    for child in node.children:
-        yield from _tested_reads(child, self_var, tests)
+        found.append((node, tests))
+    for child in children(node):
+        _collect_tested_reads(child, self_var, tests, found)
 
 
 def _leaves(test: cst.If) -> bool:
@@ -843,6 +856,18 @@ def _maybe_built(file: AstFile, init: ast.FunctionDef) -> set[str]:
     return found
 
 
+_PLANNED: weakref.WeakKeyDictionary[AstFile, frozenset[str]] = weakref.WeakKeyDictionary()
+
+
+def _planned_classes(file: AstFile) -> frozenset[str]:
+    """The names of the classes :func:`_may_plan` names, asked once per file text (by
+    ``may_apply``, then by ``prepare`` on the same file)."""
+    if file not in _PLANNED:
+        _PLANNED[file] = frozenset(klass.name for klass in file.module_classes
+                                   if _may_plan(file, klass))
+    return _PLANNED[file]
+
+
 def _may_plan(file: AstFile, klass: ast.ClassDef) -> bool:
     """Whether constant-flag may find something in ``klass`` (the prefilter's look, per class:
     ``prepare`` plans only the classes it names). Every plan is of a module class with
@@ -1059,7 +1084,7 @@ class Pool(nn.Module):
     def may_apply(cls, file: AstFile) -> bool:
         if file.tree is None:
             return True
-        return any(_may_plan(file, klass) for klass in file.module_classes)
+        return bool(_planned_classes(file))
 
     def prepare(self, module: cst.Module) -> None:
         self.plans: dict[str, _Plan] = {}
@@ -1068,8 +1093,7 @@ class Pool(nn.Module):
         # (the callers' plan reads every class: it follows the fixed ones).
         planned = classes
         if self.ast_file is not None and self.ast_file.tree is not None:
-            named = {k.name for k in self.ast_file.module_classes
-                     if _may_plan(self.ast_file, k)}
+            named = _planned_classes(self.ast_file)
             planned = [c for c in classes if c.name.value in named]
         for cls in planned:
             plan = self._returns_plan(cls)
