@@ -93,6 +93,16 @@ class AstFile:
     def __init__(self, text: str) -> None:
         self.text = text
         self.tree: ast.Module | None = parse_once(text)
+        self._walks: dict[int, list[ast.AST]] = {}
+        self._compiled_methods: dict[int, list[ast.FunctionDef]] = {}
+
+    def nodes_of(self, node: ast.AST) -> list[ast.AST]:
+        """``list(ast.walk(node))`` for a node of this file's tree, walked once: every rule's
+        prefilter walks the same compiled methods. The list is shared; do not change it."""
+        found = self._walks.get(id(node))
+        if found is None:
+            found = self._walks[id(node)] = walk(node)
+        return found
 
     @cached_property
     def _lines(self) -> list[str]:
@@ -198,6 +208,12 @@ class AstFile:
 
     def compiled_methods(self, cls: ast.ClassDef) -> list[ast.FunctionDef]:
         """``forward``, ``@torch.jit.export`` methods and what they call through ``self``."""
+        found = self._compiled_methods.get(id(cls))
+        if found is None:
+            found = self._compiled_methods[id(cls)] = self._find_compiled_methods(cls)
+        return found
+
+    def _find_compiled_methods(self, cls: ast.ClassDef) -> list[ast.FunctionDef]:
         methods = {item.name: item for item in cls.body if isinstance(item, ast.FunctionDef)}
         order = [name for name, func in methods.items()
                  if (name == "forward" or any(dotted_name(d).endswith("jit.export")
@@ -206,7 +222,7 @@ class AstFile:
             args = methods[name].args
             first = (args.posonlyargs + args.args)[:1]
             self_var = first[0].arg if first else "self"
-            for node in ast.walk(methods[name]):
+            for node in self.nodes_of(methods[name]):
                 if (isinstance(node, ast.Call) and isinstance(node.func, ast.Attribute)
                         and isinstance(node.func.value, ast.Name)
                         and node.func.value.id == self_var
@@ -229,7 +245,7 @@ class AstFile:
 
     @cached_property
     def _compiled_nodes(self) -> list[ast.AST]:
-        return [node for _, func in self.compiled for node in walk(func)]
+        return [node for _, func in self.compiled for node in self.nodes_of(func)]
 
     @cached_property
     def compiled_node_types(self) -> frozenset[type]:
@@ -251,11 +267,10 @@ class AstFile:
         return any(isinstance(n, ast.Attribute) and isinstance(n.value, ast.Name)
                    and n.value.id == self_var for n in ast.walk(node))
 
-    @staticmethod
-    def tests(func: ast.FunctionDef) -> Iterator[ast.expr]:
+    def tests(self, func: ast.FunctionDef) -> Iterator[ast.expr]:
         """Expressions a method evaluates for their truth: if/elif/while/ternary/assert
         tests, comprehension conditions, and/or operands, ``not`` operands."""
-        for node in ast.walk(func):
+        for node in self.nodes_of(func):
             if isinstance(node, ast.If | ast.While | ast.IfExp | ast.Assert):
                 yield node.test
             elif isinstance(node, ast.comprehension):

@@ -147,7 +147,7 @@ from dataclasses import dataclass, field, replace
 import libcst as cst
 from libcst.helpers import get_full_name_for_node
 from tsfix.codemods.facts.classes import ClassFacts
-from tsfix.codemods.facts.prefilter import AstFile, walk
+from tsfix.codemods.facts.prefilter import AstFile
 from tsfix.codemods.facts.statements import definitely_assigned
 from tsfix.codemods.facts.syntax import (
     AttrAssignment,
@@ -831,7 +831,7 @@ def _maybe_built(file: AstFile, init: ast.FunctionDef) -> set[str]:
     holding None, less those it registers."""
     blocks = (ast.If, ast.For, ast.AsyncFor, ast.While, ast.Try, ast.TryStar, ast.Match,
               ast.With, ast.AsyncWith, ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)
-    nodes = list(ast.walk(init))[1:]
+    nodes = file.nodes_of(init)[1:]
     if any(isinstance(node, ast.Return) for node in nodes):
         found = _stored(init)
     else:
@@ -878,7 +878,7 @@ def _may_plan(file: AstFile, klass: ast.ClassDef) -> bool:
     read: set[str] = set()
     for func in file.compiled_methods(klass):
         self_var = file.self_var(func)
-        nodes = walk(func)
+        nodes = file.nodes_of(func)
         if (sum(isinstance(node, ast.Return) for node in nodes) > 1
                 or any(isinstance(node, ast.If) and file.reads_self(node.test, self_var)
                        and _bound_names(node.body) != _bound_names(node.orelse)

@@ -495,7 +495,7 @@ class Up(nn.Module):
 
         inits = (file.init_of(cls) for cls in file.module_classes)
         return (calls(file.compiled_nodes(), _FUNCTION_NAMES)
-                or any(calls(ast.walk(init), _LAYER_NAMES) for init in inits if init))
+                or any(calls(file.nodes_of(init), _LAYER_NAMES) for init in inits if init))
 
     def prepare(self, module: cst.Module) -> None:
         self.imports = self.facts.imports

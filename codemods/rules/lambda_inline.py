@@ -284,7 +284,7 @@ class Order(torch.nn.Module):
             return True
         return "map(" in file.text and any(
             isinstance(node, ast.Call) and isinstance(node.func, ast.Name)
-            and node.func.id == "map" for _, func in file.compiled for node in ast.walk(func))
+            and node.func.id == "map" for _, func in file.compiled for node in file.nodes_of(func))
 
     def prepare(self, module: cst.Module) -> None:
         self._module_names = top_level_names(module)

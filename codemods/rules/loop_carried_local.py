@@ -799,7 +799,8 @@ class Acc(torch.nn.Module):
         # that no plain assignment binds earlier in the method (what _carrying_loop needs).
         for _, func in file.compiled:
             nodes = own(func)
-            loops = [n for n in ast.walk(func) if isinstance(n, ast.For | ast.AsyncFor | ast.While)]
+            loops = [n for n in file.nodes_of(func)
+                     if isinstance(n, ast.For | ast.AsyncFor | ast.While)]
             if not loops:
                 continue
             args = func.args

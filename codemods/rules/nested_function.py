@@ -306,7 +306,7 @@ class Each(torch.nn.Module):
             return True
         # A def inside a compiled method: the only methods the rule reads.
         return any(isinstance(inner, ast.FunctionDef | ast.AsyncFunctionDef) and inner is not func
-                   for _, func in file.compiled for inner in ast.walk(func))
+                   for _, func in file.compiled for inner in file.nodes_of(func))
 
     def transform_module_impl(self, tree: cst.Module) -> cst.Module:
         rewritten = super().transform_module_impl(tree)

@@ -213,14 +213,14 @@ class M(torch.nn.Module):
         also a parameter or bound outside that statement (a re-binding in a nested block,
         which the rule rewrites or refuses)."""
         for _, func in file.compiled:
-            bound = [(name, node) for node in ast.walk(func)
+            bound = [(name, node) for node in file.nodes_of(func)
                      if isinstance(node, ast.Assign | ast.AugAssign | ast.AnnAssign)
                      for target in (node.targets if isinstance(node, ast.Assign)
                                     else [node.target])
                      for name in _ast_names(target)]
             params = {a.arg for a in [*func.args.posonlyargs, *func.args.args,
                                       *func.args.kwonlyargs]}
-            for block in ast.walk(func):
+            for block in file.nodes_of(func):
                 if not isinstance(block, ast.If | ast.For | ast.While):
                     continue
                 inside = {id(n) for n in ast.walk(block)}

@@ -382,7 +382,7 @@ class Annotate(Rule):
             self_var = file.self_var(func)
             if looks_at(func, skip_first=True):
                 return True
-            for node in ast.walk(func):
+            for node in file.nodes_of(func):
                 if (isinstance(node, ast.Attribute) and isinstance(node.value, ast.Name)
                         and node.value.id == self_var):
                     read.add(node.attr)

@@ -306,7 +306,7 @@ class Block(nn.Module):
             self_var = file.self_var(func)
             if any(file.reads_self(test, self_var) for test in file.tests(func)):
                 return True
-            holders = {node.value.attr for node in ast.walk(func)
+            holders = {node.value.attr for node in file.nodes_of(func)
                        if isinstance(node, ast.Attribute | ast.Subscript)
                        and isinstance(node.value, ast.Attribute)
                        and isinstance(node.value.value, ast.Name)

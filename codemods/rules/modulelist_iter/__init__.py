@@ -637,7 +637,7 @@ class M(Module):
         int_keys_ok = "ModuleDict" not in file.text
         for _, func in file.compiled:
             self_var = file.self_var(func)
-            for node in ast.walk(func):
+            for node in file.nodes_of(func):
                 if (isinstance(node, ast.Subscript) and isinstance(node.value, ast.Attribute)
                         and isinstance(node.value.value, ast.Name)
                         and node.value.value.id == self_var
