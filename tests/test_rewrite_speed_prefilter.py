@@ -15,9 +15,10 @@ import libcst as cst
 import pytest
 from libcst.metadata import MetadataWrapper, PositionProvider
 from tsfix.codemods.facts.prefilter import AstFile
+from tsfix.codemods.facts.syntax import find_all
 from tsfix.codemods.pipeline.rewrite import RewriteError, rewrite_source
 from tsfix.codemods.pipeline.settings import FileContext, RewriteSettings
-from tsfix.codemods.rules.base import Rule, _Positions
+from tsfix.codemods.rules.base import ClassChange, Rule, _Positions
 from tsfix.codemods.rules.registry import ALL_RULES
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -149,3 +150,42 @@ def test_the_cycle_collector_is_paused_for_a_file_and_left_as_it_was() -> None:
         assert not gc.isenabled()
     finally:
         gc.enable()
+
+
+class _GrowsTheClass(Rule):
+    """Adds an import line above the class and two lines at the top of its body."""
+
+    name = "grows-the-class"
+
+    def transform_module_impl(self, tree: cst.Module) -> cst.Module:
+        grown = super().transform_module_impl(tree)
+        return grown.with_changes(body=[cst.parse_statement("import os\n"), *grown.body])
+
+    def rewrite_class(self, cls: cst.ClassDef) -> cst.ClassDef:
+        assert isinstance(cls.body, cst.IndentedBlock)
+        added = [cst.parse_statement("a = 1\n"), cst.parse_statement("b = 2\n")]
+        self.changes.append(ClassChange(self.name, cls.name.value, (1, 1), "grown"))
+        return cls.with_changes(body=cls.body.with_changes(body=[*added, *cls.body.body]))
+
+
+class _RefusesReturns(Rule):
+    name = "refuses-returns"
+
+    def rewrite_class(self, cls: cst.ClassDef) -> cst.ClassDef:
+        self.skip(cls.name.value, cls, "the class")
+        for node in find_all(cls, cst.Return):
+            self.skip(cls.name.value, node, "a return")
+        return cls
+
+
+def test_a_class_an_earlier_rule_rewrote_keeps_its_line_and_places_what_it_holds() -> None:
+    # Lines after an earlier rule's rewrite: the class keeps its line in the file as the user
+    # has it (the import added above it does not move it), what it holds is placed within
+    # the class as rewritten (two lines further down: the lines the earlier rule added).
+    text = ("import torch\n\n\nclass Net(torch.nn.Module):\n    def forward(self, x):\n"
+            "        y = x + 1\n        return y\n")
+    for rules in ([_RefusesReturns], [_GrowsTheClass, _RefusesReturns]):
+        result = rewrite_source(text, RewriteSettings(rules), "file.py")
+        shift = 2 if _GrowsTheClass in rules else 0
+        assert [(s.reason, s.line, s.column) for s in result.skips] == [
+            ("the class", 4, 1), ("a return", 7 + shift, 9)]

@@ -306,21 +306,42 @@ class Rule(Codemod):
     def _position_in_method(self, node: cst.CSTNode) -> CodeRange | None:
         cls = self._current_class
         index = self._class_index
-        if (cls is None or index >= len(self.original_classes)
-                or self.original_classes[index] is not cls
-                or not isinstance(cls.body, cst.IndentedBlock)):
+        if cls is None or not isinstance(cls.body, cst.IndentedBlock):
             return None
-        layout = self._class_layouts[index]
-        if node is cls:
-            return layout.span
+        if index < len(self.original_classes) and self.original_classes[index] is cls:
+            layout, shift = self._class_layouts[index], 0
+            if node is cls:
+                return layout.span
+        else:
+            # Rewritten by an earlier rule: the text this rule was given places its methods,
+            # and the class keeps its line in the file as the user has it (as the whole
+            # class's positions, shifted by its line, place them).
+            current = self._current_layout(cls, index)
+            if current is None:
+                return None
+            layout, shift = current, self._class_layouts[index].line - current.line
+            if node is cls:
+                return None if layout.span is None else _shifted(layout.span, shift, 0)
         for statement in cls.body.body:
             if (isinstance(statement, cst.FunctionDef) and statement.name.value in layout.methods
                     and contains(statement, node)):
                 positions = _node_positions(statement)
                 line, column = layout.methods[statement.name.value]
                 here = positions[statement].start
-                return _shifted(positions[node], line - here.line, column - here.column)
+                return _shifted(positions[node], line - here.line + shift, column - here.column)
         return None
+
+    def _current_layout(self, cls: cst.ClassDef, index: int) -> _ClassLayout | None:
+        """The layout of ``cls`` in the text of the module this rule was given (``ast_file``
+        is that text), when ``cls`` is still that module's class."""
+        file = self.ast_file
+        if file is None or file.tree is None or index >= len(self._class_layouts):
+            return None
+        given = [s for s in self.source_module.body if isinstance(s, cst.ClassDef)]
+        if index >= len(given) or given[index] is not cls:
+            return None
+        layouts = _class_layouts(file.text)
+        return layouts[index] if index < len(layouts) else None
 
     def function_position(self, func: cst.FunctionDef, node: cst.CSTNode) -> tuple[int, int]:
         """(line, 1-based column) of ``node`` in a module-level function, in the lines of the
