@@ -189,3 +189,15 @@ def test_a_class_an_earlier_rule_rewrote_keeps_its_line_and_places_what_it_holds
         shift = 2 if _GrowsTheClass in rules else 0
         assert [(s.reason, s.line, s.column) for s in result.skips] == [
             ("the class", 4, 1), ("a return", 7 + shift, 9)]
+
+
+def test_columns_in_a_file_indented_by_two_spaces() -> None:
+    # A method is placed alone, in a module of its file's indentation: with four spaces a
+    # read two blocks deep would be reported 3 columns right of where it is.
+    text = ("import torch\nfrom torch import nn\n\n\nclass Net(nn.Module):\n"
+            "  def __init__(self, mode='a'):\n    super().__init__()\n    self.mode = mode\n\n"
+            "  def forward(self, x):\n    if x.sum() > 0:\n      if self.mode == 'a':\n"
+            "        return x + 1\n    return x\n")
+    assert text.splitlines()[11].index("self.mode") == 9
+    result = rewrite_source(text, RewriteSettings([ALL_RULES["lift-branch"]]), "file.py")
+    assert [(f.line, f.column) for f in result.fixes] == [(12, 10)]

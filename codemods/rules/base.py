@@ -298,7 +298,8 @@ class Rule(Codemod):
         if located is not None:
             return located
         if self._positions is None:
-            self._positions = _node_positions(self._current_class)
+            self._positions = _node_positions(self._current_class,
+                                              self.source_module.default_indent)
             self._line_shift = (self._class_layouts[self._class_index].line
                                 - self._positions[self._current_class.name].start.line)
         return _shifted(self._positions[node], self._line_shift, 0)
@@ -325,7 +326,7 @@ class Rule(Codemod):
         for statement in cls.body.body:
             if (isinstance(statement, cst.FunctionDef) and statement.name.value in layout.methods
                     and contains(statement, node)):
-                positions = _node_positions(statement)
+                positions = _node_positions(statement, self.source_module.default_indent)
                 line, column = layout.methods[statement.name.value]
                 here = positions[statement].start
                 return _shifted(positions[node], line - here.line + shift, column - here.column)
@@ -346,7 +347,7 @@ class Rule(Codemod):
     def function_position(self, func: cst.FunctionDef, node: cst.CSTNode) -> tuple[int, int]:
         """(line, 1-based column) of ``node`` in a module-level function, in the lines of the
         text as the user has it (earlier rules may have added import lines above)."""
-        positions = _node_positions(func)
+        positions = _node_positions(func, self.source_module.default_indent)
         here = positions[node].start
         name_line = positions[func.name].start.line
         written = _function_lines(self.source_text or self.source_module.code)
@@ -357,7 +358,7 @@ class Rule(Codemod):
         """The first and last line of a module-level function, as :meth:`function_position`
         places them."""
         line, _ = self.function_position(func, func)
-        positions = _node_positions(func)
+        positions = _node_positions(func, self.source_module.default_indent)
         return line, line + positions[func].end.line - positions[func].start.line
 
     def skip(self, class_name: str, node: cst.CSTNode, reason: str, *, code: str | None = None,
@@ -385,8 +386,10 @@ def _shifted(position: CodeRange, lines: int, columns: int) -> CodeRange:
                      (position.end.line + lines, position.end.column + columns))
 
 
-def _node_positions(statement: cst.ClassDef | cst.FunctionDef) -> Mapping[cst.CSTNode, CodeRange]:
-    """Positions within ``statement`` alone. Rules that left a class alone hand the next rule
+def _node_positions(statement: cst.ClassDef | cst.FunctionDef,
+                    indent: str = "    ") -> Mapping[cst.CSTNode, CodeRange]:
+    """Positions within ``statement`` alone, in a module indented by ``indent`` (its file's:
+    a nested block's column depends on it). Rules that left a class alone hand the next rule
     the same nodes, so inside a file scope positions are resolved once per file, not per
     rule."""
     scope = current_scope()
@@ -394,7 +397,7 @@ def _node_positions(statement: cst.ClassDef | cst.FunctionDef) -> Mapping[cst.CS
         entry = scope.positions.get(id(statement))
         if entry is not None and entry[0] is statement:
             return entry[1]  # type: ignore[no-any-return]
-    positions = _Positions(statement)
+    positions = _Positions(statement, indent)
     if scope is not None:
         scope.positions[id(statement)] = (statement, positions)
     return positions
@@ -483,8 +486,9 @@ class _Positions(Mapping[cst.CSTNode, CodeRange]):
     """The position of every node of ``statement`` alone, as LibCST's ``PositionProvider``
     gives them for a module holding only it."""
 
-    def __init__(self, statement: cst.ClassDef | cst.FunctionDef) -> None:
-        module = cst.Module(body=[statement])
+    def __init__(self, statement: cst.ClassDef | cst.FunctionDef,
+                 indent: str = "    ") -> None:
+        module = cst.Module(body=[statement], default_indent=indent)
         state = _PositionState(module)
         module._codegen(state)
         self._found = state.found
