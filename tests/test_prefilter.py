@@ -3,6 +3,7 @@
 
 from __future__ import annotations
 
+import ast
 import importlib.util
 from pathlib import Path
 
@@ -52,3 +53,22 @@ def test_a_file_no_rule_may_touch_is_returned_as_it_is() -> None:
     assert not any(rule.may_apply(AstFile(text)) for rule in ALL_RULES.values())
     result = rewrite_source(text, RewriteSettings(list(ALL_RULES.values())), "plain.py")
     assert (result.text, result.changes, result.skips) == (text, [], [])
+
+
+def test_the_statement_walk_is_the_full_walk_less_expressions() -> None:
+    # imports and attribute values read the statements only; which import of a name wins
+    # depends on the order, so it must be the full walk's.
+    text = ("import a as x\ntry:\n    import b as x\nexcept ImportError:\n    import c as x\n"
+            "def f():\n    import d as x\n    self.y = 1\nmatch v:\n    case 1:\n"
+            "        self.y = 2\nclass C:\n    z = lambda: 0\n")
+    compared = 0
+    for path in [*_files(), None]:
+        file = AstFile(path.read_text(encoding="utf-8") if path else text)
+        if file.tree is None:
+            continue
+        kinds = (ast.Module, ast.stmt, ast.excepthandler, ast.match_case)
+        assert [id(n) for n in file.nodes if isinstance(n, kinds)] == [
+            id(n) for n in file.statements], path
+        compared += 1
+    assert compared > 100
+    assert AstFile(text).imports["x"] == "c"     # breadth first: the handler's is deepest

@@ -125,10 +125,28 @@ class AstFile:
         return walk(self.tree) if self.tree is not None else []
 
     @cached_property
+    def statements(self) -> list[ast.AST]:
+        """The module, every statement of the file (and ``except``/``case`` clauses), in the
+        order ``nodes`` lists them: a walk that skips expressions, which hold no statement."""
+        if self.tree is None:
+            return []
+        found: list[ast.AST] = [self.tree]
+        index = 0
+        while index < len(found):
+            node = found[index]
+            index += 1
+            for name in node._fields:
+                value = getattr(node, name, None)
+                if isinstance(value, list):
+                    found.extend(item for item in value if isinstance(
+                        item, ast.stmt | ast.excepthandler | ast.match_case))
+        return found
+
+    @cached_property
     def imports(self) -> dict[str, str]:
         """Local name -> dotted name it was imported as, from every import of the file."""
         found: dict[str, str] = {}
-        for node in self.nodes:
+        for node in self.statements:
             if isinstance(node, ast.Import):
                 for alias in node.names:
                     found[alias.asname or alias.name.split(".")[0]] = (
@@ -144,7 +162,7 @@ class AstFile:
         the value is not known: an augmented or bare annotated assignment, an unpacking of
         something other than a display of the same length)."""
         found: dict[str, list[ast.expr | None]] = {}
-        for node in self.nodes:
+        for node in self.statements:
             if isinstance(node, ast.Assign):
                 pairs = [pair for target in node.targets for pair in _paired(target, node.value)]
             elif isinstance(node, ast.AnnAssign | ast.AugAssign):

@@ -257,8 +257,15 @@ def _pair(target: cst.BaseExpression,
 
 def _assignments_in(func: cst.FunctionDef, self_var: str, method: str) -> list[AttrAssignment]:
     found: list[AttrAssignment] = []
+    # Assignments are small statements of a line; only a call of setattr can sit deeper. A
+    # method that never names setattr needs no walk of each line.
+    names_setattr = any(name.value == "setattr" for name in find_all(func.body, cst.Name))
     for line in find_all(func.body, cst.SimpleStatementLine):
-        for node in find_all(line, cst.Assign, cst.AnnAssign, cst.AugAssign, cst.Call):
+        nodes = (find_all(line, cst.Assign, cst.AnnAssign, cst.AugAssign, cst.Call)
+                 if names_setattr else
+                 [small for small in line.body
+                  if isinstance(small, cst.Assign | cst.AnnAssign | cst.AugAssign)])
+        for node in nodes:
             if isinstance(node, cst.Call):
                 # setattr(self, "x", v) assigns an attribute too.
                 if (get_full_name_for_node(node.func) == "setattr" and len(node.args) >= 2
