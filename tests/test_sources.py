@@ -406,6 +406,14 @@ class Net(torch.nn.Module):
     def forward(self, x, flag=None):
         return x*self.scale
 
+    def step( self, x ):
+        """Docstring."""
+        def inner( y ):
+            return y
+        z=inner( x )
+
+        return z*2
+
 
 class Other(torch.nn.Module):
     def forward( self, x ):
@@ -421,6 +429,13 @@ class Other(torch.nn.Module):
     ("    scale=2", "    scale: int=2"),
     # a line in a method's body
     ("        return x*self.scale", "        return x*self.scale+0"),
+    # a method's body statements alone, under a stand-in class and def line
+    ("        z=inner( x )", "        z=inner( x )+1"),
+    ("            return y", "            return y+1"),
+    ("        return z*2", "        return z*3"),
+    ("        z=inner( x )\n\n        return z*2", "        z=inner( x )+1\n\n        return z*3"),
+    # a docstring: the method whole (alone under a stand-in def it would be the def's)
+    ('        """Docstring."""', '        """Docstring. """'),
 ])
 def test_touched_statements_are_formatted_alone_as_black_would_format_the_file(
         old_line: str, new_line: str) -> None:
@@ -436,5 +451,28 @@ def test_touched_statements_are_formatted_alone_as_black_would_format_the_file(
     formatted = format_touched_lines(old, new, 88)
     assert formatted == whole_file
     assert formatted != new                      # the touched line was formatted ...
-    for untouched in ("def helper( x ):", "    def debug( self ):", "    def forward( self, x ):"):
+    for untouched in ("def helper( x ):", "    def debug( self ):", "    def forward( self, x ):",
+                      "    def step( self, x ):"):
         assert untouched in formatted            # ... and nothing else was
+
+
+def test_a_touched_body_statement_is_formatted_with_the_one_before_not_the_whole_method(
+) -> None:
+    import ast
+
+    from tsfix.codemods.pipeline.rewrite import _formatting_units, touched_line_ranges
+
+    old = FORMATTING_MODULE
+    new = old.replace("        return z*2", "        return z*3")
+    ranges = touched_line_ranges(old, new)
+    units = [unit for node in ast.parse(new).body for unit in _formatting_units(node, ranges)
+             if any(a <= unit[1] and unit[0] <= b for a, b in ranges)]
+    lines = new.splitlines()
+    assert [lines[first - 1:last] for first, last, _ in units] == [
+        ["        z=inner( x )", "", "        return z*3"]]
+    # the first statement of a body keeps the method whole (blank lines after a def line)
+    new = old.replace('        """Docstring."""', '        """Docstring. """')
+    ranges = touched_line_ranges(old, new)
+    units = [unit for node in ast.parse(new).body for unit in _formatting_units(node, ranges)
+             if any(a <= unit[1] and unit[0] <= b for a, b in ranges)]
+    assert [new.splitlines()[first - 1] for first, _, _ in units] == ["    def step( self, x ):"]

@@ -279,7 +279,8 @@ def _black_on_touched_statements(text: str, ranges: list[tuple[int, int]],
     units = [unit for node in tree.body for unit in _formatting_units(node, ranges)]
     # Bottom up, so that earlier statements keep their line numbers while later ones change.
     for start, end, header in reversed(units):
-        inside = [(max(a, start) - start + 1 + bool(header), min(b, end) - start + 1 + bool(header))
+        above = header.count("\n")
+        inside = [(max(a, start) - start + 1 + above, min(b, end) - start + 1 + above)
                   for a, b in ranges if a <= end and start <= b]
         if not inside:
             continue
@@ -292,7 +293,7 @@ def _black_on_touched_statements(text: str, ranges: list[tuple[int, int]],
         formatted = formatted[len(header):]
         if header:
             # black puts a blank line between a class line and a first method whose def line
-            # it formats; the stand-in class line is not in the file, nor is that blank line.
+            # it formats; the stand-in lines are not in the file, nor is that blank line.
             formatted = formatted.lstrip("\n")
         if not lines[end - 1].endswith(("\n", "\r")):
             formatted = formatted.rstrip("\n")
@@ -301,25 +302,71 @@ def _black_on_touched_statements(text: str, ranges: list[tuple[int, int]],
 
 
 _CLASS_BODY_HEADER = "class _:\n"
+_METHOD_BODY_HEADER = "class _:\n    def _():\n"
 
 
 def _formatting_units(node: ast.stmt,
                       ranges: list[tuple[int, int]]) -> list[tuple[int, int, str]]:
     """(first line, last line, stand-in header) of the pieces of ``node`` to format alone:
     the statements of a class body when every touched line of the class lies in one of them,
-    else ``node`` whole."""
+    and of those, a method's body statements when every touched line of the method lies in
+    one of them; else ``node`` whole."""
     whole = [(_first_line(node), node.end_lineno or node.lineno, "")]
     if not isinstance(node, ast.ClassDef) or any(item.col_offset != len("    ")
                                                  for item in node.body):
         return whole
     items = [(_first_line(item), item.end_lineno or item.lineno, _CLASS_BODY_HEADER)
              for item in node.body]
-    start, end = whole[0][:2]
+    if not _each_within(ranges, whole, items):
+        return whole
+    units = []
+    for item, unit in zip(node.body, items, strict=True):
+        pieces = (_method_body_pieces(item, ranges)
+                  if isinstance(item, ast.FunctionDef | ast.AsyncFunctionDef) else None)
+        units.extend(pieces if pieces is not None else [unit])
+    return units
+
+
+def _method_body_pieces(method: ast.FunctionDef | ast.AsyncFunctionDef,
+                        ranges: list[tuple[int, int]]) -> list[tuple[int, int, str]] | None:
+    """Pieces of a method's body to format alone under a stand-in class and def line, or None
+    when the method is formatted whole. Each piece is a run of touched statements with the
+    statement before it: black sets the blank lines above a statement by the one before it,
+    so that one comes along, untouched. The first statement and string statements (alone
+    under the stand-in def, one would become its docstring) keep the method whole."""
+    body = method.body
+    if any(s.col_offset != len("        ") for s in body):
+        return None
+    spans = [(_first_line(s), s.end_lineno or s.lineno) for s in body]
+    start, end = _first_line(method), method.end_lineno or method.lineno
+    touched: list[int] = []
     for a, b in ranges:
-        if a <= end and start <= b and not any(first <= a and b <= last
-                                               for first, last, _ in items):
-            return whole
-    return items
+        if not (a <= end and start <= b):
+            continue
+        index = next((i for i, (first, last) in enumerate(spans) if first <= a and b <= last),
+                     None)
+        if index is None or index == 0:
+            return None
+        touched.append(index)
+    pieces: list[tuple[int, int, str]] = []
+    for index in sorted(set(touched)):
+        if pieces and pieces[-1][1] == spans[index - 1][1]:
+            pieces[-1] = (pieces[-1][0], spans[index][1], _METHOD_BODY_HEADER)
+        else:
+            pieces.append((spans[index - 1][0], spans[index][1], _METHOD_BODY_HEADER))
+    strings = {i for i, s in enumerate(body) if i and isinstance(s, ast.Expr)
+               and isinstance(s.value, ast.Constant) and isinstance(s.value.value, str)}
+    if any(first <= spans[i][0] <= last for i in strings for first, last, _ in pieces):
+        return None
+    return pieces
+
+
+def _each_within(ranges: list[tuple[int, int]], outer: list[tuple[int, int, str]],
+                 pieces: list[tuple[int, int, str]]) -> bool:
+    """Whether every range that meets ``outer`` lies within one of ``pieces``."""
+    start, end = outer[0][:2]
+    return all(any(first <= a and b <= last for first, last, _ in pieces)
+               for a, b in ranges if a <= end and start <= b)
 
 
 def _first_line(node: ast.stmt) -> int:
