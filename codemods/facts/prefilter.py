@@ -52,8 +52,11 @@ def _paired(target: ast.expr, value: ast.expr | None) -> Iterator[tuple[ast.expr
         yield target, value
 
 
-def walk(root: ast.AST) -> list[ast.AST]:
-    """``list(ast.walk(root))``, same order, at about half the cost (no generator per node)."""
+def walk(root: ast.AST, kinds: type[ast.AST] | tuple[type[ast.AST], ...] = ast.AST
+         ) -> list[ast.AST]:
+    """``list(ast.walk(root))``, same order, at about half the cost (no generator per node);
+    with ``kinds``, only the nodes of those kinds and what they hold (a walk that never enters
+    the others, in the same order as the full walk lists them)."""
     found = [root]
     index = 0
     while index < len(found):
@@ -62,8 +65,8 @@ def walk(root: ast.AST) -> list[ast.AST]:
         for name in node._fields:
             value = getattr(node, name, None)
             if isinstance(value, list):
-                found.extend(item for item in value if isinstance(item, ast.AST))
-            elif isinstance(value, ast.AST):
+                found.extend(item for item in value if isinstance(item, kinds))
+            elif isinstance(value, kinds):
                 found.append(value)
     return found
 
@@ -130,17 +133,7 @@ class AstFile:
         order ``nodes`` lists them: a walk that skips expressions, which hold no statement."""
         if self.tree is None:
             return []
-        found: list[ast.AST] = [self.tree]
-        index = 0
-        while index < len(found):
-            node = found[index]
-            index += 1
-            for name in node._fields:
-                value = getattr(node, name, None)
-                if isinstance(value, list):
-                    found.extend(item for item in value if isinstance(
-                        item, ast.stmt | ast.excepthandler | ast.match_case))
-        return found
+        return walk(self.tree, (ast.stmt, ast.excepthandler, ast.match_case))
 
     @cached_property
     def imports(self) -> dict[str, str]:
