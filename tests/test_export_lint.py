@@ -272,6 +272,31 @@ def test_explain_error_does_not_recommend_a_rewrite_the_run_rejected(tmp_path: P
         rejected={"annotate": "does not script"})
 
 
+def test_explaining_the_blockers_of_one_file_checks_it_once(tmp_path: Path,
+                                                            monkeypatch: pytest.MonkeyPatch
+                                                            ) -> None:
+    import tsfix.codemods.lint.explain as explain
+
+    checked: list[str] = []
+    real = explain.check_source
+
+    def counted(text: str, display: str, **kwargs: object) -> object:
+        checked.append(display)
+        return real(text, display, **kwargs)  # type: ignore[arg-type]
+
+    monkeypatch.setattr(explain, "check_source", counted)
+    explain._findings.cache_clear()
+    model = tmp_path / "m.py"
+    model.write_text(EXPORT_BLOCKERS)
+    message = (f'Could not guard on data-dependent expression Eq(u0, 1)\n  File "{model}", '
+               "line 8, in forward\n    if x.abs().max() > 1.0:")
+    first = explain_error(message, model, "m.py", EXPORT_BLOCKERS, "DataBranch", target="export")
+    again = explain_error(message, model, "m.py", EXPORT_BLOCKERS, "DataBranch", target="export")
+    assert first == again and "TSF226" in first
+    explain_error(message, model, "m.py", EXPORT_BLOCKERS + "\n", "DataBranch", target="export")
+    assert checked == ["m.py", "m.py"]      # once per text: the changed text is checked again
+
+
 # ---- measured on torch 2.13 (real torch, one child each) ---------------------------------------
 
 MEASURE = textwrap.dedent("""\

@@ -24,6 +24,7 @@ its exporter is TorchScript-based; the findings are the onnx forms'.
 
 from __future__ import annotations
 
+import functools
 import inspect
 import json
 import os
@@ -545,10 +546,7 @@ def explain_error(message: str, path: Path, display: str, text: str, class_name:
     (``File "...", line N``): under export, they place the error. ``rejected``: rule -> why
     validation rejected its rewrite of ``class_name`` in the run asking (never recommended:
     running it again would be rejected again)."""
-    try:
-        findings = check_source(text, display, target=target)
-    except CheckSyntaxError:
-        findings = []
+    findings = _findings(text, display, target)
     hints = [f for f in findings if f.class_name == class_name] if class_name else []
     failed = EXPORT_FAILED if target == "export" else SCRIPT_FAILED
     frames = [[file, int(line), ""] for file, line in _FRAME.findall(message)]
@@ -568,6 +566,16 @@ def explain_error(message: str, path: Path, display: str, text: str, class_name:
     if found.code:
         return f"{title}; no tsfix rule rewrites this yet: change the code by hand"
     return title
+
+
+@functools.lru_cache(maxsize=4)
+def _findings(text: str, display: str, target: str) -> tuple[Finding, ...]:
+    """``tsfix check`` of one text, once: a run explains every blocker of a file in turn, and
+    a file of many classes has many (ParityBench: the explain phase was a fifth of a run)."""
+    try:
+        return tuple(check_source(text, display, target=target))
+    except CheckSyntaxError:
+        return ()
 
 
 def _example_key(path: Path, root: Path | None) -> str:
