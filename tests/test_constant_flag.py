@@ -875,4 +875,5 @@ def test_the_cross_attention_fixture_fails_to_script_before_and_scripts_after() 
         rewritten.load_state_dict(original.state_dict())
         scripted = torch.jit.script(rewritten)
         with torch.no_grad():
-            assert torch.equal(scripted(x, context), original(x, context))
+            torch.testing.assert_close(scripted(x, context), original(x, context),
+                                       rtol=1e-4, atol=1e-5)

@@ -355,7 +355,7 @@ def test_the_rewrite_scripts_with_the_originals_results_and_export_needs_none(
         scripted = torch.jit.script(candidate)
         with torch.no_grad():
             expected = reference(x)
-            assert torch.equal(scripted(x), expected)
+            torch.testing.assert_close(scripted(x), expected, rtol=1e-4, atol=1e-5)
             exported = torch.export.export(reference, (x,))
             assert torch.equal(exported.module()(x), expected)
 
