@@ -425,6 +425,23 @@ def test_models_turns_every_missing_answer_into_a_failure_that_says_why() -> Non
     assert sorted(seen) == [0, 1, 2, 3]
 
 
+@pytest.mark.slow
+def test_an_error_of_the_callers_on_result_reaches_the_caller() -> None:
+    # It was lost with the pool's thread, and every job that thread had not answered read
+    # "no answer from the worker" (a progress display raising turned verdicts into errors).
+    pytest.importorskip("torch")
+    calls: list[int] = []
+
+    def display(job: Job, outcome: Outcome) -> None:
+        calls.append(job.id)
+        raise BrokenPipeError("stderr closed")
+
+    with WorkerPool(1) as pool, pytest.raises(BrokenPipeError, match="stderr closed"):
+        pool.run([model_job(SEPNET, job_id=k) for k in range(3)], timeout=120,
+                 on_result=display)
+    assert calls == [0]     # no job is started once the caller failed
+
+
 def test_the_worker_pool_is_an_executor() -> None:
     local: Executor = WorkerPool(1)     # mypy checks the Protocol; nothing starts
     assert callable(local.run)

@@ -16,7 +16,7 @@ from torch import nn
 from tsfix.codemods.validation.case import literal
 from tsfix.codemods.validation.protocol import REJECTED
 from tsfix.codemods.validation.verifier import Check, at_other_batch, reproduces
-from tsfix.codemods.validation.worker import Instance, Verdict, other_batch
+from tsfix.codemods.validation.worker import Instance, Verdict, difference, other_batch
 
 VALIDATION = Path(__file__).resolve().parent.parent / "codemods" / "validation"
 MAX_LINES = 100
@@ -48,6 +48,20 @@ def test_reproduces_accepts_equal_outputs_and_rejects_a_difference_naming_the_ca
                    _words("re-script"))
     assert raised.value.verdict == REJECTED
     assert raised.value.reason == "re-script: output: max abs diff 1 for init[1]"
+
+
+def test_outputs_match_bit_for_bit_or_within_tolerance_and_nan_matches_nan() -> None:
+    # Equal tensors are answered by torch.equal before allclose (which costs a second per
+    # 50M floats); what allclose decides must not change.
+    x = torch.tensor([1.0, float("nan"), 3.0])
+    assert difference(x, x.clone()) is None                   # NaN where NaN was
+    assert difference(x, x + 1e-7) is None                    # within rtol 1e-4
+    assert difference(x[::2], x[::2] + 1.0) == "output: max abs diff 1"
+    assert difference(x, torch.tensor([1.0, 2.0, 3.0])) == "output: max abs diff inf"
+    assert difference(torch.arange(3), torch.arange(3)) is None
+    assert difference(torch.arange(3), torch.arange(3) + 1) == "output: values differ"
+    assert difference(x, x.double()) == ("output: expected (3,) torch.float32, "
+                                         "got (3,) torch.float64")
 
 
 def test_reproduces_gives_the_lifted_settings_and_names_them() -> None:
@@ -125,3 +139,24 @@ def test_every_pipeline_function_is_small() -> None:
     pipeline = VALIDATION.parent / "pipeline"
     found = [item for path in sorted(pipeline.rglob("*.py")) for item in _too_big(path)]
     assert found == []
+
+
+def test_the_scope_of_a_line_is_the_innermost_definition_holding_it() -> None:
+    from tsfix.codemods.validation.model import scope_at
+
+    text = ("import torch\n"                    # 1
+            "class Net:\n"                      # 2
+            "    @property\n"                   # 3
+            "    def scale(self):\n"            # 4
+            "        return 1\n"                # 5
+            "    @scale.setter\n"               # 6
+            "    def scale(self, v):\n"         # 7
+            "        def inner():\n"            # 8
+            "            return v\n"            # 9
+            "        self.v = inner()\n"        # 10
+            "def helper():\n"                   # 11
+            "    return 2\n")                   # 12
+    assert [scope_at(text, line) for line in range(1, 13)] == [
+        None, "Net", "Net.scale", "Net.scale", "Net.scale", "Net.scale", "Net.scale",
+        "Net.scale.inner", "Net.scale.inner", "Net.scale", "helper", "helper"]
+    assert scope_at("def broken(:\n", 1) is None

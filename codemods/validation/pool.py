@@ -214,11 +214,15 @@ class WorkerPool:
         running = min(self.workers, total)
         threads_each = max(1, (os.cpu_count() or 1) // running)
         results: dict[int, Outcome] = {}
+        # An error of on_result (the caller's code: a progress display whose stderr closed)
+        # is raised here, not lost with its thread: the caller's other results would read as
+        # "no answer from the worker".
+        raised: list[BaseException] = []
 
         def drive() -> None:
             with self._lock:
                 worker = self._idle.pop() if self._idle else None
-            while True:
+            while not raised:
                 try:
                     job = pending.get_nowait()
                 except queue.Empty:
@@ -239,8 +243,11 @@ class WorkerPool:
                     worker = None
                 with self._lock:
                     results[job.id] = outcome
-                    if on_result is not None:
-                        on_result(job, outcome)
+                    if on_result is not None and not raised:
+                        try:
+                            on_result(job, outcome)
+                        except BaseException as exc:
+                            raised.append(exc)
             if worker is not None:
                 with self._lock:
                     keep = worker.alive and not self._closed
@@ -254,6 +261,8 @@ class WorkerPool:
             thread.start()
         for thread in threads:
             thread.join()
+        if raised:
+            raise raised[0]
         return results
 
     def validate(self, jobs: Sequence[ValidationJob], *, timeout: float,
