@@ -134,20 +134,23 @@ class Tree:
     def __init__(self, root: Path) -> None:
         self.root = root
         self._prefix = str(root) + os.sep
-        self._known: dict[str, bool] = {}       # a job asks about a few thousand files
 
     def holds(self, file: str | None) -> bool:
         if not file or file.startswith("<"):
             return False
-        known = self._known.get(file)
-        if known is None:
-            try:
-                resolved = str(Path(file).resolve())
-            except (OSError, RuntimeError, ValueError):
-                resolved = ""
-            known = self._known[file] = (resolved.startswith(self._prefix)
-                                         and not resolved.startswith(_INSTALLATION))
-        return known
+        resolved = _resolved(file)
+        return resolved.startswith(self._prefix) and not resolved.startswith(_INSTALLATION)
+
+
+@functools.cache
+def _resolved(file: str) -> str:
+    """A module file's resolved path ("" when it cannot be resolved). Kept for the worker's
+    life: a job asks about every imported module's file (about a thousand with torch), and
+    resolving them was a third of a small model job."""
+    try:
+        return str(Path(file).resolve())
+    except (OSError, RuntimeError, ValueError):
+        return ""
 
 
 def tree_of(job: ModelJob, path: Path, package: str, package_root: Path) -> Tree:
@@ -458,25 +461,34 @@ def script_message(exc: BaseException, rename: Mapping[str, str]) -> str:
 def scope_at(text: str, line: int) -> str | None:
     """``Class.method``, ``function`` or ``Class`` holding ``line`` of ``text`` (the innermost;
     a property's getter and setter share a name, so every definition is looked at)."""
+    best: tuple[int, str] | None = None
+    for first, last, name in _definitions(text):
+        if first <= line <= last and (best is None or first >= best[0]):
+            best = (first, name)
+    return best[1] if best else None
+
+
+@functools.lru_cache(maxsize=16)
+def _definitions(text: str) -> tuple[tuple[int, int, str], ...]:
+    """Each definition of ``text`` nested only in definitions: (first line with decorators,
+    last line, dotted name), outer before inner. Kept for the next jobs: the original and
+    each round's rewrite of a model's file are asked again and again."""
     try:
         tree = ast.parse(text)
     except (SyntaxError, ValueError, RecursionError):
-        return None
-    best: tuple[int, str] | None = None
+        return ()
+    found: list[tuple[int, int, str]] = []
 
     def visit(node: ast.AST, prefix: str) -> None:
-        nonlocal best
         for child in ast.iter_child_nodes(node):
             if isinstance(child, ast.FunctionDef | ast.AsyncFunctionDef | ast.ClassDef):
                 name = f"{prefix}{child.name}"
                 first = min([child.lineno, *(d.lineno for d in child.decorator_list)])
-                if first <= line <= (child.end_lineno or child.lineno):
-                    if best is None or first >= best[0]:
-                        best = (first, name)
-                    visit(child, f"{name}.")
+                found.append((first, child.end_lineno or child.lineno, name))
+                visit(child, f"{name}.")
 
     visit(tree, "")
-    return best[1] if best else None
+    return tuple(found)
 
 
 class Texts:
