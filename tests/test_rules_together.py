@@ -193,3 +193,47 @@ def test_class_rejected_for_another_class_sake_keeps_every_rule(
     text = project.bytes("model.py").decode()
     assert "no_such_name" not in text
     assert text.count("x = x * 1.0") == 2 and text.count("x = x + 0.0") == 1
+
+
+# TorchScript stops in scale, past forward's body (where the rules insert).
+STOPPED = MODEL.replace("        return self.fc(x) * 2.0\n", """\
+        return self.scale(self.fc(x))
+
+    def scale(self, y):
+        return getattr(self, "f" + "c")(y) * 0.0 + y * 2.0
+""")
+
+
+def test_no_trial_for_a_class_the_rewrite_leaves_stopped_at_the_originals_error(
+        project: Project, register: Callable[..., None]) -> None:
+    # Neither rule gets past scale's getattr: TorchScript stops both texts there, so leaving
+    # one rule out cannot make Net script.
+    register(GOOD, inserting("also-good", "x = x + 0.0"))
+    project.pyproject(EXAMPLES)
+    project.write("model.py", STOPPED)
+
+    result = project.run(jobs=1, allow_unscriptable=True)
+
+    [record] = result.files
+    assert [c.verdict for c in record.classes] == ["unverified", "unverified"]
+    assert all("the class still does not script where the original stops: RuntimeError: getattr"
+               in c.reason for c in record.classes), record.classes
+    assert "trials" not in result.phase_s, result.phase_s
+
+
+def test_a_class_stopped_at_a_new_error_gets_its_trials(
+        project: Project, register: Callable[..., None]) -> None:
+    # `breaks` makes TorchScript stop earlier, in forward, at the same message as scale's:
+    # not the original's error, so without `breaks` Net might script, and each rule is left
+    # out once (neither drop scripts: scale's getattr stays).
+    register(GOOD, inserting("breaks", "unused = getattr(self, 'f' + 'c')"))
+    project.pyproject(EXAMPLES)
+    project.write("model.py", STOPPED)
+
+    result = project.run(jobs=1, allow_unscriptable=True)
+
+    [record] = result.files
+    assert [c.verdict for c in record.classes] == ["unverified", "unverified"]
+    assert all("the class still does not script: " in c.reason
+               for c in record.classes), record.classes
+    assert "trials" in result.phase_s, result.phase_s

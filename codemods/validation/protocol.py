@@ -55,7 +55,8 @@ def function_change_name(function: str) -> str:
     return f"{function}()"
 
 __all__ = ["EAGER_PARITY_PROVEN", "MODEL_ERROR", "MODEL_FAILS", "MODEL_SCRIPTS", "NOT_CHECKED",
-           "NOT_SCRIPTABLE_EITHER", "READY", "REJECTED", "UNVERIFIED", "VERDICTS", "VERIFIED",
+           "NOT_SCRIPTABLE_EITHER", "READY", "REJECTED", "STOPS_WHERE_THE_ORIGINAL_STOPS",
+           "UNVERIFIED", "VERDICTS", "VERIFIED",
            "Blocker", "ClassVerdict", "Example", "ExampleCall", "Job", "JobClass", "JobFailure",
            "ModelClass", "ModelClassVerdict", "ModelJob", "ModelResult", "ModelVerdict",
            "ObservationResult", "ObserveClass", "ObserveJob", "Result", "TypeTable",
@@ -65,6 +66,11 @@ __all__ = ["EAGER_PARITY_PROVEN", "MODEL_ERROR", "MODEL_FAILS", "MODEL_SCRIPTS",
 # How an ``unverified`` reason starts when the rewritten class does not script and neither did
 # the original: the engine still looks for a rule to drop when several rules changed the class.
 NOT_SCRIPTABLE_EITHER = "eager parity holds, but the class does not script before or after"
+# Ends NOT_SCRIPTABLE_EITHER's "the class still does not script" when TorchScript stops the
+# rewrite at the very error it stops the original at (same message, same code quoted): no rule
+# got past the original's blocker, so leaving one out cannot make the class script and no
+# rule-drop trial is run for it.
+STOPS_WHERE_THE_ORIGINAL_STOPS = "where the original stops"
 
 # How the ``unverified`` reasons start that carry proof of eager parity (every configuration's
 # eager outputs unchanged) for a class that does not compile, script or export, before or after:

@@ -56,6 +56,7 @@ from __future__ import annotations
 import contextlib
 import hashlib
 import io
+import re
 import time
 import types
 from collections.abc import Callable, Iterable
@@ -66,6 +67,7 @@ import torch
 from tsfix.codemods.validation.case import ClassCase, Expected
 from tsfix.codemods.validation.protocol import (
     NOT_SCRIPTABLE_EITHER,
+    STOPS_WHERE_THE_ORIGINAL_STOPS,
     UNVERIFIED,
     VERIFIED,
     ClassVerdict,
@@ -148,10 +150,27 @@ def not_scripting(exc: BaseException, original_instance: torch.nn.Module,
     try:
         script(original_instance)
     except BaseException as original_exc:
+        same = (f" {STOPS_WHERE_THE_ORIGINAL_STOPS}"
+                if _stop(exc, rename) == _stop(original_exc, {}) else "")
         return unverified(f"{NOT_SCRIPTABLE_EITHER} this rewrite: the class still does not "
-                          f"script: {error} (the original fails with: "
+                          f"script{same}: {error} (the original fails with: "
                           f"{short_error(original_exc)}); {eager_served}{where}")
     return rejected(f"re-script: {error}{where}")
+
+
+_FRAME_LINE = re.compile(r'^\s*File "[^"]*", line \d+\s*$', re.MULTILINE)
+_CALLED_FROM = " is being compiled since it was called from "
+
+
+def _stop(exc: BaseException, rename: dict[str, str]) -> str:
+    """Where TorchScript stopped, paths and line numbers aside: the error's type, its message
+    and the code it quotes at the site (a rule that changed the code there changes the quote),
+    without the chain of callers that led there (a rule that changed a caller got no further)."""
+    text = str(exc).split(_CALLED_FROM, 1)[0]
+    for temp, real in rename.items():
+        text = text.replace(temp, real)
+    lines = (line.strip() for line in _FRAME_LINE.sub("", text).splitlines())
+    return "\n".join([type(exc).__name__, *filter(None, lines)])
 
 
 def plain_settings(module: torch.nn.Module, skip: set[str]) -> dict[str, Any]:

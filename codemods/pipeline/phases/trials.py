@@ -32,6 +32,7 @@ from tsfix.codemods.pipeline.report import (
 from tsfix.codemods.validation.pool import WorkerPool
 from tsfix.codemods.validation.protocol import (
     NOT_SCRIPTABLE_EITHER,
+    STOPS_WHERE_THE_ORIGINAL_STOPS,
     ValidationJob,
 )
 
@@ -106,10 +107,13 @@ def trials_of(item: Pending, check: Checked, session: Session) -> list[_Trial]:
     rejected = {name for name, group in groups.items()
                 if any(c.verdict == REJECTED for c in group)}
     # A class that scripted neither before nor after the combined rewrite may script with
-    # one rule left out (annotate fixed what blocked it, another rule broke it again).
+    # one rule left out (annotate fixed what blocked it, another rule broke it again); not
+    # when the rewrite stops at the original's own error (no rule got past it).
     not_scripting = {name for name, group in groups.items()
                      if any(c.verdict == UNVERIFIED
-                            and c.reason.startswith(NOT_SCRIPTABLE_EITHER) for c in group)}
+                            and c.reason.startswith(NOT_SCRIPTABLE_EITHER)
+                            and STOPS_WHERE_THE_ORIGINAL_STOPS not in c.reason
+                            for c in group)}
     for name in sorted(rejected | not_scripting, key=list(groups).index):
         contributing = sorted({c.rule for c in groups[name]}, key=session.rank)
         spec = example_for(session, item.file, name)
