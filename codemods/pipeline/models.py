@@ -44,6 +44,7 @@ never the tree.
 from __future__ import annotations
 
 import ast
+import functools
 import re
 from collections.abc import Callable, Collection, Iterable, Mapping
 from dataclasses import dataclass, field, replace
@@ -350,24 +351,29 @@ def function_at(text: str, line: int | None, scope: str | None) -> str | None:
 
 def _top_level_at(text: str, line: int | None, wanted: str,
                   kind: type[ast.ClassDef] | type[ast.FunctionDef]) -> str | None:
-    try:
-        tree = ast.parse(text)
-    except (SyntaxError, ValueError, RecursionError):
-        return None
-    nodes = [node for node in tree.body if isinstance(node, kind)]
+    nodes = [(name, first, last) for node_kind, name, first, last in _top_level(text)
+             if node_kind is kind]
     if line is not None:
-        for node in nodes:
-            if node.lineno <= line <= (node.end_lineno or node.lineno):
-                return node.name
-    return wanted if any(node.name == wanted for node in nodes) else None
+        for name, first, last in nodes:
+            if first <= line <= last:
+                return name
+    return wanted if any(name == wanted for name, _, _ in nodes) else None
 
 
 def top_level_classes(text: str) -> list[str]:
+    return [name for kind, name, _, _ in _top_level(text) if kind is ast.ClassDef]
+
+
+@functools.lru_cache(maxsize=8)
+def _top_level(text: str) -> tuple[tuple[type[ast.AST], str, int, int], ...]:
+    """``text``'s top-level classes and functions: (kind, name, first line, last line). The
+    repair loop asks for each model's every round, most of them of the same few texts."""
     try:
         tree = ast.parse(text)
     except (SyntaxError, ValueError, RecursionError):
-        return []
-    return [node.name for node in tree.body if isinstance(node, ast.ClassDef)]
+        return ()
+    return tuple((type(node), node.name, node.lineno, node.end_lineno or node.lineno)
+                 for node in tree.body if isinstance(node, ast.ClassDef | ast.FunctionDef))
 
 
 def overlay_for(files: Iterable[str], overlay: Mapping[str, str]) -> dict[str, str]:

@@ -7,6 +7,7 @@ docstring).
 from __future__ import annotations
 
 import ast
+import json
 import re
 import time
 from collections.abc import Iterable, Mapping
@@ -36,6 +37,8 @@ from tsfix.codemods.validation.protocol import (
 )
 
 if TYPE_CHECKING:
+    from tsfix.codemods.pipeline.phases.records import SkipSet
+    from tsfix.codemods.pipeline.settings import RewriteSettings
     from tsfix.codemods.rules.base import Rule
 
 
@@ -402,10 +405,27 @@ class LoopTree:
     files: dict[str, LoopFile] = field(default_factory=dict)
     run_files: dict[str, str] = field(default_factory=dict)
     run_classes: dict[str, list[ClassResult]] = field(default_factory=dict)
+    # Each rewrite a round asked for, by all it depends on: models of one file often stop
+    # at the same place of the same text (eight of ParityBench's mega_pytorch models at one
+    # Conv2d), and rewriting a large file is most of a round that no rule can fix.
+    rewrites: dict[tuple[object, ...], tuple[str, tuple[ClassResult, ...]]] = field(
+        default_factory=dict)
 
     @property
     def session(self) -> Session:
         return self.state.session
+
+    def rewritten(self, settings: RewriteSettings, loop_file: LoopFile, types: TypeTable,
+                  skip: SkipSet, functions: frozenset[str]
+                  ) -> tuple[str, tuple[ClassResult, ...]]:
+        """``loop_file``'s base rewritten (once per distinct request of the run's loops)."""
+        key = (settings, loop_file.base, loop_file.display, json.dumps(types, sort_keys=True),
+               skip, functions)
+        if key not in self.rewrites:
+            text, classes, _ = rewritten(settings, loop_file.base, loop_file.display, types,
+                                         skip, functions)
+            self.rewrites[key] = (text, classes)
+        return self.rewrites[key]
 
 
 @dataclass
@@ -588,8 +608,8 @@ def _rewrite_site(loop: _ModelLoop, number: int, site: _Site) -> _Rewritten | st
                                                       if r.name in on} for r in everyone})
         settings = replace(session.settings, rules=everyone)
         try:
-            text, classes, _ = rewritten(settings, loop_file.base, loop_file.display, types,
-                                                skip, frozenset(functions))
+            text, classes = loop.tree.rewritten(settings, loop_file, types, skip,
+                                                frozenset(functions))
         except Exception as exc:
             loop.rounds.append(f"round {number}: rewriting {site.owner} in {loop_file.display}"
                                f" failed: {internal_error(loop_file.display, exc)}")
