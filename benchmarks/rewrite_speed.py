@@ -25,7 +25,7 @@ from pathlib import Path
 import libcst as cst
 from tsfix.codemods.facts.prefilter import AstFile
 from tsfix.codemods.facts.syntax import may_define_module
-from tsfix.codemods.pipeline.rewrite import RewriteError, rewrite_source
+from tsfix.codemods.pipeline.rewrite import PARSED, RewriteError, rewrite_source
 from tsfix.codemods.pipeline.settings import RewriteSettings
 from tsfix.codemods.rules.base import Rule
 from tsfix.codemods.rules.registry import select_rules
@@ -89,6 +89,7 @@ def measure(folders: list[Path], rules: list[type[Rule]]) -> None:
 
         def tsfix(texts: list[str] = texts, changed: list[int] = changed) -> None:
             changed[0] = 0
+            PARSED.clear()      # a run parses each file once in its rewrite phase
             for text in texts:
                 with contextlib.suppress(RewriteError):   # unparsable files count as work done
                     changed[0] += rewrite_source(text, RewriteSettings(rules), "bench.py").changed

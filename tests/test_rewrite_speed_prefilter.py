@@ -16,7 +16,7 @@ import pytest
 from libcst.metadata import MetadataWrapper, PositionProvider
 from tsfix.codemods.facts.prefilter import AstFile
 from tsfix.codemods.facts.syntax import find_all
-from tsfix.codemods.pipeline.rewrite import RewriteError, rewrite_source
+from tsfix.codemods.pipeline.rewrite import PARSED, RewriteError, rewrite_source
 from tsfix.codemods.pipeline.settings import FileContext, RewriteSettings
 from tsfix.codemods.rules.base import ClassChange, Rule, _Positions
 from tsfix.codemods.rules.registry import ALL_RULES
@@ -150,6 +150,48 @@ def test_the_cycle_collector_is_paused_for_a_file_and_left_as_it_was() -> None:
         assert not gc.isenabled()
     finally:
         gc.enable()
+
+
+MODEL_WITH_FLAG = """\
+import torch
+
+
+class Net(torch.nn.Module):
+    def __init__(self, use_bias=True):
+        super().__init__()
+        self.use_bias = use_bias
+
+    def forward(self, x):
+        if self.use_bias:
+            return x + 1
+        return x
+"""
+
+
+def test_a_text_rewritten_again_is_parsed_once_and_rewritten_alike(
+        monkeypatch: pytest.MonkeyPatch) -> None:
+    # Trials, final texts and repair rounds rewrite the same text with other skip sets.
+    parsed: list[str] = []
+    real = cst.parse_module
+
+    def counting(text: str) -> cst.Module:
+        parsed.append(text)
+        return real(text)
+
+    monkeypatch.setattr(cst, "parse_module", counting)
+    PARSED.clear()
+    texts = [MODEL_WITH_FLAG.replace("Net", name) for name in ("A", "B", "C")]
+    settings = RewriteSettings([ALL_RULES["lift-branch"]])
+    first = rewrite_source(texts[0], settings, "a.py")
+    skipped = rewrite_source(texts[0], settings, FileContext("a.py", {"lift-branch": {"A"}}))
+    again = rewrite_source(texts[0], settings, "a.py")
+    assert first.changed and not skipped.changed
+    assert (again.text, again.changes) == (first.text, first.changes)
+    assert parsed == texts[:1]
+    for text in texts[1:]:          # two texts are kept: the first is parsed again
+        rewrite_source(text, settings, "b.py")
+    rewrite_source(texts[0], settings, "a.py")
+    assert parsed == [*texts, texts[0]]
 
 
 class _GrowsTheClass(Rule):

@@ -8,6 +8,7 @@ worker process.
 from __future__ import annotations
 
 import ast
+import collections
 import contextlib
 import difflib
 import gc
@@ -43,7 +44,29 @@ class Rewrite:
         return bool(self.changes)
 
 
+# The last texts parsed, with their modules (LibCST's trees are immutable: a rewrite builds
+# a new one). A run rewrites the same text again and again after the first time: once per
+# rule-drop trial, final text and repair round (the repair loop parsed ParityBench's
+# 6,000-line mega_pytorch file once per model stopping in it: 0.8 s and 117 MB each time).
+# Two are kept: memory, not speed, bounds it. benchmarks/rewrite_speed.py forgets them between
+# its rounds (a run parses a file once in its rewrite phase).
+PARSED: collections.OrderedDict[str, cst.Module] = collections.OrderedDict()
+PARSED_KEPT = 2
+
+
 def parse(text: str, path: str) -> cst.Module:
+    module = PARSED.get(text)
+    if module is not None:
+        PARSED.move_to_end(text)
+        return module
+    module = _parse(text, path)
+    PARSED[text] = module
+    while len(PARSED) > PARSED_KEPT:
+        PARSED.popitem(last=False)
+    return module
+
+
+def _parse(text: str, path: str) -> cst.Module:
     try:
         return cst.parse_module(text)
     except cst.ParserSyntaxError as exc:
