@@ -134,7 +134,8 @@ def _run_result() -> RunResult:
                    skips=[SkipResult("annotate", "E", 4, "cannot type x")]),
     ]
     return RunResult(files, ["lift-branch", "annotate"], "diff", True, False,
-                     phase_s={"rewrite": 0.01, "validate": 14.5, "trials": 2.04})
+                     phase_s={"rewrite": 0.01, "validate": 14.5, "trials": 2.04},
+                     phase_items={"rewrite": 5, "validate": 4, "trials": 2})
 
 
 def test_summary_table_counts_rules_verdicts_slowest_and_reasons() -> None:
@@ -156,6 +157,7 @@ def test_report_round_trips_through_json() -> None:
     result = _run_result()
     again = RunResult.from_json(json.loads(json.dumps(result.to_json())))
     assert again.to_json() == result.to_json()
+    assert again.phase_items == {"rewrite": 5, "validate": 4, "trials": 2}
     assert again.summary_table() == result.summary_table()
 
 

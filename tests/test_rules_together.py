@@ -219,6 +219,7 @@ def test_no_trial_for_a_class_the_rewrite_leaves_stopped_at_the_originals_error(
     assert all("the class still does not script where the original stops: RuntimeError: getattr"
                in c.reason for c in record.classes), record.classes
     assert "trials" not in result.phase_s, result.phase_s
+    assert "trials" not in result.phase_items, result.phase_items
 
 
 def test_a_class_stopped_at_a_new_error_gets_its_trials(
@@ -237,3 +238,5 @@ def test_a_class_stopped_at_a_new_error_gets_its_trials(
     assert all("the class still does not script: " in c.reason
                for c in record.classes), record.classes
     assert "trials" in result.phase_s, result.phase_s
+    assert result.phase_items["trials"] == 2, result.phase_items   # one per rule left out
+    assert result.phase_items["rewrite"] == 1, result.phase_items

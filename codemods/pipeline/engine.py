@@ -226,6 +226,7 @@ def _run(paths: list[Path], options: Options, config: Config) -> RunResult:
     todo = [file for file in files if file.todo]
     processes = 0
     phase_s: dict[str, float] = {}
+    phase_items: dict[str, int] = {}
     extra: list[Outcome] = []               # files the fix loop rewrote, not among `files`
     try:
         if todo:
@@ -240,6 +241,7 @@ def _run(paths: list[Path], options: Options, config: Config) -> RunResult:
                     session)
             finally:
                 processes, phase_s = session.processes, session.phase_s
+                phase_items = session.phase_items
             for index, outcome in outcomes.items():
                 files[index].outcome = outcome
     except KeyboardInterrupt as exc:
@@ -261,7 +263,8 @@ def _run(paths: list[Path], options: Options, config: Config) -> RunResult:
                      settings.unsafe_fixes, processes,
                      sum(file.cached is not None for file in files),
                      warnings=tuple(warnings), allow_unscriptable=settings.allow_unscriptable,
-                     phase_s={k: round(v, 2) for k, v in phase_s.items()})
+                     phase_s={k: round(v, 2) for k, v in phase_s.items()},
+                     phase_items=dict(phase_items))
 
 
 def _settings(options: Options, config: Config) -> RunSettings:

@@ -240,6 +240,9 @@ class RunResult:
     allow_unscriptable: bool = False
     # Seconds per phase (observe, rewrite, validate, trials, models, fix, ...), in run order.
     phase_s: dict[str, float] = field(default_factory=dict)
+    # Items per phase, in the progress display's units: models observed, files rewritten,
+    # classes validated, rule-drop trials, model jobs, models given to the repair loop, ...
+    phase_items: dict[str, int] = field(default_factory=dict)
 
     def classes(self) -> list[ClassResult]:
         return [c for f in self.files for c in f.classes]
@@ -325,6 +328,7 @@ class RunResult:
             "warnings": list(self.warnings),
             "allow_unscriptable": self.allow_unscriptable,
             "phase_s": self.phase_s,
+            "phase_items": self.phase_items,
             "models": [m.to_json() for m in self.models()],
             "files": [{
                 "path": f.display,
@@ -376,7 +380,7 @@ class RunResult:
                    data.get("require_verified", False), data.get("unsafe_fixes", False),
                    data.get("rewrite_processes", 0), data.get("cache_hits", 0),
                    tuple(data.get("warnings", ())), data.get("allow_unscriptable", False),
-                   dict(data.get("phase_s", {})))
+                   dict(data.get("phase_s", {})), dict(data.get("phase_items", {})))
 
     def summary_table(self, top: int = 5) -> list[str]:
         """End-of-run table: files, rewrites per rule, verdicts, the slowest validations and

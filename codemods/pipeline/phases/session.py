@@ -72,6 +72,8 @@ class Session:
     ray_address: str | None = None
     # Seconds each phase took, from its first item to its last answered (the summary's time).
     phase_s: dict[str, float] = field(default_factory=dict)
+    # Items each phase was given (RunResult.phase_items).
+    phase_items: dict[str, int] = field(default_factory=dict)
 
     @cached_property
     def rules(self) -> tuple[type[Rule], ...]:
@@ -85,6 +87,7 @@ class Session:
         return {name: i for i, name in enumerate(self.rule_names)}
 
     def reporter(self, phase: Phase, total: int) -> _Reporter:
+        self.phase_items[phase] = self.phase_items.get(phase, 0) + total
         return _Reporter(self.progress, phase, total, self.counts, self.target, self.phase_s)
 
     @cached_property
