@@ -194,6 +194,24 @@ def test_a_text_rewritten_again_is_parsed_once_and_rewritten_alike(
     assert parsed == [*texts, texts[0]]
 
 
+@pytest.mark.parametrize("text", [
+    "", "\n", "# only a comment\n", "x = 1", "x = 1\n\n\n# footer comment\n",
+    "#!/usr/bin/env python\n# header\n\nimport torch\n\n\nclass A:\n\tdef f(self):\n"
+    "\t\treturn 1\n",
+    "class A:\r\n    x = 1\r\n", "if True:\n  y = 2\n# trailing\n", "x = 1\n   ",
+])
+def test_a_module_from_its_statements_code_is_libcsts_code(text: str) -> None:
+    from tsfix.codemods.pipeline.rewrite import _StatementCode
+
+    codegen = _StatementCode()
+    module = cst.parse_module(text)
+    assert codegen.of(module) == module.code == text
+    # A statement rebuilt is generated again; the others are taken as they were.
+    if module.body:
+        changed = module.with_changes(body=[*module.body[:-1], cst.parse_statement("z = 3\n")])
+        assert codegen.of(changed) == changed.code
+
+
 class _GrowsTheClass(Rule):
     """Adds an import line above the class and two lines at the top of its body."""
 

@@ -153,6 +153,7 @@ def _rewrite(text: str, settings: RewriteSettings, context: FileContext) -> Rewr
     original_classes = [s for s in module.body if isinstance(s, cst.ClassDef)]
     generated: cst.Module | None = None
     result = Rewrite(text)
+    codegen = _StatementCode()
     for rule_class in rules:
         # Only the rules that may apply traverse the module (a rule costs a full LibCST
         # traversal, most rules apply to few files). An earlier rule's rewrite may bring in
@@ -172,11 +173,11 @@ def _rewrite(text: str, settings: RewriteSettings, context: FileContext) -> Rewr
         before, before_text = module, file.text if file is not None else None
         module = rule.transform_module(module)
         if file is not None and rule.changes:
-            file, generated = AstFile(module.code), module
+            file, generated = AstFile(codegen.of(module)), module
             answers.clear()
         if rule.changes and settings.output:
-            after = file.text if file is not None else module.code
-            safe = safe_classes(before.code if before_text is None else before_text, after,
+            after = file.text if file is not None else codegen.of(module)
+            safe = safe_classes(codegen.of(before) if before_text is None else before_text, after,
                                 {c.class_name for c in rule.changes})
             for change in rule.changes:
                 change.safe = change.class_name in safe
@@ -187,13 +188,37 @@ def _rewrite(text: str, settings: RewriteSettings, context: FileContext) -> Rewr
         return result
     # The text of the last rewrite the prefilter read is the module's when no rule changed it
     # since: one codegen of the whole module fewer.
-    code = file.text if file is not None and generated is module else module.code
+    code = file.text if file is not None and generated is module else codegen.of(module)
     new_text = format_touched_lines(text, code, settings.line_length,
                                     four_space_indent=module.default_indent == "    "
                                     and "\r" not in text)
     _check_parses(new_text, text, path)
     result.text = new_text
     return result
+
+
+class _StatementCode:
+    """A module's code from its top-level statements' code, each generated once per node: a
+    rule rebuilds the classes it changes and leaves every other statement the very node it
+    was, and generating a large module after each rule that changed it was a third of its
+    rewrite (ParityBench's 6,000-line mega_pytorch: 0.7 s a time, eight times). The same
+    text as ``Module.code``: a module's codegen is its header's, body's and footer's in turn,
+    each from the module's indent and newline alone."""
+
+    def __init__(self) -> None:
+        self._known: dict[tuple[int, str, str], tuple[cst.CSTNode, str]] = {}
+
+    def of(self, module: cst.Module) -> str:
+        if not module.has_trailing_newline:
+            return module.code      # the last newline is dropped from the tokens: LibCST's
+        parts = []
+        for node in (*module.header, *module.body, *module.footer):
+            key = (id(node), module.default_indent, module.default_newline)
+            known = self._known.get(key)
+            if known is None or known[0] is not node:
+                known = self._known[key] = (node, module.code_for_node(node))
+            parts.append(known[1])
+        return "".join(parts) or module.default_newline
 
 
 def _check_parses(new_text: str, old_text: str, path: str) -> None:
