@@ -214,6 +214,13 @@ def test_alias_import_is_followed() -> None:
     ("return repeat(self.fc(x), '... d -> b ... d', b=2)\n", "not a name or attribute"),
     ("return rearrange(x, *self.args)\n", "arguments passed with * or **"),
     ("return reduce(x, 'b ... d -> b d', 'mean')\n", "ellipsis on one side only"),
+    # A name bound to a list or tuple of tensors: einops stacks it, permute would fail on it
+    # (perceiver-pytorch's EnformerAttentionResidual: `block_outputs = list(block_outputs)`).
+    ("xs = list((x, x))\nreturn rearrange(xs, 'k b n -> b n k')\n",
+     "xs may hold a list or tuple of tensors"),
+    ("xs = [x, x]\nreturn rearrange(xs, 'k b n -> b n k')\n", "may hold a list or tuple"),
+    ("xs = tuple(t for t in (x, x))\nreturn rearrange(xs, 'k b n -> b n k')\n",
+     "may hold a list or tuple"),
 ])
 def test_refusals_leave_the_call_with_a_reason_and_a_check_code(body: str, reason: str) -> None:
     code = method(body)
@@ -230,6 +237,14 @@ def test_list_typed_input_is_refused() -> None:
                                                           "from typing import List\nimport torch\n")
     result = rewrite(code)
     assert not result.changed and "einops stacks a list" in result.skips[0].reason
+
+
+def test_a_parameter_annotated_as_a_list_or_a_tensor_is_refused() -> None:
+    code = method("return rearrange(xs, 'k b -> b k')\n",
+                  "self, xs: 'list[torch.Tensor] | torch.Tensor'")
+    result = rewrite(code)
+    assert not result.changed
+    assert "xs may hold a list or tuple of tensors" in result.skips[0].reason
 
 
 def test_uncompiled_code_and_layers_are_left_alone() -> None:

@@ -76,15 +76,16 @@ Fix safety
     also give a view, a copy otherwise (``flatten`` is ``reshape``). Inputs einops rejects
     fail differently or not at all: a length given for an axis that is not split (``'b h ->
     h b', h=4``) is not checked (the keyword is dropped, and only when it calls nothing), and
-    ``squeeze`` of a length-1 axis does not check that length. Refused, with the reason
-    (``tsfix check`` shows it, TSF236): a pattern or reduction that is not a string literal,
-    a composite with two lengths not given, an ellipsis on one side only (a reduction over
-    it) or inside parentheses in the input, patterns einops rejects, a list or tuple input
-    (einops stacks it), a callable reduction, ``*args``/``**kwargs`` in the call, and
-    ``repeat`` with an ellipsis and a new axis on an input that is not a name or attribute;
-    for ``pack``/``unpack``: a pattern that is not axis names and one ``*``, tensors that are
-    not names or attributes in a list or tuple display, shapes that leave the method or come
-    from elsewhere. Not checked: a tensor with fewer axes than the pattern (einops raises).
+    ``squeeze`` of a length-1 axis does not check that length. Refused, with the reason (``tsfix
+    check`` shows it, TSF236): a pattern or reduction that is not a string literal, a composite
+    with two lengths not given, an ellipsis on one side only (a reduction over it) or inside
+    parentheses in the input, patterns einops rejects, a list or tuple input (einops stacks it;
+    also a name the method binds to a display, comprehension or ``list(...)``, or a parameter
+    annotated as a list or tuple), a callable reduction, ``*args``/``**kwargs`` in the call, and
+    ``repeat`` with an ellipsis and a new axis on an input that is not a name or attribute; for
+    ``pack``/``unpack``: a pattern that is not axis names and one ``*``, tensors that are not
+    names or attributes in a list or tuple display, shapes that leave the method or come from
+    elsewhere. Not checked: a tensor with fewer axes than the pattern (einops raises).
 """
 
 from __future__ import annotations
@@ -490,6 +491,10 @@ class M(nn.Module):
         known = facts.typer(method).type_of(tensor)
         if known is not None and known != "Tensor":
             raise Unsupported(f"the input is a {known}, not a tensor: einops stacks a list")
+        if isinstance(tensor, cst.Name) and _may_hold_a_sequence(facts.methods[method],
+                                                                 tensor.value):
+            raise Unsupported(f"{tensor.value} may hold a list or tuple of tensors (einops "
+                              "stacks it first)")
         sizes = {name: _argument(value) for name, value in keywords.items()}
         chain = plan(kind, pattern, sizes, reduction)
         dropped = [name for name in keywords if name not in chain.used
@@ -501,6 +506,39 @@ class M(nn.Module):
             raise Unsupported("expand() after an ellipsis needs the input's shape, and the "
                               "input is not a name or attribute to read twice")
         return chain
+
+
+# Calls whose result is a list, tuple or iterator of what they are given, never a tensor.
+_SEQUENCE_CALLS = frozenset({"list", "tuple", "sorted", "reversed", "map", "zip", "filter"})
+_SEQUENCE_WORDS = ("list", "tuple", "sequence", "iterable")
+
+
+def _may_hold_a_sequence(func: cst.FunctionDef, name: str) -> bool:
+    """Whether ``func`` binds ``name`` to what may be a list or tuple: a parameter annotated
+    with one (``list[Tensor] | Tensor`` too), or an assignment of a display, comprehension or
+    ``list(...)``-like call. The typer answers only for element types it knows (``[x, x]``
+    of an untyped ``x`` is unknown to it), and einops stacks a list where ``permute`` fails."""
+    for param in (*func.params.params, *func.params.kwonly_params, *func.params.posonly_params):
+        if param.name.value == name and param.annotation is not None and any(
+                word in code_of(param.annotation.annotation).lower()
+                for word in _SEQUENCE_WORDS):
+            return True
+    for assign in find_all(func.body, cst.Assign, cst.AnnAssign):
+        targets = ([t.target for t in assign.targets] if isinstance(assign, cst.Assign)
+                   else [assign.target])
+        if not any(isinstance(t, cst.Name) and t.value == name for t in targets):
+            continue
+        value = assign.value
+        if isinstance(value, cst.List | cst.Tuple | cst.ListComp | cst.GeneratorExp):
+            return True
+        if (isinstance(value, cst.Call) and isinstance(value.func, cst.Name)
+                and value.func.value in _SEQUENCE_CALLS):
+            return True
+        if isinstance(assign, cst.AnnAssign) and any(
+                word in code_of(assign.annotation.annotation).lower()
+                for word in _SEQUENCE_WORDS):
+            return True
+    return False
 
 
 def _argument(value: cst.BaseExpression) -> str:
