@@ -227,9 +227,11 @@ WRAPPERS = HEADER + textwrap.dedent("""\
 
 
 def test_kwargs_passed_to_the_module_given_to_the_constructor(tmp_path: Path) -> None:
-    """One call per set of keywords the modules built into the wrapper take (Attention
-    {context, mask}, Gate {mask}, FeedForward {}), chosen by a constant per keyword where the
-    sets differ; the modules are followed through `self.attn = ...` and a local."""
+    """One call per set of keywords a module built into the wrapper may take (Attention
+    {context, mask}, Gate {mask}, FeedForward {}; and {context}, which a module built outside
+    the tree may take), chosen by a constant per keyword where the sets differ, true also for a
+    module whose forward takes **kwargs; the modules are followed through `self.attn = ...` and
+    a local."""
     result = _rewrite(WRAPPERS, str(_tree(tmp_path, WRAPPERS)))
     assert result.text == textwrap.dedent("""\
         import inspect
@@ -253,8 +255,9 @@ def test_kwargs_passed_to_the_module_given_to_the_constructor(tmp_path: Path) ->
             super().__init__()
             self.fn = fn
             fn_parameters = inspect.signature(self.fn.forward).parameters
-            self.fn_takes_context = "context" in fn_parameters
-            self.fn_takes_mask = "mask" in fn_parameters
+            fn_has_kwargs = any(p.kind == p.VAR_KEYWORD for p in fn_parameters.values())
+            self.fn_takes_context = fn_has_kwargs or "context" in fn_parameters
+            self.fn_takes_mask = fn_has_kwargs or "mask" in fn_parameters
 
         def forward(
             self,
@@ -263,7 +266,10 @@ def test_kwargs_passed_to_the_module_given_to_the_constructor(tmp_path: Path) ->
             mask: Optional[torch.Tensor] = None,
         ):
             if self.fn_takes_context:
-                fn_out = self.fn(x, context=context, mask=mask)
+                if self.fn_takes_mask:
+                    fn_out = self.fn(x, context=context, mask=mask)
+                else:
+                    fn_out = self.fn(x, context=context)
             else:
                 if self.fn_takes_mask:
                     fn_out = self.fn(x, mask=mask)
@@ -363,8 +369,14 @@ def test_constructions_in_other_files_of_the_tree_are_followed(tmp_path: Path) -
                 self.gate = PreNorm(Gate())
         """)
     result = _rewrite(WRAPPERS, str(_tree(tmp_path, WRAPPERS, other=importer)))
-    assert "        scale: float = 1.0,\n" in result.text
-    assert "fn_out = self.fn(x, mask=mask, scale=scale)" in result.text
+    assert result.text == WRAPPERS      # Mixer's scale is a third keyword the modules differ in
+    assert _findings(result) == [
+        ("TSF210", 22, "forward(): passes **kwargs to self.fn, the module given to the "
+                       "constructor, but the modules it wraps differ in 3 keywords: one call for "
+                       "each set a module may take is 8, more than 4")]
+    two = importer.replace("mask=None, scale: float = 1.0", "mask=None")
+    assert "fn_out = self.fn(x, mask=mask)" in _rewrite(
+        WRAPPERS, str(_tree(tmp_path, WRAPPERS, other=two))).text
     unknown = importer.replace("PreNorm(Mixer())", "PreNorm(None)")
     result = _rewrite(WRAPPERS, str(_tree(tmp_path, WRAPPERS, other=unknown)))
     assert result.text == WRAPPERS
@@ -372,6 +384,51 @@ def test_constructions_in_other_files_of_the_tree_are_followed(tmp_path: Path) -
         ("TSF210", 22, "forward(): passes **kwargs to self.fn, the module given to the "
                        "constructor, but it wraps `None`, not a module class of the tree built "
                        "there")]
+
+
+def test_a_module_built_outside_the_tree_gets_exactly_the_keywords_it_took_before(
+        tmp_path: Path) -> None:
+    """The tree builds PreNorm around modules taking {context, mask}, {mask} and {}; a user's
+    module taking **kwargs, or only context, gets the keywords the original passed it (found
+    on perceiver-pytorch: a **kwargs module lost its context, and one taking context but not
+    mask was passed mask and raised)."""
+    pytest.importorskip("torch")
+    rewritten = _rewrite(WRAPPERS, str(_tree(tmp_path, WRAPPERS))).text
+    assert rewritten != WRAPPERS
+    users = textwrap.dedent("""\
+
+        class TakesAnyKeyword(nn.Module):
+            def forward(self, x, **kw):
+                return x
+
+        class TakesContext(nn.Module):
+            def forward(self, x, context=None):
+                return x
+        """)
+    received = {}
+    for label, code in (("original", WRAPPERS), ("rewritten", rewritten)):
+        namespace: dict[str, type] = {}
+        exec(compile(code + users, f"<{label}>", "exec"), namespace)
+        pre_norm = namespace["PreNorm"]
+        received[label] = [
+            _received(pre_norm(namespace["TakesAnyKeyword"]()), context=2, mask=3),
+            _received(pre_norm(namespace["TakesContext"]()), context=2),
+        ]
+    assert received["rewritten"] == received["original"] == [
+        [("context", 2), ("mask", 3)], [("context", 2)]]
+
+
+def _received(wrapper: object, **keywords: object) -> list[tuple[str, object]]:
+    """The keywords the module inside ``wrapper`` was called with when ``wrapper`` was called
+    with ``keywords`` (its forward is replaced by a recorder after the wrapper measured it)."""
+    seen: list[list[tuple[str, object]]] = []
+
+    def recording(x: object, **kw: object) -> int:
+        seen.append(sorted(kw.items()))
+        return 0
+    wrapper.fn.forward = recording      # type: ignore[attr-defined]
+    wrapper(0, **keywords)              # type: ignore[operator]
+    return seen[0]
 
 
 @pytest.mark.slow

@@ -4,11 +4,14 @@ and the rewrite. Part of ``variable-arguments``.
 
 The wrapped module differs per instance (attention takes ``mask``, the feed-forward does not),
 so no one call compiles for every instance. The wrapper takes every keyword a module it wraps
-in this file takes, and keeps one bool per keyword saying whether its own module's ``forward``
-takes it, measured with ``inspect.signature`` in ``__init__`` and named in ``__constants__``:
-TorchScript compiles only the call the instance's constants choose, and eagerly the call passes
-exactly the keywords the module takes, as before (a keyword the caller left out is passed with
-the default the module itself has for it: the defaults of every wrapped module must agree).
+in this file takes, and keeps one bool per keyword the modules differ in, saying whether its
+own module's ``forward`` takes it (by name or through a ``**kwargs`` of its own), measured with
+``inspect.signature`` in ``__init__`` and named in ``__constants__``; there is one call for each
+subset of those keywords, not only for the subsets the tree's modules take, so a module built
+outside the tree's view gets the keywords it takes too. TorchScript compiles only the call the
+instance's constants choose, and eagerly the call passes exactly the keywords the module takes,
+as before (a keyword the caller left out is passed with the default the module itself has for
+it: the defaults of every wrapped module must agree).
 """
 
 from __future__ import annotations
@@ -30,8 +33,8 @@ from tsfix.codemods.facts.syntax import (
     short_source,
 )
 
-# One call per set of keywords the wrapped modules take: past four the branches stop being
-# readable.
+# One call per set of keywords a wrapped module may take (two keywords the modules differ in):
+# past four the branches stop being readable.
 MAX_CALLS = 4
 CONSTANTS = "__constants__"
 COMMENT = "# TorchScript compiles only the call of self.{attr} its forward's parameters choose."
@@ -213,11 +216,13 @@ class PassThroughs:
         if isinstance(found, str):
             wrapper.reason = found
         else:
-            wrapper.keywords, wrapper.combinations = found
+            wrapper.keywords, known = found
+            wrapper.combinations = every_combination(wrapper.keywords, known)
             if len(wrapper.combinations) > MAX_CALLS:
-                wrapper.reason = (f"the modules it wraps take {len(wrapper.combinations)} "
-                                  f"different sets of keywords: one call each is more than "
-                                  f"{MAX_CALLS}")
+                varying = len(wrapper.combinations).bit_length() - 1
+                wrapper.reason = (f"the modules it wraps differ in {varying} keywords: one call "
+                                  f"for each set a module may take is "
+                                  f"{len(wrapper.combinations)}, more than {MAX_CALLS}")
         self._done.add(name)
 
     def _sites(self, name: str) -> list[tuple[_Scope, cst.Call]] | str:
@@ -454,6 +459,22 @@ def _portable(node: cst.BaseExpression) -> bool:
 # ---- the rewrite ---------------------------------------------------------------------------
 
 
+def every_combination(keywords: list[Keyword], known: list[frozenset[str]]
+                      ) -> list[frozenset[str]]:
+    """The sets of keywords a call of the wrapped module may pass: those every known module
+    takes, with each subset of the ones they differ in. Not only the known modules' sets: a
+    module built outside the tree's view (a user's own, taking ``mask`` but not ``context``)
+    must get exactly the keywords it takes, not those of another set (silently dropping one
+    it takes, or passing one it does not)."""
+    always = frozenset.intersection(*known) if known else frozenset()
+    varying = [k.name for k in keywords if k.name not in always
+               and any(k.name in c for c in known)]
+    subsets: list[frozenset[str]] = [always]
+    for name in varying:
+        subsets = [*[s | {name} for s in subsets], *subsets]
+    return subsets
+
+
 def flag_name(wrapper: Wrapper, keyword: str) -> str:
     return f"{wrapper.attr}_takes_{keyword}"
 
@@ -500,11 +521,14 @@ def calls_by_flags(wrapper: Wrapper, original: cst.Call, leaf: Callable[[cst.Cal
     return text, tested
 
 
-def flag_lines(wrapper: Wrapper, names: list[str], inspect_name: str, local: str) -> list[str]:
-    """``__init__``'s statements that measure which keywords the module takes."""
+def flag_lines(wrapper: Wrapper, names: list[str], inspect_name: str, local: str,
+               any_keyword: str) -> list[str]:
+    """``__init__``'s statements that measure which keywords the module takes: by name, or
+    any through a ``**kwargs`` of its own (which ``self.fn(x, **kwargs)`` gave every
+    keyword)."""
     init_self = self_name(wrapper.init) or "self"
     parameters = f"{inspect_name}.signature({init_self}.{wrapper.attr}.forward).parameters"
-    if len(names) == 1:
-        return [f'{init_self}.{flag_name(wrapper, names[0])} = "{names[0]}" in {parameters}']
     return [f"{local} = {parameters}",
-            *[f'{init_self}.{flag_name(wrapper, n)} = "{n}" in {local}' for n in names]]
+            f"{any_keyword} = any(p.kind == p.VAR_KEYWORD for p in {local}.values())",
+            *[f'{init_self}.{flag_name(wrapper, n)} = {any_keyword} or "{n}" in {local}'
+              for n in names]]

@@ -12,15 +12,18 @@ What it does
       fn)``: ``self.fn = fn``, ``return self.fn(self.norm(x), **kwargs)``) becomes the
       keywords that the modules the tree builds it around take (every construction of the
       class in its file, followed through locals and ``self.<attr>``; wrappers of wrappers
-      too), and the call becomes one call per set of keywords those modules take, chosen by
-      a constant per keyword that differs: ``self.fn_takes_mask = "mask" in
-      inspect.signature(self.fn.forward).parameters`` in ``__init__``, named in
-      ``__constants__``, so TorchScript compiles for each instance only the call its module
-      takes. An unannotated ``None`` default becomes ``Optional[torch.Tensor]`` (a mask or a
-      context passed through; validation checks it). Refused, with the reason, when a
-      construction wraps something that is not a module class of the file, another file of
-      the tree names the class, the modules' defaults for a keyword differ, or a keyword has
-      no default;
+      too), and the call becomes one call per set of keywords a module may take (each subset
+      of the keywords those modules differ in, so that a module built outside the tree's view
+      gets exactly the ones it takes), chosen by a constant per keyword that differs:
+      ``self.fn_takes_mask = fn_has_kwargs or "mask" in fn_parameters`` in ``__init__``
+      (measured with ``inspect.signature(self.fn.forward)``; a module whose forward takes
+      ``**kwargs`` takes every keyword), named in ``__constants__``, so TorchScript compiles
+      for each instance only the call its module takes. An unannotated ``None`` default
+      becomes ``Optional[torch.Tensor]`` (a mask or a context passed through; validation
+      checks it). Refused, with the reason, when a construction wraps something that is not a
+      module class of the file, another file of the tree names the class, the modules'
+      defaults for a keyword differ, they differ in more than two keywords (more than four
+      calls), or a keyword has no default;
     * an unused ``*args`` or ``**kwargs`` is removed when the tree shows that no caller passes
       anything it would take: the class is built only as ``self.<attr> = Cls(...)`` or as the
       elements of ``self.<attr> = nn.ModuleList([Cls(...) for ...])`` in ``__init__`` of
@@ -69,10 +72,10 @@ Fix safety
     Making keyword-only parameters ordinary keeps every call that worked working. Expanding a
     pass-through ``**kwargs`` keeps every call that worked: a keyword the callee does not take
     raised there before. For the module the constructor was given, a call passes the module
-    exactly the keywords it took before (a left-out one with the default the module itself
-    has); a keyword the module does not take, which raised before, is now dropped, and a
-    module built outside the tree's view with a set of keywords no construction in the file
-    gives would get the call of another set: validation runs the model to prove it.
+    exactly the keywords it took before (a left-out one with the default the modules of the
+    tree have; a module outside the tree's view with another default, or a ``**kwargs`` of
+    its own, now receives the keyword with that default); a keyword the module does not
+    take, which raised before, is now dropped. Validation runs the model to prove it.
     Removing an unused ``*args``/``**kwargs`` makes a call that passed extra arguments fail;
     it is written without ``--unsafe-fixes`` only when the tree proves no call does (callers
     outside the tree, a public package API, are not known and keep the requirement).
@@ -629,8 +632,10 @@ class Encoder(nn.Module):
         """``__init__`` with the flags measured right after ``self.<attr> = <param>``."""
         inspect_name = next((local for local, full in self.facts.imports.items()
                              if full == "inspect"), "inspect")
-        local = fresh_name(f"{wrapper.attr}_parameters", taken=names_used(wrapper.init))
-        text = "\n".join(flag_lines(wrapper, names, inspect_name, local)) + "\n"
+        taken = names_used(wrapper.init)
+        local = fresh_name(f"{wrapper.attr}_parameters", taken=taken)
+        any_keyword = fresh_name(f"{wrapper.attr}_has_kwargs", taken=taken | {local})
+        text = "\n".join(flag_lines(wrapper, names, inspect_name, local, any_keyword)) + "\n"
         added = list(cst.parse_module(text).body)
         replace = _Replace()
         replace.lines[id(wrapper.stored)] = [wrapper.stored, *added]
