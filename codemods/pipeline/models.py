@@ -45,6 +45,7 @@ from __future__ import annotations
 
 import ast
 import functools
+import itertools
 import re
 from collections.abc import Callable, Collection, Iterable, Mapping
 from dataclasses import dataclass, field, replace
@@ -376,12 +377,6 @@ def _top_level(text: str) -> tuple[tuple[type[ast.AST], str, int, int], ...]:
                  for node in tree.body if isinstance(node, ast.ClassDef | ast.FunctionDef))
 
 
-def overlay_for(files: Iterable[str], overlay: Mapping[str, str]) -> dict[str, str]:
-    """The part of ``overlay`` a model's run reads (its tree files)."""
-    wanted = set(files)
-    return {path: text for path, text in overlay.items() if path in wanted}
-
-
 def with_verdicts(classes: Iterable[ClassResult], verdicts: Mapping[str, ClassVerdict]
                   ) -> list[ClassResult]:
     out = []
@@ -393,10 +388,173 @@ def with_verdicts(classes: Iterable[ClassResult], verdicts: Mapping[str, ClassVe
     return out
 
 
-__all__ = ["Configured", "Observations", "class_at", "configured_models", "error_code",
-           "explain_blocker",
-           "function_at",
-           "located",
-           "merge_types", "merged_verdicts", "model_class", "model_job", "observe",
-           "overlay_for", "reads_of", "record_of", "shown", "to_explain", "top_level_classes",
-           "with_verdicts"]
+
+def carried_over(result: ModelResult, before: Mapping[str, str], after: Mapping[str, str],
+                 text_of: Callable[[str], str | None]) -> ModelResult | None:
+    """The model's answer on the texts ``before`` as it reads on the texts ``after`` (its
+    blocker's line moved with the code around it), when it answers for them too; else None.
+
+    It does when the tree files the model imports (``result.files``; ``text_of`` gives one of
+    the run the overlays do not hold, else it is read) are the same, or differ only in imports
+    and in top-level classes and functions the model cannot run: those no live statement
+    names. Live are
+    the classes it holds an instance of or of which one is a subclass (``result.reached``),
+    module-level statements that call something when the module is imported, and whatever a
+    live statement names (a function, a base class, a class a live function builds, an
+    import; by name, attribute or string). A list naming classes it never calls
+    (ParityBench's ``TESTCASES``) does not make them live.
+
+    The final texts differ from the validated ones mostly so: an unproven unsafe rewrite of
+    a class no model reaches is withheld after the models ran (ParityBench: 90 of 114 models
+    were run again for that alone)."""
+    suspects: set[str] = set()          # the classes and functions whose code differs
+    statements: list[tuple[str, _Statement]] = []
+    moves: dict[str, dict[int, int]] = {}       # path -> line before -> line after
+    for path in result.files:
+        old = before.get(path) or text_of(path) or _disk_text(path)
+        new = after.get(path) or text_of(path) or _disk_text(path)
+        old_statements, new_statements = _statements(old), _statements(new)
+        if old_statements is None or new_statements is None:
+            return None
+        if old == new:
+            statements += [(path, s) for s in new_statements]
+            continue
+        statements += [(path, s) for s in (*old_statements, *new_statements)]
+        moved = moves[path] = {}
+        for o, n in itertools.zip_longest(
+                [s for s in old_statements if s.kind != "import"],
+                [s for s in new_statements if s.kind != "import"]):
+            if o is not None and n is not None and o.code == n.code:
+                if o.lines[0] != n.lines[0]:
+                    moved.update((line, line + n.lines[0] - o.lines[0])
+                                 for line in range(o.lines[0], o.lines[1] + 1))
+                continue
+            if o is None or n is None or not o.name or o.name != n.name:
+                return None
+            suspects.add(o.name)
+    if not suspects:
+        return _moved(result, moves)
+    held = {str(Path(p).resolve()): {n.partition(".")[0] for n in names}
+            for p, names in result.reached.items()}
+    reached = {path: held.get(str(Path(path).resolve()), set()) for path in result.files}
+    frontier = [s for path, s in statements
+                if s.executes or (s.kind == "class" and s.name in reached[path])]
+    live: set[str] = set().union(*(s.defines for s in frontier))
+    while frontier:
+        named = set().union(*(s.names for s in frontier)) - live
+        live |= named
+        frontier = [s for _, s in statements if s.defines & named]
+    return None if suspects & live else _moved(result, moves)
+
+
+def _moved(result: ModelResult, moves: Mapping[str, Mapping[int, int]]) -> ModelResult:
+    """``result`` with its blocker's line, and the lines its message names, in the files
+    whose code moved, where that code is in the texts the result now answers for."""
+    verdict = result.model
+    blocker = verdict.blocker if verdict is not None else None
+    if verdict is None or blocker is None or not any(moves.values()):
+        return result
+
+    def frame(match: re.Match[str]) -> str:
+        moved = moves.get(match["path"], {})
+        return match[0].replace(match["line"], str(moved.get(int(match["line"]),
+                                                              int(match["line"]))))
+
+    message = blocker.message
+    for path in moves:
+        message = re.sub(rf'(?P<path>{re.escape(path)})(?:", line |:)(?P<line>\d+)', frame,
+                         message)
+    line = blocker.line
+    if blocker.path is not None and line is not None:
+        line = moves.get(blocker.path, {}).get(line, line)
+    return replace(result, model=replace(verdict, blocker=replace(blocker, line=line,
+                                                                  message=message)))
+
+
+def _disk_text(path: str) -> str | None:
+    try:
+        return Path(path).read_text(encoding="utf-8")
+    except (OSError, UnicodeDecodeError):
+        return None
+
+
+@dataclass(frozen=True)
+class _Statement:
+    """A top-level statement: ``import``, ``class`` or ``other``; the name it defines (a class
+    or a function), its code
+    (``ast.dump``), the names it binds, every name it mentions (names, attributes, imported
+    names, strings), and whether it calls something when the module is imported."""
+
+    kind: str
+    name: str
+    code: str
+    defines: frozenset[str]
+    names: frozenset[str]
+    executes: bool
+    lines: tuple[int, int]      # first (its decorators') and last line
+
+
+@functools.lru_cache(maxsize=32)
+def _statements(text: str | None) -> tuple[_Statement, ...] | None:
+    if text is None:
+        return None
+    try:
+        tree = ast.parse(text)
+    except (SyntaxError, ValueError, RecursionError, MemoryError):
+        return None
+    found = []
+    for statement in tree.body:
+        kind = ("import" if isinstance(statement, ast.Import | ast.ImportFrom)
+                else "class" if isinstance(statement, ast.ClassDef) else "other")
+        name = (statement.name if isinstance(
+            statement, ast.ClassDef | ast.FunctionDef | ast.AsyncFunctionDef) else "")
+        defines = {name} if name else set(_bound(statement))
+        found.append(_Statement(
+            kind, name, ast.dump(statement), frozenset(defines),
+            frozenset(n for node in ast.walk(statement) for n in _mentions(node)),
+            kind == "other" and _calls_on_import(statement),
+            (min([statement.lineno, *(d.lineno for d in getattr(statement, "decorator_list", ()))]),
+             statement.end_lineno or statement.lineno)))
+    return tuple(found)
+
+
+def _bound(node: ast.AST) -> Iterable[str]:
+    """The module-level names a statement binds (not those of the functions, lambdas or
+    classes it defines)."""
+    if isinstance(node, ast.FunctionDef | ast.AsyncFunctionDef | ast.ClassDef):
+        yield node.name
+        return
+    if isinstance(node, ast.Name) and isinstance(node.ctx, ast.Store):
+        yield node.id
+    elif isinstance(node, ast.alias):
+        yield node.asname or node.name.partition(".")[0]
+    if not isinstance(node, ast.Lambda):
+        for child in ast.iter_child_nodes(node):
+            yield from _bound(child)
+
+
+def _mentions(node: ast.AST) -> Iterable[str]:
+    if isinstance(node, ast.Name):
+        yield node.id
+    elif isinstance(node, ast.Attribute):
+        yield node.attr
+    elif isinstance(node, ast.alias):
+        yield node.name.rpartition(".")[2]
+        if node.asname:
+            yield node.asname
+    elif isinstance(node, ast.Constant) and isinstance(node.value, str):
+        yield node.value
+
+
+def _calls_on_import(node: ast.AST) -> bool:
+    """A call that runs when the statement does: not one inside a function, a lambda or a
+    class body defined there."""
+    if isinstance(node, ast.FunctionDef | ast.AsyncFunctionDef | ast.Lambda | ast.ClassDef):
+        return False
+    return isinstance(node, ast.Call) or any(
+        _calls_on_import(child) for child in ast.iter_child_nodes(node))
+
+__all__ = ["Configured", "Observations", "carried_over", "class_at", "configured_models",
+           "error_code", "explain_blocker", "function_at", "located", "merge_types",
+           "merged_verdicts", "model_class", "model_job", "observe", "reads_of", "record_of",
+           "shown", "to_explain", "top_level_classes", "with_verdicts"]

@@ -88,19 +88,20 @@ def _answers_on_final_texts(state: RunState, overlay: Mapping[str, str]
     """Each model's answer on the final texts: the one validation or the recheck phase gave
     when it ran on the same texts of the files the model imports, else a new model job."""
     validated_overlay = {str(item.file.resolved): item.text for item in state.pending}
+    sources = {str(item.file.resolved): item.source.text for item in state.pending}
     results: dict[str, ModelResult] = {}
     again: list[configured.Configured] = []
     for model in state.models:
         known = state.validated.get(model.display)
         ran_on, last = state.rechecked.get(model.display, (None, None))
-        if (last is not None and ran_on is not None and last.failure is None
-                and configured.overlay_for(last.files, overlay)
-                == configured.overlay_for(last.files, ran_on)):
-            results[model.display] = last       # checked again on the final tree already
+        if last is not None and ran_on is not None and last.failure is None and (
+                carried := configured.carried_over(last, ran_on, overlay, sources.get)):
+            results[model.display] = carried    # checked again on the final tree already
         elif (known is not None and known.failure is None and known.model is not None
-                and configured.overlay_for(known.files, overlay)
-                == configured.overlay_for(known.files, validated_overlay)):
-            results[model.display] = known      # nothing it imports was held back
+                and (carried := configured.carried_over(known, validated_overlay, overlay,
+                                                        sources.get))):
+            # Nothing it imports was held back, or only code it cannot run.
+            results[model.display] = carried
         elif known is not None and known.failure is not None:
             results[model.display] = known      # the original does not build or run
         else:
