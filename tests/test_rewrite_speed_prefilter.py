@@ -194,6 +194,51 @@ def test_a_text_rewritten_again_is_parsed_once_and_rewritten_alike(
     assert parsed == [*texts, texts[0]]
 
 
+TWO_RULES = MODEL_WITH_FLAG + """
+
+class Gate(torch.nn.Module):
+    def __init__(self, use_gate=True):
+        super().__init__()
+        self.use_gate = use_gate
+
+    def forward(self, x: torch.Tensor, scale=2.0):
+        if self.use_gate:
+            return x * scale
+        return x
+"""
+
+
+@pytest.mark.parametrize("run", ["run-1", ""])
+def test_a_rewrite_again_in_a_run_starts_after_the_rules_that_skip_what_they_did(
+        monkeypatch: pytest.MonkeyPatch, run: str) -> None:
+    """A rule-drop trial leaves the last rule out for one class: the rules before it are not
+    run again in the same run (RewriteSettings.run); the result is the one a rewrite from
+    the first rule gives. Without a run, and in another run, every rule runs."""
+    first_rule, last_rule = ALL_RULES["lift-branch"], ALL_RULES["annotate"]
+    runs: list[str] = []
+    for rule in (first_rule, last_rule):
+        real = rule.transform_module
+
+        def counting(self: Rule, module: cst.Module, real: object = real) -> cst.Module:
+            runs.append(self.name)
+            return real(self, module)  # type: ignore[operator]
+
+        monkeypatch.setattr(rule, "transform_module", counting)
+    settings = RewriteSettings([first_rule, last_rule], run=run)
+    dropped = FileContext("m.py", {"annotate": frozenset({"Gate"})})
+    first = rewrite_source(TWO_RULES, settings, "m.py")
+    trial = rewrite_source(TWO_RULES, settings, dropped)
+    assert runs == ["lift-branch", "annotate", "annotate"] if run else [
+        "lift-branch", "annotate", "lift-branch", "annotate"]
+    fresh = rewrite_source(TWO_RULES, dataclasses.replace(settings, run="run-2"), dropped)
+    assert runs[-2:] == ["lift-branch", "annotate"]
+    assert {c.rule for c in first.changes} == {"lift-branch", "annotate"}
+    assert ("annotate", "Gate") in {(c.rule, c.class_name) for c in first.changes}
+    assert ("annotate", "Gate") not in {(c.rule, c.class_name) for c in trial.changes}
+    assert (trial.text, trial.changes, trial.skips, trial.fixes) == (
+        fresh.text, fresh.changes, fresh.skips, fresh.fixes)
+
+
 @pytest.mark.parametrize("text", [
     "", "\n", "# only a comment\n", "x = 1", "x = 1\n\n\n# footer comment\n",
     "#!/usr/bin/env python\n# header\n\nimport torch\n\n\nclass A:\n\tdef f(self):\n"

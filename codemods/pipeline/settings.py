@@ -59,6 +59,11 @@ class RewriteSettings:
     # False (``tsfix check``): only the findings are wanted; the new text is neither
     # generated, formatted nor checked (``Rewrite.text`` stays the input).
     output: bool = True
+    # The run the rewrites belong to (any string unique to it): a rewrite of a file again in
+    # the same run starts after the rules that skip what they skipped before (rewrite.STEPS).
+    # Only within a run: rules read other files of the tree, which a run never changes
+    # before it writes. Empty: every rewrite starts from the first rule.
+    run: str = ""
 
     def __post_init__(self) -> None:
         object.__setattr__(self, "rules", tuple(self.rules))

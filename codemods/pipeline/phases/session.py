@@ -5,6 +5,7 @@ rewrite process gets (:func:`rewritten`), and the progress counts of a phase (:c
 from __future__ import annotations
 
 import time
+import uuid
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 from functools import cached_property
@@ -92,7 +93,8 @@ class Session:
 
     @cached_property
     def settings(self) -> RewriteSettings:
-        return RewriteSettings(self.rules, self.config.line_length, self.unsafe_fixes)
+        return RewriteSettings(self.rules, self.config.line_length, self.unsafe_fixes,
+                               run=uuid.uuid4().hex)
 
     @property
     def sys_path(self) -> tuple[str, ...]:
