@@ -7,6 +7,7 @@ import json
 import os
 import subprocess
 import sys
+import time
 from pathlib import Path
 from typing import Any
 
@@ -513,3 +514,22 @@ def test_a_short_round_of_slow_files_is_spread_over_the_processes() -> None:
     assert sorted(item for item, _ in slow) == [4, 5, 6, 7]
     assert os.getpid() not in {pid for _, pid in slow}
     assert sorted(done) == sorted(quick + slow)
+
+
+def _where_slowly(item: int, settings: object) -> tuple[int, int]:
+    """As _where, slow enough that both processes take tasks."""
+    time.sleep(0.05)
+    return item, os.getpid()
+
+
+def test_items_asked_together_go_to_one_process() -> None:
+    """Rule-drop trials of one file go to one process in turn: each rewrite starts where the
+    last left off there (rewrite.STEPS)."""
+    session = phases.Session(["lift-branch"], Config(), False, False, workers=2)
+    items = list(range(16))
+    with Rewriters(session) as rewriters:
+        found = rewriters.map(_where_slowly, items, lambda _: None,
+                              seconds=PARALLEL_MIN_SECONDS, together=lambda item: item % 2)
+    assert sorted(item for item, _ in found) == items
+    for parity in (0, 1):
+        assert len({pid for item, pid in found if item % 2 == parity}) == 1

@@ -237,6 +237,16 @@ def test_a_rewrite_again_in_a_run_starts_after_the_rules_that_skip_what_they_did
     assert ("annotate", "Gate") not in {(c.rule, c.class_name) for c in trial.changes}
     assert (trial.text, trial.changes, trial.skips, trial.fixes) == (
         fresh.text, fresh.changes, fresh.skips, fresh.fixes)
+    if run:
+        # A rewrite that parts from the first at its first rule does not hide the first
+        # rewrite's steps from the next one.
+        runs.clear()
+        rewrite_source(TWO_RULES, settings, FileContext("m.py", {"lift-branch": {"Net"}}))
+        other = FileContext("m.py", {"annotate": frozenset({"Net"})})
+        again = rewrite_source(TWO_RULES, settings, other)
+        assert runs == ["lift-branch", "annotate", "annotate"]
+        assert again.text == rewrite_source(
+            TWO_RULES, dataclasses.replace(settings, run="run-3"), other).text
 
 
 @pytest.mark.parametrize("text", [

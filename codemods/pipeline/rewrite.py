@@ -151,10 +151,13 @@ class _Step:
 # final text leaves one rule out for one class, and every rule before it did the same work
 # as in the first rewrite (ParityBench: trials of mega_pytorch dropping annotate, 26th of 27
 # rules, each took the whole 4.5 s).
-# Each with the module parsed from the text (rules place classes by its very nodes).
-STEPS: collections.OrderedDict[tuple[object, ...], tuple[cst.Module, list[_Step]]] = (
+# Each with the module parsed from the text (rules place classes by its very nodes) and the
+# steps of up to RUNS_KEPT rewrites, the first (the file's own rewrite, which later trials
+# share the most with) always among them; runs share the steps of their common prefix.
+STEPS: collections.OrderedDict[tuple[object, ...], tuple[cst.Module, list[list[_Step]]]] = (
     collections.OrderedDict())
 STEPS_KEPT = 2
+RUNS_KEPT = 8
 
 
 def _steps_key(text: str, settings: RewriteSettings, context: FileContext
@@ -178,12 +181,15 @@ def _rewrite(text: str, settings: RewriteSettings, context: FileContext) -> Rewr
     # Each rule's answer for the text as it is so far (asked again after a rule changes it).
     answers: dict[type[Rule], bool] = {}
     key = _steps_key(text, settings, context) if settings.run else None
-    parsed, known = STEPS.pop(key, (None, [])) if key is not None else (None, [])
+    parsed, runs = STEPS.pop(key, (None, [])) if key is not None else (None, [])
     skips = [context.skip_classes.get(rule.name, frozenset()) for rule in rules]
-    start = 0
-    while start < len(known) and known[start].skip == skips[start]:
-        start += 1
-    steps = known[:start]
+    start, steps = 0, []
+    for known in runs:
+        shared = 0
+        while shared < len(known) and known[shared].skip == skips[shared]:
+            shared += 1
+        if shared > start:
+            start, steps = shared, known[:shared]
 
     def may_apply(rule: type[Rule]) -> bool:
         assert file is not None
@@ -198,7 +204,9 @@ def _rewrite(text: str, settings: RewriteSettings, context: FileContext) -> Rewr
             return Rewrite(text)        # nothing any rule looks at: no LibCST parse
         module = parse(text, path)
     if key is not None:
-        STEPS[key] = (module, steps)
+        runs = runs if module is parsed else []
+        runs = [*runs[:1], *runs[1:][-(RUNS_KEPT - 2):], steps] if runs else [steps]
+        STEPS[key] = (module, runs)
         while len(STEPS) > STEPS_KEPT:
             STEPS.popitem(last=False)
     original_classes = [s for s in module.body if isinstance(s, cst.ClassDef)]

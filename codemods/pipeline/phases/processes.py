@@ -56,10 +56,13 @@ class Rewriters:
         self.session.processes = len(self.pids - {os.getpid()})
 
     def map(self, work: Callable[[T, RewriteSettings], R], items: Sequence[T],
-            done: Callable[[R], None], *, seconds: float = 0.0) -> list[R]:
+            done: Callable[[R], None], *, seconds: float = 0.0,
+            together: Callable[[T], object] | None = None) -> list[R]:
         """``work(item, settings)`` for every item, in any order; ``done`` is called in this
         process as each result arrives. ``seconds``: what the items are expected to take
-        here (the first round's times), which can make a short round worth the processes."""
+        here (the first round's times), which can make a short round worth the processes.
+        ``together``: items with the same answer go to one process, in turn (rewrites of one
+        file: each starts where the last left off, rewrite.STEPS)."""
         settings = self.session.settings
         small = len(items) < PARALLEL_MIN_FILES and seconds < PARALLEL_MIN_SECONDS
         if self._executor is None and (self._broken or self.session.workers <= 1
@@ -85,6 +88,11 @@ class Rewriters:
         per_task = max(1, min(FILES_PER_TASK, len(items) // (4 * self.session.workers)))
         tasks = [list(range(start, min(start + per_task, len(items))))
                  for start in range(0, len(items), per_task)]
+        if together is not None:
+            groups: dict[object, list[int]] = {}
+            for i, item in enumerate(items):
+                groups.setdefault(together(item), []).append(i)
+            tasks = list(groups.values())
         with _children_born_ignoring_interrupts():
             futures = {self._executor.submit(_work_batch, work, [items[i] for i in task],
                                              settings): task for task in tasks}

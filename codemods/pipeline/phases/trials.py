@@ -64,7 +64,8 @@ def drop_rules(pending: list[Pending], checked: dict[int, Checked], session: Ses
     report = session.reporter("trials", len(trials))
     rewritten = {r.key: r for r in rewriters.map(
         rewrite_again, [t.pending.again(k, t.skip) for k, t in enumerate(trials)],
-        lambda _: report(), seconds=sum(t.pending.rewrite_s for t in trials))}
+        lambda _: report(), seconds=sum(t.pending.rewrite_s for t in trials),
+        together=lambda again: again.display)}
     jobs: list[ValidationJob] = []
     by_job: dict[int, tuple[_Trial, RewrittenAgain]] = {}
     for k, trial in enumerate(trials):
