@@ -69,6 +69,28 @@ def test_parallel_rewrite_matches_one_process(tmp_path: Path) -> None:
     assert [f.path for f in together.files] == [f.path for f in alone.files]
 
 
+def test_a_few_large_files_are_rewritten_in_processes(tmp_path: Path) -> None:
+    """Below PARALLEL_MIN_FILES files, their size decides: a round of a few large files
+    (ParityBench's 6,000-line file among 20) is worth the processes; small ones stay here;
+    the report keeps discovery order."""
+    from tsfix.codemods.pipeline.phases.rewriting import SOURCE_BYTES_PER_SECOND
+
+    big = tmp_path / "big"
+    big.mkdir()
+    padding = "# " + "x" * 78 + "\n"
+    lines = int(PARALLEL_MIN_SECONDS * SOURCE_BYTES_PER_SECOND) // len(padding) // 2 + 1
+    for i in range(3):
+        (big / f"model_{i}.py").write_text(model_source(f"Net{i}", flag=f"use_{i}")
+                                           + padding * (lines if i < 2 else 0))
+    small = _zoo(tmp_path, 3)
+    options = {"rules": ["lift-branch"], "verify": False, "mode": "diff", "jobs": 2}
+    large_round = run([big], Options(**options))
+    assert large_round.rewrite_processes >= 1
+    assert [f.status for f in large_round.files] == ["changed"] * 3
+    assert [f.path for f in large_round.files] == sorted(f.path for f in large_round.files)
+    assert run([small], Options(**options)).rewrite_processes == 0
+
+
 def test_api_script_without_main_guard_still_rewrites_everything(tmp_path: Path) -> None:
     # spawn re-runs a script that calls run() at top level, so its rewrite processes die while
     # starting; the engine then does the work in the calling process instead of failing.
