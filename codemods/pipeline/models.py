@@ -279,9 +279,8 @@ def located(result: ModelResult, texts: Mapping[str, str],
     for path in sorted(result.reached):
         text = texts.get(path)
         if text is None:
-            try:
-                text = Path(path).read_text(encoding="utf-8")
-            except (OSError, UnicodeDecodeError):
+            text = _disk_text(path)
+            if text is None:
                 continue
         try:
             findings = check_source(text, path, target=target)
@@ -318,9 +317,8 @@ def explain_blocker(blocker: Blocker, text: str | None, shown: str,
     if blocker.path is None:
         return ""
     if text is None:
-        try:
-            text = Path(blocker.path).read_text(encoding="utf-8")
-        except (OSError, UnicodeDecodeError):
+        text = _disk_text(blocker.path)
+        if text is None:
             return ""
     scope = (blocker.scope or "").split(".")[0]
     return explain_error(blocker.message, Path(blocker.path), shown, text, scope, target,
@@ -472,6 +470,7 @@ def _moved(result: ModelResult, moves: Mapping[str, Mapping[int, int]]) -> Model
 
 
 def _disk_text(path: str) -> str | None:
+    """A tree file's text as on disk, or None when it cannot be read."""
     try:
         return Path(path).read_text(encoding="utf-8")
     except (OSError, UnicodeDecodeError):
