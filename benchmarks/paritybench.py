@@ -319,6 +319,7 @@ class _paritybench_base(unittest.TestCase):
 EXAMPLES = '''\
 """Test-case inputs of ParityBench files, for tsfix's measurement (benchmarks/paritybench.py)."""
 import ast
+import builtins
 import importlib.util
 import inspect
 import sys
@@ -329,13 +330,14 @@ import torch
 SEED = %(seed)d
 HERE = Path(__file__).resolve().parent
 _namespaces = {}
-_parsed = {}
+# A file's test cases, parsed once per file and version: a factory is called for every model job
+# and configuration, and a ParityBench file runs to thousands of lines (parsing it on each call
+# was 14%% of a 30-file tsfix run's CPU time). tsfix forgets the tree's modules after each job,
+# this one included, so the parses are kept where a validation worker keeps them: on builtins.
+_parsed = vars(builtins).setdefault("_tsfix_paritybench_parsed", {})
 
 
 def _cases(path):
-    # Parsed once per file and version: a factory is called once per case and configuration,
-    # in every worker, and a ParityBench file runs to thousands of lines (parsing it on each
-    # call was 14%% of a 30-file tsfix run's CPU time).
     stat = path.stat()
     key = (str(path), stat.st_mtime_ns, stat.st_size)
     if key not in _parsed:
