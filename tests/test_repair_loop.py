@@ -308,6 +308,51 @@ def test_a_model_that_scripted_is_checked_again_when_a_later_loop_rewrites_its_f
 
 
 @pytest.mark.slow
+def test_every_model_a_later_loop_made_stale_is_checked_again_with_its_own_answer(
+        project: Project) -> None:
+    """Two models that scripted import blocks.py, which Outer's loop then rewrites: both are
+    measured again in one round of jobs (two workers), each keeping its own answer (one
+    configuration against two)."""
+    chained(project)
+    project.pyproject({"pkg/net.py:Direct": {"inputs": ["randn(2, 4)"]},
+                       "pkg/net.py:Doubled": {"init": [{"channels": 4}, {"channels": 6}],
+                                              "inputs": ["randn(2, 4)"]},
+                       "pkg/net.py:Outer": {"inputs": ["randn(2, 4)"]}})
+    project.write("pkg/net.py", NET + textwrap.dedent("""\
+
+
+        class Direct(nn.Module):
+            def __init__(self):
+                super().__init__()
+                self.inner = Inner(4)
+
+            def forward(self, x):
+                return self.inner(x, torch.ones(1))
+
+
+        class Doubled(nn.Module):
+            def __init__(self, channels):
+                super().__init__()
+                self.inner = Inner(4)
+                self.channels = channels
+
+            def forward(self, x):
+                return self.inner(x, torch.ones(1)) * self.channels
+    """))
+
+    result = project.run("pkg/net.py", rules=["all"], jobs=2)
+
+    models = {m.model: m for m in result.models()}
+    direct, doubled = models["pkg/net.py:Direct"], models["pkg/net.py:Doubled"]
+    assert models["pkg/net.py:Outer"].repairs, models["pkg/net.py:Outer"]
+    for model, configurations in ((direct, 1), (doubled, 2)):
+        assert model.ok, model
+        assert model.rounds == ["checked again on the files the repair loop of another "
+                                "model rewrote"], model.rounds
+        assert model.reason.startswith(f"{configurations} configuration(s): "), model.reason
+
+
+@pytest.mark.slow
 def test_without_the_loop_the_model_stops_at_the_call(project: Project) -> None:
     chained(project)
 

@@ -167,12 +167,16 @@ class _Repair:
                 if fix_report is not None:
                     fix_report()
             ran.append((model, result, rounds))
+        # A later model's repairs changed files these import: their verdicts are the tree's
+        # as written, measured in one round of jobs (the loops are over: nothing they find
+        # changes the tree again).
+        stale = [k for k, (model, result, _) in enumerate(ran)
+                 if _loop_texts(result, self.tree) != seen.get(model.display, {})]
+        answers = self.again_all([ran[k][:2] for k in stale])
         finished: list[Finished] = []
-        for model, result, rounds in ran:
-            if _loop_texts(result, self.tree) != seen.get(model.display, {}):
-                # A later model's repairs changed files this one imports: its verdict is the
-                # tree's as written.
-                result = self.again(model, result)
+        for k, (model, result, rounds) in enumerate(ran):
+            if k in answers:
+                result = answers[k]
                 rounds.append("checked again on the files the repair loop of another model "
                               "rewrote")
             blocker = configured.to_explain(result)
@@ -185,13 +189,27 @@ class _Repair:
 
     def again(self, model: configured.Configured, result: ModelResult) -> ModelResult:
         """``model``'s answer on the tree as the loops so far leave it."""
+        return self.again_all([(model, result)])[0]
+
+    def again_all(self, stale: list[tuple[configured.Configured, ModelResult]]
+                  ) -> dict[int, ModelResult]:
+        """Each of ``stale``'s models' answer on the tree as the loops so far leave it, by its
+        place in ``stale``: one round of jobs, as many at once as there are workers (their
+        time counts as the models phase's)."""
+        if not stale:
+            return {}
+        session = self.state.session
         texts = {**self.overlay, **{p: f.text for p, f in self.tree.items() if f.text}}
-        answer = self.state.pool.models([configured.model_job(
-            0, model, self.state.session, overlay=texts, reads=configured.reads_of(result))],
-            timeout=self.state.session.timeout).get(0)
-        if answer is None:
-            return ModelResult(0, failure="no answer from the worker")
-        return configured.located(answer, texts, self.state.session.target)
+        report = session.reporter("models", len(stale)) if len(stale) > 1 else None
+        answers = self.state.pool.models(
+            [configured.model_job(k, model, session, overlay=texts,
+                                  reads=configured.reads_of(result))
+             for k, (model, result) in enumerate(stale)],
+            timeout=session.timeout, on_result=(lambda *_: report()) if report else None)
+        return {k: configured.located(answer, texts, session.target)
+                if (answer := answers.get(k)) is not None
+                else ModelResult(k, failure="no answer from the worker")
+                for k in range(len(stale))}
 
 
 def _add_records(state: RunState, finished: list[Finished], repair: _Repair, out: Models
