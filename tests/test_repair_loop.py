@@ -312,9 +312,19 @@ def test_every_model_a_later_loop_made_stale_is_checked_again_with_its_own_answe
         project: Project) -> None:
     """Two models that scripted import blocks.py, which Outer's loop then rewrites: both are
     measured again in one round of jobs (two workers), each keeping its own answer (one
-    configuration against two)."""
+    configuration against two); Alone, before them and importing neither, keeps its own."""
     chained(project)
-    project.pyproject({"pkg/net.py:Direct": {"inputs": ["randn(2, 4)"]},
+    project.write("pkg/alone.py", textwrap.dedent("""\
+        import torch
+        from torch import nn
+
+
+        class Alone(nn.Module):
+            def forward(self, x):
+                return x + 1
+    """))
+    project.pyproject({"pkg/alone.py:Alone": {"inputs": ["randn(2, 4)"]},
+                       "pkg/net.py:Direct": {"inputs": ["randn(2, 4)"]},
                        "pkg/net.py:Doubled": {"init": [{"channels": 4}, {"channels": 6}],
                                               "inputs": ["randn(2, 4)"]},
                        "pkg/net.py:Outer": {"inputs": ["randn(2, 4)"]}})
@@ -340,9 +350,13 @@ def test_every_model_a_later_loop_made_stale_is_checked_again_with_its_own_answe
                 return self.inner(x, torch.ones(1)) * self.channels
     """))
 
-    result = project.run("pkg/net.py", rules=["all"], jobs=2)
+    result = project.run("pkg/alone.py", "pkg/net.py", rules=["all"], jobs=2)
 
     models = {m.model: m for m in result.models()}
+    assert list(models)[0] == "pkg/alone.py:Alone", list(models)
+    alone = models["pkg/alone.py:Alone"]
+    assert alone.ok and alone.rounds == [], alone
+    assert alone.reason.startswith("1 configuration(s): "), alone.reason
     direct, doubled = models["pkg/net.py:Direct"], models["pkg/net.py:Doubled"]
     assert models["pkg/net.py:Outer"].repairs, models["pkg/net.py:Outer"]
     for model, configurations in ((direct, 1), (doubled, 2)):

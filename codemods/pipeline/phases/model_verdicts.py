@@ -172,7 +172,7 @@ class _Repair:
         # changes the tree again).
         stale = [k for k, (model, result, _) in enumerate(ran)
                  if _loop_texts(result, self.tree) != seen.get(model.display, {})]
-        answers = self.again_all([ran[k][:2] for k in stale])
+        answers = dict(zip(stale, self.again_all([ran[k][:2] for k in stale]), strict=True))
         finished: list[Finished] = []
         for k, (model, result, rounds) in enumerate(ran):
             if k in answers:
@@ -192,12 +192,12 @@ class _Repair:
         return self.again_all([(model, result)])[0]
 
     def again_all(self, stale: list[tuple[configured.Configured, ModelResult]]
-                  ) -> dict[int, ModelResult]:
-        """Each of ``stale``'s models' answer on the tree as the loops so far leave it, by its
-        place in ``stale``: one round of jobs, as many at once as there are workers (their
+                  ) -> list[ModelResult]:
+        """Each of ``stale``'s models' answer on the tree as the loops so far leave it, in
+        ``stale``'s order: one round of jobs, as many at once as there are workers (their
         time counts as the models phase's)."""
         if not stale:
-            return {}
+            return []
         session = self.state.session
         texts = {**self.overlay, **{p: f.text for p, f in self.tree.items() if f.text}}
         report = session.reporter("models", len(stale)) if len(stale) > 1 else None
@@ -206,10 +206,10 @@ class _Repair:
                                   reads=configured.reads_of(result))
              for k, (model, result) in enumerate(stale)],
             timeout=session.timeout, on_result=(lambda *_: report()) if report else None)
-        return {k: configured.located(answer, texts, session.target)
+        return [configured.located(answer, texts, session.target)
                 if (answer := answers.get(k)) is not None
                 else ModelResult(k, failure="no answer from the worker")
-                for k in range(len(stale))}
+                for k in range(len(stale))]
 
 
 def _add_records(state: RunState, finished: list[Finished], repair: _Repair, out: Models
