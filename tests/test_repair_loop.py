@@ -65,6 +65,18 @@ NET = textwrap.dedent("""\
             return y
 """)
 CALL_LINE = 16          # `y = self.inner(x, lengths)`
+# A second model of net.py that passes Inner a Tensor: it scripts on the run's tree.
+DIRECT = textwrap.dedent("""\
+
+
+    class Direct(nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.inner = Inner(4)
+
+        def forward(self, x):
+            return self.inner(x, torch.ones(1))
+""")
 
 
 def chained(project: Project) -> None:
@@ -285,17 +297,7 @@ def test_a_model_that_scripted_is_checked_again_when_a_later_loop_rewrites_its_f
     chained(project)
     project.pyproject({"pkg/net.py:Direct": {"inputs": ["randn(2, 4)"]},
                        "pkg/net.py:Outer": {"inputs": ["randn(2, 4)"]}})
-    project.write("pkg/net.py", NET + textwrap.dedent("""\
-
-
-        class Direct(nn.Module):
-            def __init__(self):
-                super().__init__()
-                self.inner = Inner(4)
-
-            def forward(self, x):
-                return self.inner(x, torch.ones(1))
-    """))
+    project.write("pkg/net.py", NET + DIRECT)
 
     result = project.run("pkg/net.py", rules=["all"], jobs=1)
 
@@ -328,16 +330,7 @@ def test_every_model_a_later_loop_made_stale_is_checked_again_with_its_own_answe
                        "pkg/net.py:Doubled": {"init": [{"channels": 4}, {"channels": 6}],
                                               "inputs": ["randn(2, 4)"]},
                        "pkg/net.py:Outer": {"inputs": ["randn(2, 4)"]}})
-    project.write("pkg/net.py", NET + textwrap.dedent("""\
-
-
-        class Direct(nn.Module):
-            def __init__(self):
-                super().__init__()
-                self.inner = Inner(4)
-
-            def forward(self, x):
-                return self.inner(x, torch.ones(1))
+    project.write("pkg/net.py", NET + DIRECT + textwrap.dedent("""\
 
 
         class Doubled(nn.Module):
@@ -353,7 +346,7 @@ def test_every_model_a_later_loop_made_stale_is_checked_again_with_its_own_answe
     result = project.run("pkg/alone.py", "pkg/net.py", rules=["all"], jobs=2)
 
     models = {m.model: m for m in result.models()}
-    assert list(models)[0] == "pkg/alone.py:Alone", list(models)
+    assert next(iter(models)) == "pkg/alone.py:Alone", list(models)
     alone = models["pkg/alone.py:Alone"]
     assert alone.ok and alone.rounds == [], alone
     assert alone.reason.startswith("1 configuration(s): "), alone.reason
