@@ -19,6 +19,7 @@ from tsfix.codemods.lint.explain import (
     SECTIONS,
     ExplainError,
     _explain,
+    explain_error,
     parse_target,
     rule_sections,
 )
@@ -356,3 +357,41 @@ def test_a_left_out_default_is_a_method_of_the_class_not_an_aten_overload(
     result = _explain(_outcome(message + f'  File "{BLOCKERS}", line 3\n', BLOCKERS), "M",
                       "blockers.py", BLOCKERS, text, [], [])
     assert result.code == code
+
+
+EINOPS_IN_A_FUNCTION = '''\
+import torch
+from torch import nn
+from einops import rearrange
+
+
+def swap(q):
+    return rearrange(q, "b x y -> b y x")
+
+
+class Rel(nn.Module):
+    def forward(self, q):
+        return swap(q) + 1
+'''
+
+
+def test_a_construct_a_rule_handles_in_a_function_the_class_calls_is_said_so(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """halonet-pytorch: RelPosEmb's own rearrange calls are rewritten, and the model stops at
+    the einops call of relative_logits_1d, a module-level function it calls. The rule that
+    handles einops exists: the words say it leaves that function, and name it."""
+    import torch
+
+    pytest.importorskip("einops")
+    model = tmp_path / "rel.py"
+    model.write_text(EINOPS_IN_A_FUNCTION)
+    monkeypatch.syspath_prepend(str(tmp_path))
+    import rel  # type: ignore[import-not-found]
+
+    with pytest.raises(Exception) as raised:
+        torch.jit.script(rel.Rel())
+
+    line = explain_error(str(raised.value), model, "rel.py", EINOPS_IN_A_FUNCTION, "Rel")
+    assert line == ("einops rearrange/repeat/reduce call [TSF236]; einops-to-torch rewrites this "
+                    "construct in a class's methods and finds none left in Rel's (it is in "
+                    "swap(), which Rel calls): change the code by hand"), line

@@ -424,7 +424,8 @@ class Explanation:
             out.append(self._failure_title(where, verb, "TorchScript error"))
             if self.source_line:
                 out.append(f"    {self.line} | {self.source_line.strip()}")
-            out += self._remedy(self.display, "no tsfix rule rewrites this yet")
+            out += self._remedy(self.display,
+                                no_rule_words(self.code, self.class_name, self.error))
         return out + self._tail()
 
     def _failure_title(self, where: str, verb: str, untitled: str) -> str:
@@ -564,8 +565,30 @@ def explain_error(message: str, path: Path, display: str, text: str, class_name:
     if found.refused:
         return f"{title}; not fixed by tsfix here ({found.refused}): change the code by hand"
     if found.code:
-        return f"{title}; no tsfix rule rewrites this yet: change the code by hand"
+        words = no_rule_words(found.code, class_name or "?", message)
+        return f"{title}; {words}: change the code by hand"
     return title
+
+
+# TorchScript names the function it compiled the construct in, innermost first.
+_COMPILED_FROM = re.compile(r"'([\w.]+)' is being compiled since it was called from")
+
+
+def no_rule_words(code: str | None, class_name: str, message: str = "") -> str:
+    """Why no rule fixes a blocker whose construct ``code`` names: none handles it, or the rule
+    that does found no site of it in the class's own code (it rewrote them, or the construct
+    is in a module-level function the class calls, which it does not rewrite; ``message``,
+    TorchScript's, names that function)."""
+    from tsfix.codemods.lint.codes import rule_of_code
+
+    rule = rule_of_code(code) if code else None
+    if rule is None:
+        return "no tsfix rule rewrites this yet"
+    called = _COMPILED_FROM.search(message)
+    where = (f"it is in {called.group(1)}(), which {class_name} calls" if called
+             else f"it may be in a function {class_name} calls")
+    return (f"{rule} rewrites this construct in a class's methods and finds none left in "
+            f"{class_name}'s ({where})")
 
 
 @functools.lru_cache(maxsize=4)
