@@ -14,6 +14,8 @@ from typing import Any
 
 import pytest
 from conftest import FIXTURES_ROOT, fixture_pairs, load_module, rule_rewriter
+from tsfix.codemods.pipeline.rewrite import rewrite_source
+from tsfix.codemods.pipeline.settings import FileContext, RewriteSettings
 from tsfix.codemods.rules._einops_pattern import Unsupported, plan
 from tsfix.codemods.rules.einops_to_torch import EinopsToTorch
 
@@ -421,3 +423,78 @@ def test_pack_and_unpack_it_cannot_prove_are_refused(body: str, reason: str) -> 
     result = rewrite(code)
     assert result.text == textwrap.dedent(code)
     assert any(reason in skip.reason for skip in result.skips), result.skips
+
+
+# halonet-pytorch 0.0.5: RelPosEmb.forward calls relative_logits_1d(), whose einops calls
+# TorchScript meets while compiling the call (the repair loop names the function).
+HALO_FUNCTIONS = '''\
+import torch
+from einops import rearrange
+
+
+def rel_to_abs(x):
+    b, l, m = x.shape
+    x = torch.cat((x, x[:, :, :1]), dim=2)
+    return rearrange(x, 'b l c -> b (l c)')
+
+
+def relative_logits_1d(q, rel_k):
+    logits = torch.einsum('bxyd,rd->bxyr', q, rel_k)
+    logits = rearrange(logits, 'b x y r -> (b x) y r')
+    return rel_to_abs(logits)
+
+
+def eager_only(x):
+    return rearrange(x, 'b n -> n b')
+'''
+
+
+def test_the_einops_calls_of_a_function_the_repair_loop_names_are_rewritten() -> None:
+    named = FileContext("halo.py", compiled_functions=frozenset({"relative_logits_1d",
+                                                                "rel_to_abs"}))
+    result = rewrite_source(HALO_FUNCTIONS, RewriteSettings([EinopsToTorch]), named)
+
+    assert "    return x.flatten(1)\n" in result.text
+    assert "    logits = logits.flatten(0, 1)\n" in result.text
+    # Only the functions named: another one of the file keeps its call.
+    assert result.text.split("def eager_only")[1] == HALO_FUNCTIONS.split("def eager_only")[1]
+    assert sorted((c.class_name, c.lines) for c in result.changes) == [
+        ("rel_to_abs()", (5, 8)), ("relative_logits_1d()", (11, 14))]
+    assert sorted((f.class_name, f.line) for f in result.fixes) == [
+        ("rel_to_abs()", 8), ("relative_logits_1d()", 13)]
+    # A file the loop names nothing in is left alone (the run's rules rewrite classes).
+    assert not rewrite_source(HALO_FUNCTIONS, RewriteSettings([EinopsToTorch]), "halo.py").changed
+    assert not rewrite_source(result.text, RewriteSettings([EinopsToTorch]), named).changed
+
+
+def test_a_function_parameter_annotated_as_a_list_is_not_rearranged() -> None:
+    """einops stacks a list first: a function's parameter types come from its annotations."""
+    code = ("from typing import List\nimport torch\nfrom einops import rearrange\n\n\n"
+            "def merge(xs: List[torch.Tensor]):\n    return rearrange(xs, 'n b -> b n')\n")
+    result = rewrite_source(code, RewriteSettings([EinopsToTorch]),
+                            FileContext("m.py", compiled_functions=frozenset({"merge"})))
+
+    assert not result.changed
+    [skip] = result.skips
+    assert (skip.class_name, skip.line, skip.code) == ("merge()", 7, "TSF236")
+    assert "is a List[Tensor], not a tensor" in skip.reason, skip.reason
+
+
+@pytest.mark.slow
+def test_the_rewritten_functions_give_einops_outputs_and_script(tmp_path: Path) -> None:
+    torch = pytest.importorskip("torch")
+    pytest.importorskip("einops")
+    named = FileContext("halo.py", compiled_functions=frozenset({"relative_logits_1d",
+                                                                "rel_to_abs"}))
+    (tmp_path / "halo_in.py").write_text(HALO_FUNCTIONS)
+    (tmp_path / "halo_out.py").write_text(
+        rewrite_source(HALO_FUNCTIONS, RewriteSettings([EinopsToTorch]), named).text)
+    original = load_module(tmp_path / "halo_in.py", "_et_halo_in")
+    rewritten = load_module(tmp_path / "halo_out.py", "_et_halo_out")
+    q, rel_k = torch.randn(2, 3, 4, 5), torch.randn(7, 5)
+
+    expected = original.relative_logits_1d(q, rel_k)
+    assert torch.equal(rewritten.relative_logits_1d(q, rel_k), expected)
+    with pytest.raises(Exception, match="variable number of arguments"):
+        torch.jit.script(original.relative_logits_1d)
+    assert torch.equal(torch.jit.script(rewritten.relative_logits_1d)(q, rel_k), expected)

@@ -515,3 +515,24 @@ def test_the_rewritten_function_scripts_with_the_originals_outputs(tmp_path: Pat
     scripted = torch.jit.script(rewritten.spectro)
     x = torch.randn(2, 3, 2048)
     torch.testing.assert_close(scripted(x), original.spectro(x), rtol=1e-4, atol=1e-5)
+
+
+def test_a_function_local_built_by_repeating_a_list_is_passed_whole() -> None:
+    """halonet-pytorch's expand_dim(): the local `expand_shape = [-1] * len(t.shape)` is a
+    List[int] (a function's locals are typed as a method's are), so `t.expand(*expand_shape)`
+    passes the list."""
+    code = textwrap.dedent("""\
+        import torch
+
+
+        def expand_dim(t, dim: int, k: int):
+            t = t.unsqueeze(dim=dim)
+            expand_shape = [-1] * len(t.shape)
+            expand_shape[dim] = k
+            return t.expand(*expand_shape)
+        """)
+    result = rewrite_source(code, RewriteSettings([StarredArgs]),
+                            FileContext("halo.py", compiled_functions={"expand_dim"}))
+
+    assert result.text == code.replace("t.expand(*expand_shape)", "t.expand(expand_shape)")
+    assert [(f.code, f.line) for f in result.fixes] == [("TSF214", 8)]

@@ -11,7 +11,7 @@ import pytest
 from conftest import FIXTURES_ROOT, load_module
 from tsfix import Options, run
 from tsfix.codemods.pipeline.rewrite import Rewrite, rewrite_source
-from tsfix.codemods.pipeline.settings import RewriteSettings
+from tsfix.codemods.pipeline.settings import FileContext, RewriteSettings
 from tsfix.codemods.rules.variable_arguments import VariableArguments
 
 HEADER = "import torch\nfrom torch import nn\n\n\n"
@@ -505,3 +505,111 @@ def test_instances_that_differ_in_a_list_setting_are_not_compared_for_one_artifa
     assert "not comparable: 1 also differing in a setting that is not lifted (attns.1: " \
            "permutation)" in verdicts["PermuteToFrom"].reason
     assert "def forward(self, x):" in (tmp_path / "axial.py").read_text()
+
+
+# halonet-pytorch's helper: `torch.zeros(shape, **to(x))` in compiled code.
+DICT_HELPER = HEADER + textwrap.dedent("""\
+    def to(x):
+        return {'device': x.device, 'dtype': x.dtype}
+
+
+    def rel_to_abs(x):
+        pad = torch.zeros((x.shape[0], 1), **to(x))
+        return torch.cat((x, pad), dim=1)
+
+
+    class Pad(nn.Module):
+        def forward(self, x):
+            y = torch.ones(x.shape, **to(x))
+            z = torch.full((2,), 3.0, **{"dtype": x.dtype})
+            w = torch.zeros(3, **dict(dtype=x.dtype), device=x.device)
+            return x + y, z, w
+    """)
+
+
+def test_a_dict_unpacked_in_a_call_is_spelled_out_as_keywords() -> None:
+    result = _rewrite(DICT_HELPER)
+
+    assert textwrap.dedent("""\
+            y = torch.ones(x.shape, device=x.device, dtype=x.dtype)
+            z = torch.full((2,), 3.0, dtype=x.dtype)
+            w = torch.zeros(3, dtype=x.dtype, device=x.device)
+    """) in textwrap.dedent(result.text.split("def forward(self, x):\n")[1])
+    # The function is compiled code only when the repair loop names it.
+    assert "pad = torch.zeros((x.shape[0], 1), **to(x))" in result.text
+    assert _findings(result) == [("TSF110", 16, "fixed"), ("TSF110", 17, "fixed"),
+                                 ("TSF110", 18, "fixed")]
+    assert not _rewrite(result.text).changed
+
+    named = rewrite_source(DICT_HELPER, RewriteSettings([VariableArguments]),
+                           FileContext("model.py", compiled_functions=frozenset({"rel_to_abs"})))
+    assert "pad = torch.zeros((x.shape[0], 1), device=x.device, dtype=x.dtype)" in named.text
+    assert [(c.class_name, c.lines) for c in named.changes] == [("Pad", (14, 19)),
+                                                                ("rel_to_abs()", (9, 11))]
+
+
+@pytest.mark.parametrize(("call", "reason"), [
+    ("torch.zeros(3, **to(x + 1))", "x + 1 is not a name or an attribute"),
+    ("torch.zeros(3, **to(x, x))", "passes its arguments otherwise"),
+    ("torch.zeros(3, **to(x), dtype=x.dtype)", "a keyword repeats"),
+    ("torch.zeros(3, **{k: x.dtype})", "a key is not a string literal"),
+    ("torch.zeros(3, **opts(x))", "is not a dict display, dict(...) or a helper"),
+])
+def test_a_dict_unpacking_left_alone_says_why(call: str, reason: str) -> None:
+    code = HEADER + textwrap.dedent(f"""\
+        def to(x):
+            return {{'device': x.device, 'dtype': x.dtype}}
+
+
+        def opts(x):
+            found = {{'device': x.device}}
+            return found
+
+
+        class Pad(nn.Module):
+            def forward(self, x, k: str = "dtype"):
+                return {call}
+        """)
+    result = _rewrite(code)
+
+    assert not result.changed
+    [(code_name, line, why)] = _findings(result)
+    assert (code_name, line) == ("TSF110", 16) and reason in why, why
+
+
+def test_a_name_the_helper_reads_that_the_caller_binds_is_not_spelled_out() -> None:
+    """The helper's `dtype` is the module's; in forward() it is a local of another value."""
+    code = HEADER + textwrap.dedent("""\
+        dtype = torch.float64
+
+
+        def like(x):
+            return {'device': x.device, 'dtype': dtype}
+
+
+        class Pad(nn.Module):
+            def forward(self, x):
+                dtype = torch.float16
+                return torch.zeros(3, **like(x)), dtype
+        """)
+    result = _rewrite(code)
+
+    assert not result.changed
+    [(_, _, why)] = _findings(result)
+    assert "dtype is bound where the call stands" in why, why
+
+
+@pytest.mark.slow
+def test_the_spelled_keywords_give_the_same_tensors_and_script(tmp_path: Path) -> None:
+    torch = pytest.importorskip("torch")
+    (tmp_path / "pad_in.py").write_text(DICT_HELPER)
+    (tmp_path / "pad_out.py").write_text(_rewrite(DICT_HELPER).text)
+    original = load_module(tmp_path / "pad_in.py", "_va_pad_in")
+    rewritten = load_module(tmp_path / "pad_out.py", "_va_pad_out")
+    x = torch.randn(2, 3, dtype=torch.float64)
+
+    with pytest.raises(Exception, match="keyword-arg expansion is not supported"):
+        torch.jit.script(original.Pad())
+    for got, expected in zip(torch.jit.script(rewritten.Pad())(x), original.Pad()(x),
+                             strict=True):
+        assert torch.equal(got, expected) and got.dtype == expected.dtype

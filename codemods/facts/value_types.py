@@ -207,6 +207,17 @@ def type_from_annotation(node: cst.BaseExpression) -> str | None:
     return None
 
 
+def function_parameter_types(func: cst.FunctionDef) -> dict[str, str | None]:
+    """A module-level function's parameters typed as TorchScript types them: by their
+    annotations; an unannotated one is a Tensor, or unknown with a default."""
+    params = func.params
+    return {param.name.value: (type_from_annotation(param.annotation.annotation)
+                               if param.annotation is not None else
+                               literal_type(param.default) if param.default is not None
+                               else TENSOR)
+            for param in (*params.posonly_params, *params.params, *params.kwonly_params)}
+
+
 # ---- expressions -------------------------------------------------------------------------------
 
 class Typer:
@@ -388,6 +399,10 @@ class Typer:
             return unify(left, right)
         if isinstance(node.operator, cst.Modulo) and left == "str":
             return "str"
+        if isinstance(node.operator, cst.Multiply) and {left, right} & {"int", "bool"}:
+            # ``[-1] * len(x.shape)``: a list repeated
+            other = right if left in ("int", "bool") else left
+            return other if other.startswith("List[") else None
         return None
 
 
@@ -466,3 +481,11 @@ def _iterated(node: cst.BaseExpression, typer: Typer) -> str | None:
     if kind == TENSOR:
         return TENSOR
     return None
+
+
+def function_typer(func: cst.FunctionDef, imports: Mapping[str, str]) -> Typer:
+    """A :class:`Typer` for a module-level function's body: its parameters
+    (:func:`function_parameter_types`) and its locals."""
+    typer = Typer(function_parameter_types(func), imports, None)
+    collect_locals(func.body, typer)
+    return typer

@@ -30,13 +30,13 @@ import functools
 import re
 from collections.abc import Collection, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
-from typing import ClassVar, Literal, TypeAlias
+from typing import ClassVar, Literal, Protocol, TypeAlias
 
 import libcst as cst
 from libcst._nodes.internal import CodegenState
 from libcst.codemod import Codemod, CodemodContext, SkipFile
 from libcst.metadata import CodeRange, MetadataWrapper, PositionProvider
-from tsfix.codemods.facts.classes import ClassFacts
+from tsfix.codemods.facts.classes import ClassFacts, is_ignored
 from tsfix.codemods.facts.module import ModuleFacts, module_facts
 from tsfix.codemods.facts.prefilter import AstFile, parse_once
 from tsfix.codemods.facts.scope import current_scope
@@ -361,6 +361,17 @@ class Rule(Codemod):
         positions = _node_positions(func, self.source_module.default_indent)
         return line, line + positions[func].end.line - positions[func].start.line
 
+    def named_functions(self, tree: cst.Module) -> Iterator[tuple[int, cst.FunctionDef]]:
+        """The module-level functions of ``tree`` the repair loop names (``compiled_functions``:
+        a model stopped in one, compiled from another file or called from a class's method),
+        each with its index in the module's body; ``@torch.jit.ignore``/``unused`` ones left
+        out."""
+        for index, statement in enumerate(tree.body):
+            if (isinstance(statement, cst.FunctionDef)
+                    and statement.name.value in self.compiled_functions
+                    and not is_ignored(statement)):
+                yield index, statement
+
     def skip(self, class_name: str, node: cst.CSTNode, reason: str, *, code: str | None = None,
              message: str = "") -> None:
         """Report a candidate this rule leaves alone, and why. With ``code``, the site is an
@@ -368,6 +379,56 @@ class Rule(Codemod):
         position = self._position(node).start
         self.skips.append(Skip(self.name, class_name, position.line, reason, code,
                                position.column + 1, message))
+
+
+class Sites(Protocol):
+    """Where the sites of one class or module-level function are reported, and their lines:
+    a rule that rewrites both reports through this and does not need to know which."""
+
+    def fixed(self, node: cst.CSTNode, code: str, message: str) -> None: ...
+
+    def skipped(self, node: cst.CSTNode, reason: str, code: str, message: str) -> None: ...
+
+    def line(self, node: cst.CSTNode) -> int: ...
+
+
+@dataclass
+class ClassSites:
+    """The sites of the class a rule is rewriting (:meth:`Rule.fixed`, :meth:`Rule.skip`)."""
+
+    rule: Rule
+    class_name: str
+
+    def fixed(self, node: cst.CSTNode, code: str, message: str) -> None:
+        self.rule.fixed(node, code, message)
+
+    def skipped(self, node: cst.CSTNode, reason: str, code: str, message: str) -> None:
+        self.rule.skip(self.class_name, node, reason, code=code, message=message)
+
+    def line(self, node: cst.CSTNode) -> int:
+        return self.rule.line_of(node)
+
+
+@dataclass
+class FunctionSites:
+    """A module-level function's sites, reported under ``owner`` (``function_change_name``)
+    and placed in the lines of the file as the user has it."""
+
+    rule: Rule
+    func: cst.FunctionDef
+    owner: str
+
+    def fixed(self, node: cst.CSTNode, code: str, message: str) -> None:
+        line, column = self.rule.function_position(self.func, node)
+        self.rule.fixes.append(Fix(self.rule.name, code, self.owner, line, column, message))
+
+    def skipped(self, node: cst.CSTNode, reason: str, code: str, message: str) -> None:
+        line, column = self.rule.function_position(self.func, node)
+        self.rule.skips.append(Skip(self.rule.name, self.owner, line, reason, code, column,
+                                    message))
+
+    def line(self, node: cst.CSTNode) -> int:
+        return self.rule.function_position(self.func, node)[0]
 
 
 @functools.lru_cache(maxsize=4)

@@ -3,8 +3,9 @@ become tensor methods, ``einsum`` becomes ``torch.einsum``, ``pack``/``unpack`` 
 ``torch.cat`` and ``split``.
 
 What it does
-    In compiled code (``forward()``, ``@torch.jit.export`` methods and the methods they call;
-    not ``@torch.jit.ignore`` methods nor ``if not torch.jit.is_scripting():`` branches), each
+    In compiled code (``forward()``, ``@torch.jit.export`` methods and the methods they call,
+    and the module-level functions the repair loop names when a model stops in one; not
+    ``@torch.jit.ignore`` methods nor ``if not torch.jit.is_scripting():`` branches), each
     call of ``einops.rearrange``, ``einops.repeat`` or ``einops.reduce`` (however imported)
     whose pattern is a string literal becomes a chain of tensor methods on its input, following
     einops' own recipe for torch step by step: ``unflatten`` splits a composite input axis
@@ -90,10 +91,11 @@ Fix safety
 
 from __future__ import annotations
 
-from collections.abc import Collection
+import functools
+from collections.abc import Callable, Collection
 
 import libcst as cst
-from tsfix.codemods.facts.classes import ClassFacts
+from tsfix.codemods.facts.classes import never_compiled_nodes
 from tsfix.codemods.facts.prefilter import AstFile
 from tsfix.codemods.facts.syntax import (
     code_of,
@@ -103,8 +105,18 @@ from tsfix.codemods.facts.syntax import (
     parameters_of,
     qualified_name,
 )
+from tsfix.codemods.facts.value_types import Typer, function_typer
 from tsfix.codemods.rules._einops_pattern import KINDS, Plan, Unsupported, plan
-from tsfix.codemods.rules.base import ClassChange, Code, Example, Rule
+from tsfix.codemods.rules.base import (
+    ClassChange,
+    ClassSites,
+    Code,
+    Example,
+    FunctionSites,
+    Rule,
+    Sites,
+)
+from tsfix.codemods.validation.protocol import function_change_name
 
 _CODE = "TSF236"
 # Expressions that need no parentheses as the receiver of ``.method()`` or as an element of a
@@ -416,46 +428,20 @@ class M(nn.Module):
         return any(full == "einops" or _einops_kind(full) is not None
                    for full in file.imports.values())
 
+    def transform_module_impl(self, tree: cst.Module) -> cst.Module:
+        tree = super().transform_module_impl(tree)
+        return self._rewrite_functions(tree) if self.compiled_functions else tree
+
     def rewrite_class(self, cls: cst.ClassDef) -> cst.ClassDef:
         if not self.facts.is_module_class(cls):
             return cls
         facts = self.class_facts(cls)
         sites: dict[int, _Site] = {}
         parts: list[str] = []
+        reported = ClassSites(self, cls.name.value)
         for method, func in facts.compiled_methods():
-            skipped = facts.never_compiled(method)
-            calls = [(call, kind) for call in find_all(func.body, cst.Call)
-                     if (kind := _einops_kind(qualified_name(call.func, self.facts.imports)))
-                     and id(call) not in skipped]
-            packs, shapes = _packed_shapes(func, [c for c, k in calls if k == "pack"],
-                                           [c for c, k in calls if k == "unpack"],
-                                           self.facts.torch_alias)
-            taken = names_used(func)
-            for call, kind in calls:
-                message = f"{_shown(call)} is an einops call"
-                try:
-                    if kind == "pack" and id(call) not in packs:
-                        _pack(call, self.facts.torch_alias)     # its own reason first
-                        raise Unsupported("the shapes it returns are not assigned to a name "
-                                          "that only unpack() reads")
-                    if kind == "unpack" and not (
-                            _safe_arguments(call) and code_of(_arguments(
-                                call, ("tensor", "packed_shapes", "pattern"))["packed_shapes"])
-                            in shapes):
-                        raise Unsupported("its shapes are not those a pack() of this method "
-                                          "returned (einops' shapes may hold -1)")
-                    if kind in ("einsum", "pack", "unpack"):
-                        site = _Site(call, kind, None, self.facts.torch_alias, taken)
-                    else:
-                        site = _Site(call, kind, self._plan(facts, method, call, kind))
-                    after = site.replacement(call)
-                except Unsupported as refusal:
-                    self.skip(cls.name.value, call, f"not rewritten: {refusal}", code=_CODE,
-                              message=message)
-                    continue
-                self.fixed(call, _CODE, message)
-                sites[id(call)] = site
-                parts.append(f"line {self.line_of(call)}: `{_shown(call)}` -> `{_shown(after)}`")
+            self._find_sites(func, facts.never_compiled(method),
+                             functools.partial(facts.typer, method), reported, sites, parts)
         if not sites:
             return cls
         rewritten = cls.visit(_Apply(sites))
@@ -464,7 +450,66 @@ class M(nn.Module):
                                         "; ".join(parts)))
         return rewritten
 
-    def _plan(self, facts: ClassFacts, method: str, call: cst.Call, kind: str) -> Plan:
+    def _rewrite_functions(self, tree: cst.Module) -> cst.Module:
+        """The module-level functions the repair loop names (a model stopped in one:
+        ``Rule.compiled_functions``; halonet's ``relative_logits_1d``), their parameters typed
+        by their annotations, each reported under ``function_change_name``."""
+        body = list(tree.body)
+        for index, func in self.named_functions(tree):
+            owner = function_change_name(func.name.value)
+            sites: dict[int, _Site] = {}
+            parts: list[str] = []
+            typer = functools.cache(functools.partial(function_typer, func, self.facts.imports))
+            self._find_sites(func, never_compiled_nodes(func, self.facts.imports), typer,
+                             FunctionSites(self, func, owner), sites, parts)
+            if not sites:
+                continue
+            rewritten = func.visit(_Apply(sites))
+            assert isinstance(rewritten, cst.FunctionDef)
+            self.changes.append(ClassChange(self.name, owner, self.function_span(func),
+                                            "; ".join(parts)))
+            body[index] = rewritten
+        return tree.with_changes(body=body)
+
+    def _find_sites(self, func: cst.FunctionDef, skipped: Collection[int],
+                    typer: Callable[[], Typer], reported: Sites, sites: dict[int, _Site],
+                    parts: list[str]) -> None:
+        """The einops calls of one compiled body: each rewritable one added to ``sites`` (its
+        line to ``parts``) and reported fixed, the others reported with the reason."""
+        calls = [(call, kind) for call in find_all(func.body, cst.Call)
+                 if (kind := _einops_kind(qualified_name(call.func, self.facts.imports)))
+                 and id(call) not in skipped]
+        packs, shapes = _packed_shapes(func, [c for c, k in calls if k == "pack"],
+                                       [c for c, k in calls if k == "unpack"],
+                                       self.facts.torch_alias)
+        taken = names_used(func)
+        for call, kind in calls:
+            message = f"{_shown(call)} is an einops call"
+            try:
+                if kind == "pack" and id(call) not in packs:
+                    _pack(call, self.facts.torch_alias)     # its own reason first
+                    raise Unsupported("the shapes it returns are not assigned to a name "
+                                      "that only unpack() reads")
+                if kind == "unpack" and not (
+                        _safe_arguments(call) and code_of(_arguments(
+                            call, ("tensor", "packed_shapes", "pattern"))["packed_shapes"])
+                        in shapes):
+                    raise Unsupported("its shapes are not those a pack() of this method "
+                                      "returned (einops' shapes may hold -1)")
+                if kind in ("einsum", "pack", "unpack"):
+                    site = _Site(call, kind, None, self.facts.torch_alias, taken)
+                else:
+                    site = _Site(call, kind, self._plan(func, typer(), call, kind))
+                after = site.replacement(call)
+            except Unsupported as refusal:
+                reported.skipped(call, f"not rewritten: {refusal}", _CODE, message)
+                continue
+            reported.fixed(call, _CODE, message)
+            sites[id(call)] = site
+            parts.append(f"line {reported.line(call)}: `{_shown(call)}` -> `{_shown(after)}`")
+
+    def _plan(self, func: cst.FunctionDef, typer: Typer, call: cst.Call, kind: str
+              ) -> Plan:
         """The chain for one call, or :class:`Unsupported` saying why not."""
         positional = [a for a in call.args if a.keyword is None and not a.star]
         if any(a.star for a in call.args):
@@ -488,11 +533,10 @@ class M(nn.Module):
         tensor = values["tensor"]
         if isinstance(tensor, cst.List | cst.Tuple):
             raise Unsupported("the input is a list or tuple: einops stacks it first")
-        known = facts.typer(method).type_of(tensor)
+        known = typer.type_of(tensor)
         if known is not None and known != "Tensor":
             raise Unsupported(f"the input is a {known}, not a tensor: einops stacks a list")
-        if isinstance(tensor, cst.Name) and _may_hold_a_sequence(facts.methods[method],
-                                                                 tensor.value):
+        if isinstance(tensor, cst.Name) and _may_hold_a_sequence(func, tensor.value):
             raise Unsupported(f"{tensor.value} may hold a list or tuple of tensors (einops "
                               "stacks it first)")
         sizes = {name: _argument(value) for name, value in keywords.items()}

@@ -90,7 +90,7 @@ from collections.abc import Iterable, Iterator
 from dataclasses import dataclass
 
 import libcst as cst
-from tsfix.codemods.facts.classes import ClassFacts, is_ignored, never_compiled_nodes
+from tsfix.codemods.facts.classes import ClassFacts, never_compiled_nodes
 from tsfix.codemods.facts.prefilter import AstFile
 from tsfix.codemods.facts.syntax import (
     ReplaceById,
@@ -511,10 +511,7 @@ class Up(nn.Module):
         ``l1norm``: ``F.normalize(t, p = 1)``), each reported under ``function_change_name``.
         Only literals: what a name holds is known from a class's facts, not a function's."""
         body = list(tree.body)
-        for index, func in enumerate(body):
-            if (not isinstance(func, cst.FunctionDef) or is_ignored(func)
-                    or func.name.value not in self.compiled_functions):
-                continue
+        for index, func in self.named_functions(tree):
             skipped = never_compiled_nodes(func, self.imports)
             replacements: dict[int, cst.BaseExpression] = {}
             parts: list[str] = []

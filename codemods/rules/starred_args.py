@@ -113,20 +113,17 @@ import ast
 import functools
 import re
 from collections.abc import Callable, Collection, Mapping, Sequence
-from dataclasses import dataclass
-from typing import Protocol
 
 import libcst as cst
 import libcst.matchers as m
 from libcst.helpers import get_full_name_for_node
-from tsfix.codemods.facts.classes import ClassFacts, is_ignored, never_compiled_nodes
+from tsfix.codemods.facts.classes import ClassFacts, never_compiled_nodes
 from tsfix.codemods.facts.prefilter import AstFile
 from tsfix.codemods.facts.syntax import (
     JOIN_FUNCTIONS,
     code_of,
     find_all,
     fresh_name,
-    literal_type,
     names_bound_in,
     names_used,
     parent_map,
@@ -139,12 +136,21 @@ from tsfix.codemods.facts.value_types import (
     TENSOR,
     Typer,
     collect_locals,
+    function_typer,
     is_complete,
     parts_of,
     type_from_annotation,
     unify_all,
 )
-from tsfix.codemods.rules.base import ClassChange, Code, Example, Fix, Rule, Skip
+from tsfix.codemods.rules.base import (
+    ClassChange,
+    ClassSites,
+    Code,
+    Example,
+    FunctionSites,
+    Rule,
+    Sites,
+)
 from tsfix.codemods.validation.protocol import function_change_name
 
 _SEQUENCE_METHODS = ("view", "reshape", "permute", "repeat", "expand", "flip", "tile",
@@ -301,13 +307,7 @@ class _MethodRewriter:
     def for_function(cls, rule: StarredArgs, func: cst.FunctionDef) -> _MethodRewriter:
         """A module-level function: its parameters typed by their annotations (an
         unannotated one is a Tensor to TorchScript, or unknown with a default)."""
-        params = func.params
-        env = {param.name.value: (type_from_annotation(param.annotation.annotation)
-                                  if param.annotation is not None else
-                                  literal_type(param.default) if param.default is not None
-                                  else TENSOR)
-               for param in (*params.posonly_params, *params.params, *params.kwonly_params)}
-        return cls(rule, func, Typer(env, rule.imports, None))
+        return cls(rule, func, function_typer(func, rule.imports))
 
     def _starred_shape_targets(self) -> set[str]:
         """Locals bound only as the starred target of a shape (``*other, n = x.shape``):
@@ -1045,7 +1045,7 @@ class CrossAttention(nn.Module):
                 attributes = _attribute_types(facts, self.imports)
             return _MethodRewriter.for_method(self, facts, method, attributes)
 
-        done = self._rewrite_bodies(bodies, rewriter, _ClassSites(self, name))
+        done = self._rewrite_bodies(bodies, rewriter, ClassSites(self, name))
         if done is None:
             return cls
         replacer, summary, notes = done
@@ -1060,18 +1060,13 @@ class CrossAttention(nn.Module):
         names them: ``Rule.compiled_functions``), each reported under
         ``function_change_name``."""
         body = list(tree.body)
-        for index, statement in enumerate(body):
-            if (not isinstance(statement, cst.FunctionDef)
-                    or statement.name.value not in self.compiled_functions
-                    or is_ignored(statement)):
-                continue
-            func = statement
+        for index, func in self.named_functions(tree):
             owner = function_change_name(func.name.value)
             skipped = never_compiled_nodes(func, self.imports) | _nested(func)
             done = self._rewrite_bodies(
                 [(func.name.value, func, skipped)],
                 functools.partial(_function_rewriter, self, func),
-                _FunctionSites(self, func, owner))
+                FunctionSites(self, func, owner))
             if done is None:
                 continue
             replacer, summary, notes = done
@@ -1083,7 +1078,7 @@ class CrossAttention(nn.Module):
         return tree.with_changes(body=body)
 
     def _rewrite_bodies(self, bodies: Sequence[tuple[str, cst.FunctionDef, Collection[int]]],
-                        rewriter_of: Callable[[str], _MethodRewriter], sites_of: _Sites
+                        rewriter_of: Callable[[str], _MethodRewriter], sites_of: Sites
                         ) -> tuple[_Replace, str, list[str]] | None:
         """The starred calls, unpackings and joined displays of the compiled ``bodies``
         (name, function, ids of the nodes never compiled) rewritten: the replacer, the
@@ -1194,52 +1189,6 @@ class CrossAttention(nn.Module):
 
 def _function_rewriter(rule: StarredArgs, func: cst.FunctionDef, _: str) -> _MethodRewriter:
     return _MethodRewriter.for_function(rule, func)
-
-
-class _Sites(Protocol):
-    """Where the sites of one class or function are reported, and their lines."""
-
-    def fixed(self, node: cst.CSTNode, code: str, message: str) -> None: ...
-
-    def skipped(self, node: cst.CSTNode, reason: str, code: str, message: str) -> None: ...
-
-    def line(self, node: cst.CSTNode) -> int: ...
-
-
-@dataclass
-class _ClassSites:
-    rule: StarredArgs
-    class_name: str
-
-    def fixed(self, node: cst.CSTNode, code: str, message: str) -> None:
-        self.rule.fixed(node, code, message)
-
-    def skipped(self, node: cst.CSTNode, reason: str, code: str, message: str) -> None:
-        self.rule.skip(self.class_name, node, reason, code=code, message=message)
-
-    def line(self, node: cst.CSTNode) -> int:
-        return self.rule.line_of(node)
-
-
-@dataclass
-class _FunctionSites:
-    """A module-level function's sites, placed in the lines of the file as the user has it."""
-
-    rule: StarredArgs
-    func: cst.FunctionDef
-    owner: str
-
-    def fixed(self, node: cst.CSTNode, code: str, message: str) -> None:
-        line, column = self.rule.function_position(self.func, node)
-        self.rule.fixes.append(Fix(self.rule.name, code, self.owner, line, column, message))
-
-    def skipped(self, node: cst.CSTNode, reason: str, code: str, message: str) -> None:
-        line, column = self.rule.function_position(self.func, node)
-        self.rule.skips.append(Skip(self.rule.name, self.owner, line, reason, code, column,
-                                    message))
-
-    def line(self, node: cst.CSTNode) -> int:
-        return self.rule.function_position(self.func, node)[0]
 
 
 def _keeps_comments(value: cst.BaseExpression) -> None:

@@ -35,7 +35,16 @@ What it does
       in another container, called with ``*xs``, ...) it is removed only with
       ``--unsafe-fixes``, and the reason is reported;
     * keyword-only parameters become ordinary ones with the same defaults (those without a
-      default first: they are only ever passed by name, so their order is free).
+      default first: they are only ever passed by name, so their order is free);
+    * a dict unpacked into a call is spelled out as its keywords when it is a display with
+      string keys, ``dict(k=v)``, or a call of a helper of the file that only returns such a
+      display (``torch.zeros(n, **to(x))`` with ``def to(x): return {'device': x.device,
+      'dtype': x.dtype}`` becomes ``torch.zeros(n, device=x.device, dtype=x.dtype)``): the
+      helper's values with each parameter replaced by the argument, which must be a name or
+      an attribute. Refused, with the reason, otherwise (a computed argument, keys that are
+      not literals or that repeat a keyword of the call, a helper doing more than return the
+      display, a name the helper reads that is bound where the call stands). In the
+      module-level functions the repair loop names (a model stopped in one) too.
 
     A ``*args``/``**kwargs`` the body reads otherwise is reported. Module-level functions that
     compiled code calls are ``annotate``'s, which uses the same signature rewrite
@@ -76,6 +85,7 @@ Fix safety
     tree have; a module outside the tree's view with another default, or a ``**kwargs`` of
     its own, now receives the keyword with that default); a keyword the module does not
     take, which raised before, is now dropped. Validation runs the model to prove it.
+    Spelling out a dict passes the same keywords with the same values in the same order.
     Removing an unused ``*args``/``**kwargs`` makes a call that passed extra arguments fail;
     it is written without ``--unsafe-fixes`` only when the tree proves no call does (callers
     outside the tree, a public package API, are not known and keep the requirement).
@@ -85,21 +95,23 @@ from __future__ import annotations
 
 import ast
 import re
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Collection, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 
 import libcst as cst
-from tsfix.codemods.facts.classes import ClassFacts
+from tsfix.codemods.facts.classes import ClassFacts, never_compiled_nodes
 from tsfix.codemods.facts.prefilter import AstFile
 from tsfix.codemods.facts.project import package_root
 from tsfix.codemods.facts.syntax import (
+    ReplaceById,
     code_of,
     contains,
     find_all,
     fresh_name,
     literal_type,
     methods_of,
+    names_bound_in,
     names_used,
     parent_map,
     qualified_name,
@@ -107,6 +119,8 @@ from tsfix.codemods.facts.syntax import (
     self_name,
 )
 from tsfix.codemods.rules._class_lists import appended, own_list, with_list
+from tsfix.codemods.rules._dict_keywords import Refused as DictRefused
+from tsfix.codemods.rules._dict_keywords import dict_helpers, spelled_keywords
 from tsfix.codemods.rules._pass_through import (
     COMMENT,
     CONSTANTS,
@@ -117,8 +131,17 @@ from tsfix.codemods.rules._pass_through import (
     flag_lines,
     flag_name,
 )
-from tsfix.codemods.rules.base import ClassChange, Code, Example, Rule
+from tsfix.codemods.rules.base import (
+    ClassChange,
+    ClassSites,
+    Code,
+    Example,
+    FunctionSites,
+    Rule,
+    Sites,
+)
 from tsfix.codemods.rules.imports import add_module_import
+from tsfix.codemods.validation.protocol import function_change_name
 
 # Files of the tree read to prove that a class is named nowhere else; a larger tree is unknown.
 _MAX_TREE_FILES = 2000
@@ -258,11 +281,12 @@ class VariableArguments(Rule):
              "TorchScript cannot unpack a dict into keyword arguments (\"keyword-arg "
              "expansion is not supported\"). variable-arguments passes a method's **kwargs "
              "on by name where it goes whole to a submodule of the file or to the module the "
-             "constructor was given; otherwise pass the arguments by name."),
+             "constructor was given, and spells out a dict display, dict(...) or a helper's "
+             "returned display; otherwise pass the arguments by name."),
     )
     summary = ("Keyword-only parameters made ordinary, **kwargs passed to a known submodule "
                "(or the module the constructor was given) expanded, unused *args/**kwargs "
-               "removed when no caller passes any")
+               "removed when no caller passes any, dicts unpacked in calls spelled out")
 
     VALID = (
         """
@@ -314,14 +338,37 @@ class Encoder(nn.Module):
         return self.block(x) * scale
 """,
         ),
+        Example(
+            """
+import torch
+from torch import nn
+def to(x):
+    return {"device": x.device, "dtype": x.dtype}
+class Pad(nn.Module):
+    def forward(self, x):
+        return torch.cat((x, torch.zeros(1, **to(x))))
+""",
+            """
+import torch
+from torch import nn
+def to(x):
+    return {"device": x.device, "dtype": x.dtype}
+class Pad(nn.Module):
+    def forward(self, x):
+        return torch.cat((x, torch.zeros(1, device=x.device, dtype=x.dtype)))
+""",
+        ),
     )
 
     @classmethod
     def may_apply(cls, file: AstFile) -> bool:
         # A compiled method with *args, **kwargs or keyword-only parameters: the only
-        # signatures it rewrites (a `**` call alone is rewritten with its method's **kwargs).
+        # signatures it rewrites (a `**name` call alone is rewritten with its method's
+        # **kwargs); or a call unpacking a dict display, dict(...) or a helper's call.
         return "*" in file.text and (file.tree is None or any(
-            isinstance(n, ast.arguments) and (n.vararg or n.kwarg or n.kwonlyargs)
+            (isinstance(n, ast.arguments) and (n.vararg or n.kwarg or n.kwonlyargs))
+            or (isinstance(n, ast.keyword) and n.arg is None
+                and isinstance(n.value, ast.Dict | ast.Call))
             for n in file.compiled_nodes()))
 
     def prepare(self, module: cst.Module) -> None:
@@ -332,7 +379,10 @@ class Encoder(nn.Module):
         self._inspect_import = False
 
     def transform_module_impl(self, tree: cst.Module) -> cst.Module:
+        self._dict_helpers = dict_helpers(tree)
         result = super().transform_module_impl(tree)
+        if self.compiled_functions:
+            result = self._rewrite_functions(result)
         if self._inspect_import and self.changes:
             result = _imports_before_from_imports(add_module_import(result, "inspect"))
         return result
@@ -344,8 +394,12 @@ class Encoder(nn.Module):
         new_methods: dict[str, cst.FunctionDef] = {}
         parts: list[str] = []
         notes: list[str] = []
+        reported = ClassSites(self, cls.name.value)
         for method, func in facts.compiled_methods():
+            spelled = self._spelled_calls(func, facts.never_compiled(method), reported, parts)
             rewritten = self._rewrite_method(cls, facts, method, func, parts, notes)
+            if spelled:
+                rewritten = _replaced(rewritten, spelled)
             if rewritten is not func:
                 new_methods[method] = rewritten
         if not new_methods:
@@ -360,6 +414,57 @@ class Encoder(nn.Module):
                                         "; ".join(parts), notes=notes))
         result = cls.with_changes(body=cls.body.with_changes(body=body))
         return self._with_constants(result, *wrapped) if wrapped is not None else result
+
+    def _rewrite_functions(self, tree: cst.Module) -> cst.Module:
+        """The dicts unpacked in calls of the module-level functions the repair loop names
+        (``Rule.compiled_functions``; halonet's ``rel_to_abs``: ``torch.zeros(..., **to(x))``),
+        each reported under ``function_change_name``. Their signatures are ``annotate``'s."""
+        body = list(tree.body)
+        for index, func in self.named_functions(tree):
+            owner = function_change_name(func.name.value)
+            parts: list[str] = []
+            spelled = self._spelled_calls(func, never_compiled_nodes(func, self.facts.imports),
+                                          FunctionSites(self, func, owner), parts)
+            if not spelled:
+                continue
+            self.changes.append(ClassChange(self.name, owner, self.function_span(func),
+                                            "; ".join(parts)))
+            body[index] = _replaced(func, spelled)
+        return tree.with_changes(body=body)
+
+    def _spelled_calls(self, func: cst.FunctionDef, skipped: Collection[int], reported: Sites,
+                       parts: list[str]) -> dict[int, cst.Call]:
+        """The calls of ``func``'s compiled code that unpack a dict display, ``dict(...)`` or a
+        helper's dict (:mod:`~tsfix.codemods.rules._dict_keywords`) with the keywords
+        written out, by the call's id; each site reported, fixed or with the reason."""
+        spelled: dict[int, cst.Call] = {}
+        bound = names_bound_in(func)
+        for call in find_all(func.body, cst.Call):
+            if id(call) in skipped:
+                continue
+            args: list[cst.Arg] = []
+            changed = False
+            for arg in call.args:
+                if arg.star != "**" or not isinstance(arg.value, cst.Dict | cst.Call):
+                    args.append(arg)
+                    continue
+                message = f"**{code_of(arg.value)} in a call"
+                try:
+                    keywords = spelled_keywords(arg, call, self._dict_helpers, bound)
+                except DictRefused as refusal:
+                    reported.skipped(arg, f"not rewritten: {refusal}", "TSF110", message)
+                    args.append(arg)
+                    continue
+                reported.fixed(arg, "TSF110", message)
+                parts.append(f"line {reported.line(arg)}: `**{code_of(arg.value)}` -> "
+                             f"`{', '.join(code_of(k) for k in keywords)}`")
+                between = cst.Comma(whitespace_after=cst.SimpleWhitespace(" "))
+                args.extend([*(k.with_changes(comma=between) for k in keywords[:-1]),
+                             keywords[-1].with_changes(comma=arg.comma)])
+                changed = True
+            if changed:
+                spelled[id(call)] = call.with_changes(args=args)
+        return spelled
 
     def _rewrite_method(self, cls: cst.ClassDef, facts: ClassFacts, method: str,
                         func: cst.FunctionDef, parts: list[str],
@@ -909,4 +1014,10 @@ def _element_calls(method: cst.FunctionDef, node: cst.Attribute,
         calls.extend(called)
         return None
     return "is used other than iterated, indexed to call an element, or measured with len()"
+
+
+def _replaced(func: cst.FunctionDef, calls: dict[int, cst.Call]) -> cst.FunctionDef:
+    result = func.visit(ReplaceById(calls))
+    assert isinstance(result, cst.FunctionDef)
+    return result
 
