@@ -393,5 +393,5 @@ def test_a_construct_a_rule_handles_in_a_function_the_class_calls_is_said_so(
 
     line = explain_error(str(raised.value), model, "rel.py", EINOPS_IN_A_FUNCTION, "Rel")
     assert line == ("einops rearrange/repeat/reduce call [TSF236]; einops-to-torch rewrites this "
-                    "construct in a class's methods and finds none left in Rel's (it is in "
-                    "swap(), which Rel calls): change the code by hand"), line
+                    "construct, and finds none left in Rel's methods (it is in swap(), which "
+                    "Rel calls): change the code by hand"), line

@@ -17,7 +17,13 @@ from pathlib import Path
 import libcst as cst
 import pytest
 from conftest import Project, no_traceback
-from tsfix.codemods.pipeline.phases.fix_loop import _moved, typed_by_message, typed_default
+from tsfix.codemods.pipeline.phases.fix_loop import (
+    _callees,
+    _moved,
+    called_function,
+    typed_by_message,
+    typed_default,
+)
 from tsfix.codemods.pipeline.report import ModelRecord, repeated_models
 from tsfix.codemods.rules import registry
 from tsfix.codemods.rules.base import ClassChange, Code, Rule
@@ -835,3 +841,120 @@ def test_a_run_stopped_at_any_moment_of_the_repair_loop_leaves_files_old_or_new(
         for p in paths:
             assert project.bytes(p) in (originals[p], written[p]), (seconds, p)
     assert stopped, "no run was stopped: the limits are too long for this machine"
+
+
+# What TorchScript says (torch 2.13) when RelPosEmb.forward calls relative_logits_1d(), whose
+# rearrange() it cannot compile: the first place is einops' signature; TorchScript names the
+# outermost function of the file it was compiling, then the call of it.
+EINOPS_OUTSIDE = """\
+Compiled functions can't take variable number of arguments or use keyword-only arguments with \
+defaults:
+  File "/venv/lib/python3.11/site-packages/einops/einops.py", line 561
+def rearrange(tensor: Union[Tensor, List[Tensor]], pattern: str, **axes_lengths: Size) -> Tensor:
+                                                                  ~~~~~~~~~~~~~ <--- HERE
+'relative_logits_1d' is being compiled since it was called from 'RelPosEmb.forward'
+  File "/p/halo.py", line 30
+        rel_logits_w = relative_logits_1d(q, self.rel_width)
+                       ~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~ <--- HERE
+"""
+HALO_TEXT = textwrap.dedent("""\
+    import torch
+    from einops import rearrange
+
+
+    def to(x):
+        return {'device': x.device, 'dtype': x.dtype}
+
+
+    def rel_to_abs(x):
+        return rearrange(x, 'b l c -> b (l c)')
+
+
+    def relative_logits_1d(q, rel_k):
+        return rel_to_abs(rearrange(q, 'b x y r -> (b x) y r'))
+
+
+    def unrelated(x):
+        return x
+""")
+
+
+def test_the_function_compiled_when_the_error_is_outside_the_tree_is_the_site() -> None:
+    at_call = Blocker("/p/halo.py", 30, "RelPosEmb.forward", EINOPS_OUTSIDE)
+    assert called_function(at_call, HALO_TEXT) == "relative_logits_1d"
+    # Its callees too: TorchScript named the outermost function; the call may be in any.
+    assert _callees(HALO_TEXT, "relative_logits_1d") == {"rel_to_abs"}
+    assert _callees(HALO_TEXT, "unrelated") == frozenset()
+    # The error's own place in the tree: that place is the site, not the function named.
+    inside = EINOPS_OUTSIDE.replace("/venv/lib/python3.11/site-packages/einops/einops.py",
+                                    "/p/halo.py").replace("line 561", "line 30")
+    assert called_function(replace(at_call, message=inside), HALO_TEXT) is None
+    # A function the file does not define (another file's) is not this file's site.
+    assert called_function(at_call, HALO_TEXT.replace("def relative_logits_1d",
+                                                      "def other")) is None
+    # The blocker already in the function named: its line is the site.
+    assert called_function(replace(at_call, scope="relative_logits_1d"), HALO_TEXT) is None
+
+
+HALO_PKG = textwrap.dedent("""\
+    import torch
+    from torch import nn
+    from einops import rearrange
+
+
+    def to(x):
+        return {'device': x.device, 'dtype': x.dtype}
+
+
+    def expand_dim(t, dim, k):
+        t = t.unsqueeze(dim=dim)
+        expand_shape = [-1] * len(t.shape)
+        expand_shape[dim] = k
+        return t.expand(*expand_shape)
+
+
+    def rel_to_abs(x):
+        b, l, m = x.shape
+        col_pad = torch.zeros((b, l, 1), **to(x))
+        x = torch.cat((x, col_pad), dim=2)
+        return rearrange(x, 'b l c -> b (l c)')
+
+
+    def relative_logits_1d(q, rel_k):
+        logits = torch.einsum('bxyd,rd->bxyr', q, rel_k)
+        logits = rearrange(logits, 'b x y r -> (b x) y r')
+        logits = rel_to_abs(logits)
+        return expand_dim(logits, dim=1, k=2)
+
+
+    class RelPosEmb(nn.Module):
+        def __init__(self, dim=4):
+            super().__init__()
+            self.rel = nn.Parameter(torch.randn(3, dim))
+
+        def forward(self, q):
+            return relative_logits_1d(q, self.rel)
+""")
+
+
+@pytest.mark.slow
+def test_functions_the_model_calls_are_repaired_where_the_compiler_names_them(
+        project: Project) -> None:
+    """halonet-pytorch: the einops calls, the `**to(x)` and the starred expand of module-level
+    functions RelPosEmb calls; each round rewrites the function TorchScript names (or the one
+    holding the line it points at) and the model scripts, with its eager outputs unchanged."""
+    project.write("pkg/__init__.py", "")
+    project.write("pkg/halo.py", HALO_PKG)
+    project.pyproject({"pkg/halo.py:RelPosEmb": {"inputs": ["randn(2, 3, 5, 4)"]}})
+
+    result = project.run("pkg/halo.py", rules=["all"], jobs=1)
+
+    [model] = result.models()
+    assert model.ok, (model.reason, model.rounds)
+    text = project.bytes("pkg/halo.py").decode()
+    assert "col_pad = torch.zeros((b, l, 1), device=x.device, dtype=x.dtype)" in text, text
+    assert "return t.expand(expand_shape)" in text, text
+    assert "rearrange(" not in text.split("def relative_logits_1d")[1], text
+    assert model.repairs == ["pkg/halo.py:37 einops-to-torch (pkg/halo.py:relative_logits_1d())",
+                             "pkg/halo.py:19 einops-to-torch+variable-arguments",
+                             "pkg/halo.py:14 starred-args"], model.rounds

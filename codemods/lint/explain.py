@@ -48,6 +48,7 @@ from tsfix.codemods.lint.check import (
 from tsfix.codemods.pipeline.config import ExampleError, ExampleSpec, find_pyproject, load_config
 from tsfix.codemods.pipeline.sources import SourceError, read_source
 from tsfix.codemods.rules.names import TARGETS
+from tsfix.codemods.validation.protocol import COMPILED_FROM
 
 SECTIONS = ("What it does", "Why it breaks export", "Example", "Fix safety")
 
@@ -565,30 +566,30 @@ def explain_error(message: str, path: Path, display: str, text: str, class_name:
     if found.refused:
         return f"{title}; not fixed by tsfix here ({found.refused}): change the code by hand"
     if found.code:
-        words = no_rule_words(found.code, class_name or "?", message)
+        function = bool(class_name) and re.search(rf"^(async\s+)?def\s+{re.escape(class_name)}\b",
+                                                  text, re.MULTILINE) is not None
+        words = no_rule_words(found.code, class_name or "?", message, function=function)
         return f"{title}; {words}: change the code by hand"
     return title
 
 
-# TorchScript names the function it compiled the construct in, innermost first.
-_COMPILED_FROM = re.compile(r"'([\w.]+)' is being compiled since it was called from")
-
-
-def no_rule_words(code: str | None, class_name: str, message: str = "") -> str:
+def no_rule_words(code: str | None, owner: str, message: str = "", *,
+                  function: bool = False) -> str:
     """Why no rule fixes a blocker whose construct ``code`` names: none handles it, or the rule
-    that does found no site of it in the class's own code (it rewrote them, or the construct
-    is in a module-level function the class calls, which it does not rewrite; ``message``,
+    that does left it: in a module-level function (``function``: ``owner`` is one), or, in a
+    class, none is left in its own code (it is in a function the class calls; ``message``,
     TorchScript's, names that function)."""
     from tsfix.codemods.lint.codes import rule_of_code
 
     rule = rule_of_code(code) if code else None
     if rule is None:
         return "no tsfix rule rewrites this yet"
-    called = _COMPILED_FROM.search(message)
-    where = (f"it is in {called.group(1)}(), which {class_name} calls" if called
-             else f"it may be in a function {class_name} calls")
-    return (f"{rule} rewrites this construct in a class's methods and finds none left in "
-            f"{class_name}'s ({where})")
+    if function:
+        return f"{rule} rewrites this construct, and leaves this one in {owner}() as it is"
+    called = COMPILED_FROM.search(message)
+    where = (f"it is in {called.group(1)}(), which {owner} calls" if called
+             else f"it may be in a function {owner} calls")
+    return f"{rule} rewrites this construct, and finds none left in {owner}'s methods ({where})"
 
 
 @functools.lru_cache(maxsize=4)

@@ -30,6 +30,7 @@ neither torch nor LibCST: both processes load it.
 from __future__ import annotations
 
 import json
+import re
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any, Literal, TypeAlias
@@ -46,6 +47,12 @@ from tsfix.codemods.validation import (
 # The "class" under which observe jobs record module-level functions of the file that compiled
 # methods can call (observed[OBSERVED_FUNCTIONS][function][parameter]); no class is named so.
 OBSERVED_FUNCTIONS = "<module>"
+
+
+# After the place of an error, TorchScript names the function it was compiling there and the
+# caller that made it compile it, innermost first ("'f' is being compiled since it was called
+# from 'C.forward'").
+COMPILED_FROM = re.compile(r"'([\w.]+)' is being compiled since it was called from")
 
 
 def function_change_name(function: str) -> str:

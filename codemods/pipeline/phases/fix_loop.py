@@ -28,6 +28,7 @@ from tsfix.codemods.pipeline.report import (
 )
 from tsfix.codemods.pipeline.sources import SourceError, SourceText, read_source
 from tsfix.codemods.validation.protocol import (
+    COMPILED_FROM,
     OBSERVED_FUNCTIONS,
     Blocker,
     ClassVerdict,
@@ -511,12 +512,21 @@ class _Site:
     loop_file: LoopFile
     class_name: str | None
     function: str | None
+    # The module-level functions of the file ``function`` calls, directly or not: where the
+    # compiler met code outside the tree while compiling ``function``, the call of it may be
+    # in any of them (TorchScript names the outermost function of the file it compiles).
+    callees: frozenset[str] = frozenset()
 
     @property
     def owner(self) -> str:
         """The name the rewrite is reported under (a function's: function_change_name)."""
         return (self.class_name if self.class_name is not None
                 else function_change_name(str(self.function)))
+
+    @property
+    def owners(self) -> set[str]:
+        """The names of what the round may rewrite: the owner and the callees."""
+        return {self.owner, *map(function_change_name, self.callees)}
 
     @property
     def error(self) -> str:
@@ -549,9 +559,13 @@ def _site(loop: _ModelLoop, number: int, blocker: Blocker) -> _Site | str:
     current = loop_file.current
     class_name: str | None = None
     function = None
+    callees: frozenset[str] = frozenset()
     if typed is not None:
         function = typed.function
         class_name = typed.class_name if function is None else None
+    elif (called := called_function(blocker, current)) is not None:
+        function = called
+        callees = _callees(current, called)
     else:
         class_name = configured.class_at(current, blocker.line, blocker.scope)
         function = (configured.function_at(current, blocker.line, blocker.scope)
@@ -563,7 +577,48 @@ def _site(loop: _ModelLoop, number: int, blocker: Blocker) -> _Site | str:
         loop.rounds.append(f"round {number}: stops at {where}, outside any class or "
                            "module-level function")
         return "no rule offers a fix (outside any class or function)"
-    return _Site(path, where, code, typed, loop_file, class_name, function)
+    return _Site(path, where, code, typed, loop_file, class_name, function, callees)
+
+
+_FIRST_PLACE = re.compile(r'File "([^"]+)", line (\d+)')
+
+
+def called_function(blocker: Blocker, text: str) -> str | None:
+    """The module-level function of the blocker's file that TorchScript was compiling when it
+    met an error in code outside the tree, the blocker being the call of it: halonet's
+    ``relative_logits_1d``, which calls einops' ``rearrange`` (the message's first place is
+    einops' signature, the first in the tree is the call in ``RelPosEmb.forward``). The rules
+    rewrite the function, not the caller. None otherwise."""
+    called = COMPILED_FROM.search(blocker.message)
+    first = _FIRST_PLACE.search(blocker.message)
+    if called is None or first is None or blocker.path is None or first.start() > called.start():
+        return None
+    if Path(first.group(1)).resolve() == Path(blocker.path) and int(first.group(2)) == blocker.line:
+        return None                 # the error's own place is in the tree: the rules go there
+    name = called.group(1)
+    if name == (blocker.scope or "").split(".")[0]:
+        return None
+    return configured.function_at(text, None, name)
+
+
+def _callees(text: str, function: str) -> frozenset[str]:
+    """The module-level functions of ``text`` that ``function`` calls by name, directly or
+    through each other (``function`` itself left out)."""
+    try:
+        module = ast.parse(text)
+    except (SyntaxError, ValueError, RecursionError):
+        return frozenset()
+    defined = {node.name: node for node in module.body if isinstance(node, ast.FunctionDef)}
+    found: set[str] = set()
+    todo = [function]
+    while todo:
+        node = defined.get(todo.pop())
+        for call in ast.walk(node) if node is not None else ():
+            if (isinstance(call, ast.Call) and isinstance(call.func, ast.Name)
+                    and call.func.id in defined and call.func.id not in found | {function}):
+                found.add(call.func.id)
+                todo.append(call.func.id)
+    return frozenset(found)
 
 
 @dataclass
@@ -582,7 +637,8 @@ def _rewrite_site(loop: _ModelLoop, number: int, site: _Site) -> _Rewritten | st
     """The site's file rewritten from its base by the rules that answer the error (else by
     every selected rule), with the earlier rounds' choices; or why the loop stops."""
     session, loop_file = loop.tree.session, site.loop_file
-    functions = loop_file.functions | ({site.function} if site.function is not None else set())
+    functions = loop_file.functions | site.callees | (
+        {site.function} if site.function is not None else set())
     classes_of_file = frozenset(configured.top_level_classes(loop_file.base))
     types = _merged(loop.tree.state.observations.types.get(site.path, {}), loop_file.types)
     if site.typed is not None:
@@ -615,9 +671,9 @@ def _rewrite_site(loop: _ModelLoop, number: int, site: _Site) -> _Rewritten | st
                                f" failed: {internal_error(loop_file.display, exc)}")
             return "a rule failed (internal error)"
         done = _Rewritten(text, classes, chosen, functions, names)
-        if text != loop_file.current and any(c.class_name == site.owner for c in classes):
+        if text != loop_file.current and any(c.class_name in site.owners for c in classes):
             break
-    if done.text == loop_file.current or not any(c.class_name == site.owner
+    if done.text == loop_file.current or not any(c.class_name in site.owners
                                                  for c in done.classes):
         names = done.names or "no selected rule"
         loop.rounds.append(f"round {number}: stops at {site.where} ({site.error}) in "
@@ -635,7 +691,7 @@ def _round(loop: _ModelLoop, number: int, blocker: Blocker) -> str:
     done = _rewrite_site(loop, number, site)
     if isinstance(done, str):
         return done
-    changed = [c for c in done.classes if c.class_name == site.owner]
+    changed = [c for c in done.classes if c.class_name in site.owners]
     fixed_rules = ", ".join(dict.fromkeys(c.rule for c in changed))
     answer = _run_model(loop, site, done)
     if isinstance(answer, str):
