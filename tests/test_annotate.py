@@ -1301,6 +1301,36 @@ def test_an_observed_return_does_not_type_returns_a_setting_chooses_between() ->
     assert any("returns disagree" in s.reason for s in result.skips)
 
 
+def test_a_return_the_code_cannot_type_keeps_the_observed_type_off_when_it_cannot_be_it(
+        ) -> None:
+    """egnn-pytorch's EGNN_Network: `return feats, coors, coor_changes` under a flag no
+    example set, `return feats, coors` otherwise; the examples returned the pair, and
+    `-> Tuple[Tensor, Tensor]` made the class fail to script. A return of the same arity
+    the code cannot type still takes the observed type."""
+    code = textwrap.dedent("""\
+        import torch
+        import torch.nn as nn
+
+
+        class Net(nn.Module):
+            def __init__(self):
+                super().__init__()
+                self.proj = nn.Linear(4, 4)
+
+            def forward(self, x, flag: bool = False):
+                y = self.proj(x)
+                if flag:
+                    return x, y, trace(y)
+                return x, y
+        """)
+    observed = {"Net": {"forward": {"return": "Tuple[Tensor, Tensor]"}}}
+    assert "->" not in _rewrite(code, observed=observed).text
+
+    same_arity = code.replace("return x, y, trace(y)", "return x, trace(y)")
+    typed = _rewrite(same_arity, observed=observed)
+    assert "-> Tuple[torch.Tensor, torch.Tensor]:" in typed.text, typed.text
+
+
 MASK_HELPERS = "import torch\n\n\n" + textwrap.dedent("""\
     def steps(n: int, device=None):
         return torch.arange(n, device=device)

@@ -148,8 +148,13 @@ def return_type(method: MethodState) -> str | None:
         # What the examples returned decides only where every return the code types fits it:
         # a Tensor on one path and a tuple on another (a setting choosing, asteroid's
         # Conv1DBlock) has no common type, whatever one configuration returned.
+        # A return the code cannot type must not contradict it either: egnn's
+        # `return feats, coors, coor_changes` under a flag no example set, against the
+        # observed Tuple[Tensor, Tensor] of `return feats, coors`.
         fits = unify_all([*(k for k in kinds if k is not None), observed])
-        if fits is not None and is_complete(fits):
+        if fits is not None and is_complete(fits) and all(
+                _may_be(r.value, observed, method) for r, k in zip(returns, kinds, strict=True)
+                if k is None and r.value is not None):
             unified = observed
     if unified is None or not is_complete(unified):
         if len({k for k in kinds if k is not None}) > 1:
@@ -170,6 +175,25 @@ def return_type(method: MethodState) -> str | None:
         method.counts.notes.append(f"{method.name}() now returns float on every path, "
                                    "in eager mode too (it returned an int on some)")
     return unified
+
+
+def _may_be(value: cst.BaseExpression, kind: str, method: MethodState) -> bool:
+    """Whether ``value``, whose type the code does not tell, may be of ``kind``: a tuple
+    display has as many elements as ``kind``'s tuple, each typed one fitting its place."""
+    if not isinstance(value, cst.Tuple):
+        return True
+    head, args = parts_of(kind)
+    if head != "Tuple" or len(args) != len(value.elements) or any(
+            isinstance(e, cst.StarredElement) for e in value.elements):
+        return False
+    for element, arg in zip(value.elements, args, strict=True):
+        known = method.typer.type_of(element.value)
+        if known is None:
+            if not _may_be(element.value, arg, method):
+                return False
+        elif unify_all([known, arg]) is None:
+            return False
+    return True
 
 
 class Replace(cst.CSTTransformer):
