@@ -498,3 +498,25 @@ def test_the_rewritten_functions_give_einops_outputs_and_script(tmp_path: Path) 
     with pytest.raises(Exception, match="variable number of arguments"):
         torch.jit.script(original.relative_logits_1d)
     assert torch.equal(torch.jit.script(rewritten.relative_logits_1d)(q, rel_k), expected)
+
+
+def test_a_pattern_held_in_a_local_bound_once_to_a_literal_is_read_from_it() -> None:
+    """nystrom-attention: `landmark_einops_eq = '... (n l) d -> ... n d'`, then
+    `reduce(q, landmark_einops_eq, 'sum', l=l)` twice."""
+    result = rewrite(method("""\
+        eq = '... (n l) d -> ... n d'
+        q = reduce(x, eq, 'sum', l=2)
+        return reduce(q, eq, 'sum', l=2)
+    """))
+    assert result.text.count("unflatten(-2, (-1, 2)).sum(-2)") == 2, result.text
+    assert not result.skips
+
+    rebound = rewrite(method("""\
+        eq = '... (n l) d -> ... n d'
+        if x.dim() > 3:
+            eq = '... (n l) -> ... n'
+        return reduce(x, eq, 'sum', l=2)
+    """))
+    assert not rebound.changed
+    [skip] = rebound.skips
+    assert "the pattern is not a string literal (nor a local bound once to one)" in skip.reason

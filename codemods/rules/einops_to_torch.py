@@ -78,7 +78,8 @@ Fix safety
     fail differently or not at all: a length given for an axis that is not split (``'b h ->
     h b', h=4``) is not checked (the keyword is dropped, and only when it calls nothing), and
     ``squeeze`` of a length-1 axis does not check that length. Refused, with the reason (``tsfix
-    check`` shows it, TSF236): a pattern or reduction that is not a string literal, a composite
+    check`` shows it, TSF236): a pattern or reduction that is not a string literal (or a local
+    the method binds once, to a string literal: that literal is used), a composite
     with two lengths not given, an ellipsis on one side only (a reduction over it) or inside
     parentheses in the input, patterns einops rejects, a list or tuple input (einops stacks it;
     also a name the method binds to a display, comprehension or ``list(...)``, or a parameter
@@ -104,6 +105,7 @@ from tsfix.codemods.facts.syntax import (
     names_used,
     parameters_of,
     qualified_name,
+    target_names,
 )
 from tsfix.codemods.facts.value_types import Typer, function_typer
 from tsfix.codemods.rules._einops_pattern import KINDS, Plan, Unsupported, plan
@@ -323,6 +325,30 @@ def _string(node: cst.BaseExpression) -> str | None:
     return None
 
 
+def _local_string(func: cst.FunctionDef, node: cst.BaseExpression) -> str | None:
+    """The string literal a local of ``func`` is bound to, when the function binds it once,
+    to that literal (nystrom-attention: ``eq = '... (n l) d -> ... n d'``, then ``reduce(q,
+    eq, 'sum', l=l)``): every read of it reads the literal."""
+    if not isinstance(node, cst.Name) or node.value in parameters_of(func):
+        return None
+    found: list[cst.BaseExpression | None] = []
+    for binding in find_all(func.body, cst.AssignTarget, cst.AnnAssign, cst.AugAssign, cst.For,
+                            cst.CompFor, cst.NamedExpr, cst.AsName, cst.Global, cst.Nonlocal):
+        if isinstance(binding, cst.Global | cst.Nonlocal):
+            if any(n.name.value == node.value for n in binding.names):
+                return None
+            continue
+        target = binding.name if isinstance(binding, cst.AsName) else binding.target
+        if any(n.value == node.value for n in target_names(target)):
+            found.append(None)
+    assigns = [a for a in find_all(func.body, cst.Assign) if len(a.targets) == 1
+               and isinstance(a.targets[0].target, cst.Name)
+               and a.targets[0].target.value == node.value]
+    if len(found) != 1 or len(assigns) != 1:
+        return None
+    return _string(assigns[0].value)
+
+
 def _receiver(node: cst.BaseExpression) -> str:
     text = code_of(node)
     return text if isinstance(node, _ATOMS) or node.lpar else f"({text})"
@@ -524,10 +550,12 @@ class M(nn.Module):
                 values[name] = keywords.pop(name)
         if set(wanted) - set(values):
             raise Unsupported(f"no {', '.join(sorted(set(wanted) - set(values)))} argument")
-        pattern = _string(values["pattern"])
+        pattern = _string(values["pattern"]) or _local_string(func, values["pattern"])
         if pattern is None:
-            raise Unsupported("the pattern is not a string literal")
-        reduction = _string(values["reduction"]) if kind == "reduce" else None
+            raise Unsupported("the pattern is not a string literal (nor a local bound once "
+                              "to one)")
+        reduction = (_string(values["reduction"]) or _local_string(func, values["reduction"])
+                     if kind == "reduce" else None)
         if kind == "reduce" and reduction is None:
             raise Unsupported("the reduction is not a string literal (a callable, or computed)")
         tensor = values["tensor"]
