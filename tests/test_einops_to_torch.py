@@ -208,7 +208,8 @@ def test_alias_import_is_followed() -> None:
 
 
 @pytest.mark.parametrize(("body", "reason"), [
-    ("p = 'b n -> n b'\nreturn rearrange(x, p)\n", "pattern is not a string literal"),
+    ("p = 'b n -> n b' if x.dim() == 2 else 'n b -> b n'\nreturn rearrange(x, p)\n",
+     "pattern is not a string literal"),
     ("return rearrange([x, x], 'k b n -> b n k')\n", "list or tuple"),
     ("return reduce(x, 'b n -> b', torch.mean)\n", "reduction is not a string literal"),
     ("return rearrange(x, 'b (h d) -> b h d')\n", "only one axis of a composite"),

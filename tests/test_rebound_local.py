@@ -325,3 +325,91 @@ def test_the_split_method_scripts_with_parity_and_survives_save_and_load(
             for model in (split, scripted, loaded):
                 got = model(x, **kwargs)
                 assert torch.equal(got[0], want[0]) and torch.equal(got[1][0], want[1][0])
+
+
+# nystrom-attention's landmarks (and hourglass-transformer's padded_mask): a name bound only
+# under `if mask is not None:` and read under a later one, "mask_landmarks is not defined in
+# the false branch" (TSF246).
+LANDMARKS = """\
+class Landmarks(nn.Module):
+    def forward(self, x, mask: Optional[torch.Tensor] = None):
+        divisor = 2
+        if mask is not None:
+            total = mask.sum(-1)
+            landmarks = total > 0
+        sim = x / divisor
+        if mask is not None:
+            sim = sim.masked_fill(~landmarks[..., None], 0.0)
+        return sim
+"""
+LANDMARKS_MERGED = """\
+class Landmarks(nn.Module):
+    def forward(self, x, mask: Optional[torch.Tensor] = None):
+        divisor = 2
+        if mask is not None:
+            total = mask.sum(-1)
+            landmarks = total > 0
+            sim = x / divisor
+            sim = sim.masked_fill(~landmarks[..., None], 0.0)
+        else:
+            sim = x / divisor
+        return sim
+"""
+
+
+def test_a_name_bound_only_under_a_none_test_merges_the_two_tests() -> None:
+    result = rewrite(LANDMARKS)
+
+    assert result.text == HEADER + LANDMARKS_MERGED
+    [fix] = result.fixes
+    assert (fix.code, fix.line) == ("TSF246", 13)
+    [change] = result.changes
+    assert change.summary.startswith("landmarks bound only under `if mask is not None:` in "
+                                     "forward() at line 13: the two tests of that condition "
+                                     "merged into one if/else"), change.summary
+
+
+@pytest.mark.parametrize(("old", "new"), [
+    # bound before the test too: it is bound on both paths, nothing to merge
+    ("        divisor = 2\n", "        divisor = 2\n        landmarks = x > 0\n"),
+    # the later test is another one
+    ("        if mask is not None:\n            sim = sim",
+     "        if x is not None:\n            sim = sim"),
+    # a test that is not names compared with None may not give the same answer twice
+    ("        if mask is not None:\n            total",
+     "        if x.sum() > 0:\n            total"),
+])
+def test_a_name_bound_on_both_paths_or_under_other_tests_is_no_such_site(old: str,
+                                                                        new: str) -> None:
+    code = LANDMARKS.replace(old, new, 1)
+    assert code != LANDMARKS
+    result = rewrite(code)
+    assert not result.changed and not any(f.code == "TSF246" for f in result.fixes)
+
+
+@pytest.mark.slow
+def test_the_merged_tests_script_with_the_originals_outputs(tmp_path: Path) -> None:
+    import torch
+
+    path = tmp_path / "landmarks_before.py"
+    path.write_text(HEADER + LANDMARKS)
+    after_path = tmp_path / "landmarks_after.py"
+    after_path.write_text(rewrite(LANDMARKS).text)
+    modules = []
+    for name, file in (("landmarks_before", path), ("landmarks_after", after_path)):
+        spec = importlib.util.spec_from_file_location(name, file)
+        assert spec is not None and spec.loader is not None
+        module = importlib.util.module_from_spec(spec)
+        sys.modules[name] = module
+        spec.loader.exec_module(module)
+        modules.append(module)
+    before, after = modules
+    with pytest.raises(RuntimeError, match="landmarks is not defined in the false branch"):
+        torch.jit.script(before.Landmarks())
+    scripted = torch.jit.script(after.Landmarks())
+    torch.manual_seed(0)
+    x, mask = torch.randn(2, 3, 4), torch.rand(2, 3, 5) > 0.5
+    for args in ((x,), (x, mask)):
+        want = before.Landmarks()(*args)
+        assert torch.equal(after.Landmarks()(*args), want)
+        assert torch.equal(scripted(*args), want)

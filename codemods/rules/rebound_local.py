@@ -29,6 +29,12 @@ What it does
     ``nonlocal``, ``del`` or walrus; ``x`` is read after the second ``if``, or the site is
     inside a loop (a later read, or the next iteration, would see the old value).
 
+    The same merge serves a name bound only at the top level of ``if c:`` (bound nowhere else
+    in the method, not a parameter) and read under a later ``if c:`` of the same block
+    (TSF246; nystrom-attention's ``mask_landmarks`` under ``if exists(mask):``, once
+    none-helpers has written ``if mask is not None:``): nothing is renamed, the name is bound
+    on the one path that reads it. The same refusals apply.
+
 Why it breaks export
     A name keeps the type it has in the block that first binds it: TorchScript rejects ``x =
     pack_padded_sequence(x, lengths)`` inside the ``if`` ("Variable 'x' previously had type
@@ -39,8 +45,10 @@ Why it breaks export
     branches of one test. Measured on torch 2.13 with speechbrain's ``LSTM`` wrapper: the split
     method scripts (``self.rnn`` takes either type; ``output`` is bound in each branch at its own
     depth, where a re-binding to another type is allowed), with eager and scripted parity with
-    and without ``lengths``, and survives ``torch.jit.save``/``load``. ``torch.export`` runs the
-    Python as written.
+    and without ``lengths``, and survives ``torch.jit.save``/``load``. A name bound under one
+    test and read under a later one is unbound on the other path, as the compiler sees it ("x
+    is not defined in the false branch"), although the tests give the same answer at run
+    time. ``torch.export`` runs the Python as written.
 
 Example
     Before::
@@ -101,6 +109,7 @@ from tsfix.codemods.rules.base import ClassChange, Code, Example, Rule
 __all__ = ["ReboundLocal"]
 
 CODE = "TSF119"
+UNBOUND_CODE = "TSF246"
 # The key under which the repair loop passes a re-binding the compiler's message names
 # (``"rebound x"`` -> the type assigned), among a method's observed types.
 REBOUND_KEY = "rebound "
@@ -124,6 +133,9 @@ class _Site:
     first: cst.If
     assigned: str
     message: str                # what tsfix check says about the site
+    # True: the name is bound only here (TSF246), read under a later `if` of the same test;
+    # the two tests are merged and nothing is renamed.
+    unbound: bool = False
 
 
 class ReboundLocal(Rule):
@@ -147,6 +159,13 @@ class ReboundLocal(Rule):
              "name by hand and read that name until the block binds the old name again, or "
              "declare the wider type first (`y: Optional[Tensor] = x`). torch.export is not "
              "affected: it runs the Python as written."),
+        Code(UNBOUND_CODE, "bound-under-a-none-test",
+             "local bound only under a None test and read under a later one",
+             "A name bound only inside `if mask is not None:` and read inside a later `if mask "
+             "is not None:` is unbound on the other path as TorchScript sees it (\"x is not "
+             "defined in the false branch\"). `tsfix apply --rule rebound-local` merges the "
+             "two tests into one if/else (the statements between them written in both "
+             "branches); otherwise bind the name on both paths by hand."),
     )
     summary = ("A local re-bound to another type under `if c:` and consumed under a later "
                "`if c:` (`x = pack_padded_sequence(x, lengths)`) gets its own name, the two "
@@ -244,18 +263,24 @@ class M(torch.nn.Module):
                 where = site.message
                 if id(site.block) in done_blocks:
                     self.skip(cls.name.value, site.target, f"{where}: another re-binding of the "
-                              "same block is split first; run the rule again", code=CODE,
-                              message=where)
+                              "same block is split first; run the rule again",
+                              code=UNBOUND_CODE if site.unbound else CODE, message=where)
                     continue
                 try:
                     replacement, new_name = _split(site, func)
                 except _Refused as why:
                     self.skip(cls.name.value, site.target, f"{where}: {why}; left as it is",
-                              code=CODE, message=where)
+                              code=UNBOUND_CODE if site.unbound else CODE, message=where)
                     continue
                 done_blocks.add(id(site.block))
                 new = cast(cst.FunctionDef, new.deep_replace(site.block, replacement))
-                self.fixed(site.target, CODE, where)
+                self.fixed(site.target, UNBOUND_CODE if site.unbound else CODE, where)
+                if site.unbound:
+                    parts.append(f"{site.name} bound only under `if "
+                                 f"{short_source(site.first.test)}:` in {method}() at line "
+                                 f"{self.line_of(site.target)}: the two tests of that condition "
+                                 "merged into one if/else")
+                    continue
                 parts.append(f"{site.name} re-bound to {with_article(site.assigned)} under `if "
                              f"{short_source(site.first.test)}:` in {method}() at line "
                              f"{self.line_of(site.target)} is named {new_name}, the two tests "
@@ -310,6 +335,49 @@ class M(torch.nn.Module):
                                     "type than it has from an enclosing block (the compiler's "
                                     "message)")
                         break
+        yield from _unbound_sites(func, ifs, blocks)
+
+
+def _unbound_sites(func: cst.FunctionDef, ifs: Mapping[int, cst.If],
+                   blocks: Mapping[int, cst.IndentedBlock]) -> Iterator[_Site]:
+    """Names bound only at the top level of an ``if`` body whose test compares names with
+    None, and read under a later ``if`` of the same block with the same test (TSF246)."""
+    bindings: dict[str, int] = {}
+    for node in find_all(func.body, cst.AssignTarget, cst.AnnAssign, cst.AugAssign, cst.For,
+                         cst.CompFor, cst.NamedExpr, cst.AsName):
+        target = node.name if isinstance(node, cst.AsName) else node.target
+        for bound in target_names(target):
+            bindings[bound.value] = bindings.get(bound.value, 0) + 1
+    params = set(parameters_of(func))
+    for first in ifs.values():
+        block = blocks.get(id(first))
+        if block is None or not isinstance(first.body, cst.IndentedBlock):
+            continue
+        try:
+            _stable_test(first.test)
+        except _Refused:
+            continue
+        test = code_of(first.test)
+        at = next(i for i, s in enumerate(block.body) if s is first)
+        later = [s for s in block.body[at + 1:]
+                 if isinstance(s, cst.If) and code_of(s.test) == test]
+        if not later:
+            continue
+        read_later = names_used(later[0].body)
+        for statement in first.body.body:
+            for target in _assigned_names(statement):
+                name = target.value
+                if name in params or bindings.get(name) != 1 or name not in read_later:
+                    continue
+                # One site per test: the merge binds every such name on the path that reads it.
+                yield _Site(name, cast(cst.SimpleStatementLine, statement), target, block,
+                            first, "", f"'{name}' is bound only under `if "
+                            f"{short_source(first.test)}:` and read under a later one",
+                            unbound=True)
+                break
+            else:
+                continue
+            break
 
 
 def _ast_names(target: ast.expr) -> list[str]:
@@ -327,6 +395,16 @@ def _shown_type(kind: str) -> str:
     """A TorchScript type name as a reader knows it (``__torch__.torch.nn.utils.rnn.
     PackedSequence`` -> ``PackedSequence``)."""
     return re.sub(r"__torch__\.(?:[\w]+\.)*(\w+)", r"\1", kind)
+
+
+def _assigned_names(statement: cst.BaseStatement) -> list[cst.Name]:
+    """The target of ``name = ...`` when ``statement`` is exactly one such assignment."""
+    if (isinstance(statement, cst.SimpleStatementLine) and len(statement.body) == 1
+            and isinstance(statement.body[0], cst.Assign)
+            and len(statement.body[0].targets) == 1
+            and isinstance(statement.body[0].targets[0].target, cst.Name)):
+        return [statement.body[0].targets[0].target]
+    return []
 
 
 def _assigned_name(statement: cst.BaseStatement, name: str) -> cst.Name | None:
@@ -404,14 +482,19 @@ def _split(site: _Site, func: cst.FunctionDef) -> tuple[cst.IndentedBlock, str]:
                        "value")
     if any(_contains(loop, first) for loop in find_all(func.body, cst.For, cst.While)):
         raise _Refused("it is inside a loop, whose next iteration would read the old value")
-    taken = names_bound_in(func) | names_used(func) | set(parameters_of(func))
-    suffix = "packed" if "PackedSequence" in site.assigned else re.sub(
-        r"\W", "", site.assigned.rpartition(".")[2].split("[")[0].lower()) or "new"
-    new_name = fresh_name(f"{name}_{suffix}", taken=taken)
-    rebinding = site.statement.with_deep_changes(site.target, value=new_name)
-    renamer = _Rename(name, new_name)
-    renamed = [s.visit(renamer) for s in after]
-    body = [*inside[:at], rebinding, *renamed]
+    body: list[cst.BaseStatement]
+    if site.unbound:
+        new_name = name
+        body = [*inside, *middle, *second_body]
+    else:
+        taken = names_bound_in(func) | names_used(func) | set(parameters_of(func))
+        suffix = "packed" if "PackedSequence" in site.assigned else re.sub(
+            r"\W", "", site.assigned.rpartition(".")[2].split("[")[0].lower()) or "new"
+        new_name = fresh_name(f"{name}_{suffix}", taken=taken)
+        rebinding = site.statement.with_deep_changes(site.target, value=new_name)
+        renamer = _Rename(name, new_name)
+        body = [*inside[:at], rebinding,
+                *(cast(cst.BaseStatement, s.visit(renamer)) for s in after)]
     merged = first.with_changes(
         body=first.body.with_changes(body=body),
         orelse=cst.Else(body=cst.IndentedBlock(body=_no_blank_start(middle))) if middle
