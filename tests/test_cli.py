@@ -684,6 +684,58 @@ def test_rejected_rewrite_is_not_written_exit_three(project: Project,
     assert "rejected" in result.stderr and "re-script" in result.stderr
 
 
+class _Opportunist(Rule):
+    """Test-only: rewrites Other (a change of what it computes) only in a text where Scaled
+    is not broken: the rewrite appears when the final text leaves _BreakingRule's out."""
+
+    name = "opportunist"
+    summary = "test rule that rewrites Other when Scaled is intact"
+
+    def rewrite_class(self, cls: cst.ClassDef) -> cst.ClassDef:
+        if cls.name.value != "Other" or "lambda" in self.source_module.code:
+            return cls
+        forward = next(n for n in cls.body.body if isinstance(n, cst.FunctionDef)
+                       and n.name.value == "forward")
+        added = cst.parse_statement("x = x + 1\n")
+        new = forward.with_changes(body=forward.body.with_changes(
+            body=[added, *forward.body.body]))
+        self.changes.append(ClassChange(self.name, cls.name.value, self.span_of(cls),
+                                        self.summary))
+        return cls.with_changes(body=cls.body.with_changes(body=[
+            new if n is forward else n for n in cls.body.body]))
+
+
+@pytest.mark.slow
+def test_a_rewrite_the_rules_make_only_in_the_final_text_is_not_written_unvalidated(
+        project: Project, monkeypatch: pytest.MonkeyPatch) -> None:
+    """hourglass-transformer: with lift-branch's rejected rewrite of Attention left out, the
+    final text had variable-arguments rewrite PreNormResidual, which the run had refused in
+    its first rewrite: written, never validated, reported only as a skip."""
+    monkeypatch.setattr(registry, "ALL_RULES", {"breaking": _BreakingRule,
+                                                "opportunist": _Opportunist})
+    other = textwrap.dedent("""\
+
+
+        class Other(nn.Module):
+            def forward(self, x):
+                return x * 2
+        """)
+    source = "import torch\nimport torch.nn as nn\n\n\n" + SCALED + other
+    project.pyproject({"m.py:Scaled": {"init": [{"scale": 2}], "inputs": ["randn(2, 4)"]},
+                       "m.py:Other": {"inputs": ["randn(2, 4)"]}})
+    project.write("m.py", source)
+
+    result = project.cli("apply", "--report", "report.json", "m.py")
+
+    no_traceback(result)
+    assert project.bytes("m.py") == source.encode(), "an unvalidated rewrite was written"
+    record = file_record(json.loads(project.bytes("report.json")), "m.py")
+    verdicts = {c["class_name"]: c for c in record["classes"]}
+    assert verdicts["Scaled"]["verdict"] == "rejected"
+    assert verdicts["Other"]["rule"] == "opportunist" and verdicts["Other"]["written"] is False
+    assert "never validated" in verdicts["Other"]["withheld"], verdicts["Other"]
+
+
 # ---- --unsafe-fixes and notes ------------------------------------------------------------------
 
 class _NotingRule(Rule):

@@ -302,17 +302,18 @@ def _rewrites_reached(result: ModelResult, pending: list[Pending],
 
 def _superseded(run_results: list[ClassResult], loop_results: list[ClassResult]
                 ) -> tuple[list[ClassResult], list[ClassResult]]:
-    """A rewrite the run rejected that the loop made again, by the same rule on the same class
-    from the run's text, is replaced by the loop's (which the model proved): the run's record
-    goes, its reason becomes a note of the loop's."""
+    """A rewrite the run rejected or did not write that the loop made again, by the same rule
+    on the same class from the run's text, is replaced by the loop's (which the model
+    proved): the run's record goes, its reason becomes a note of the loop's."""
     redone = {(c.rule, c.class_name) for c in loop_results}
-    replaced = {(c.rule, c.class_name): c.reason for c in run_results
-                if c.verdict == REJECTED and (c.rule, c.class_name) in redone}
+    replaced = {(c.rule, c.class_name): (f"rejected: {c.reason}" if c.verdict == REJECTED
+                                         else f"not written: {c.reason or c.withheld}")
+                for c in run_results if not c.written and (c.rule, c.class_name) in redone}
     if not replaced:
         return run_results, loop_results
     kept = [c for c in run_results if (c.rule, c.class_name) not in replaced or c.written]
     noted = [replace(c, notes=[*c.notes, f"replaces the run's rewrite of {c.class_name} by "
-                                         f"{c.rule}, rejected: {why}"])
+                                         f"{c.rule}, {why}"])
              if (why := replaced.get((c.rule, c.class_name))) is not None else c
              for c in loop_results]
     return kept, noted

@@ -134,6 +134,9 @@ class Drop:
     kept: tuple[ClassResult, ...]           # the trial's ClassResults for the class
     skip: SkipSet
     text: str
+    # Every rewrite of the trial's text, of any class (a final text taken from it must hold
+    # no rewrite the run did not validate).
+    changes: tuple[ClassResult, ...] = ()
 
 
 @dataclass(frozen=True)

@@ -91,7 +91,8 @@ def drop_rules(pending: list[Pending], checked: dict[int, Checked], session: Ses
             if v.name == trial.class_name and v.verdict == VERIFIED:
                 kept = tuple(c for c in answer.classes if c.class_name == trial.class_name)
                 verified.setdefault((trial.pending.index, trial.class_name), []).append(
-                    Drop(trial.class_name, trial.dropped, v, kept, trial.skip, answer.text))
+                    Drop(trial.class_name, trial.dropped, v, kept, trial.skip, answer.text,
+                         answer.classes))
     drops: dict[int, dict[str, Drop]] = {}
     for (index, name), found in verified.items():
         # The largest kept set: every rule ("" dropped nothing), else all but the last rule.
