@@ -1522,3 +1522,39 @@ def test_the_typed_chain_scripts_and_runs_with_and_without_lengths(tmp_path: Pat
         sys.path.remove(str(tmp_path))
         for name in [n for n in sys.modules if n == "pkg" or n.startswith("pkg.")]:
             del sys.modules[name]
+
+
+def test_a_none_default_given_to_a_loss_or_taking_a_tensors_place_is_an_optional_tensor(
+        ) -> None:
+    """gated-state-spaces' `F.cross_entropy(logits, labels)` and hourglass-transformer's
+    `default(context, x)` (none-helpers writes it `context if context is not None else x`):
+    unannotated, TorchScript took them for Tensors, a call without them failed in the
+    scripted model ("Expected a proper Tensor but got None"), and validation rejected the
+    rules' correct rewrites for it."""
+    code = textwrap.dedent("""\
+        import torch
+        import torch.nn as nn
+        import torch.nn.functional as F
+
+
+        class LM(nn.Module):
+            def __init__(self):
+                super().__init__()
+                self.proj = nn.Linear(4, 5)
+
+            def forward(self, x, labels=None, context=None):
+                kv = context if context is not None else x
+                logits = self.proj(kv)
+                if labels is None:
+                    return logits
+                return F.cross_entropy(logits.transpose(1, 2), target=labels)
+        """)
+    result = _rewrite(code)
+    assert ("    def forward(\n        self,\n        x,\n"
+            "        labels: Optional[torch.Tensor] = None,\n"
+            "        context: Optional[torch.Tensor] = None,\n    ):\n") in result.text, \
+        result.text
+    # The evidence is the use: a name only compared with None says nothing.
+    unused = code.replace("kv = context if context is not None else x",
+                          "kv = x if context is None else x")
+    assert "context=None" in _rewrite(unused).text

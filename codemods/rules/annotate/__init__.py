@@ -21,7 +21,10 @@ What it does
       is built from (``self.se_block = SEBlock(...)``) or that ``if isinstance(layer,
       SEBlock):`` narrows a loop variable to, and ``f(lengths * n)`` into a Tensor
       parameter (of a function of this file, or of another file of the tree: no annotation,
-      no default) makes ``lengths`` a Tensor. Last, arithmetic
+      no default) makes ``lengths`` a Tensor; so do a loss's input and target and a matrix
+      product's operands (``F.cross_entropy(logits, labels)``), and ``p if p is not None else
+      x`` gives ``p`` the type of ``x`` (``default(context, x)`` as none-helpers writes it).
+      Last, arithmetic
       with a Tensor (``x = x * mask``) makes ``Optional[Tensor]`` when nothing else says
       anything: it fits a float as well, but unannotated the parameter is a Tensor to
       TorchScript anyway, with an undefined tensor for its default, so the scripted method

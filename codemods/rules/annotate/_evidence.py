@@ -47,6 +47,16 @@ _NUMBER_METHODS = frozenset({"conjugate", "is_integer", "bit_length", "bit_count
                              "as_integer_ratio", "to_bytes", "fromhex", "real", "imag"})
 _TENSOR_ATTRIBUTES = ("shape", "dtype", "device", "ndim", "T", "is_cuda", "data")
 _TENSOR_LISTS = ("torch.cat", "torch.stack", "torch.concat", "torch.hstack", "torch.vstack")
+# torch functions whose first two positional arguments (and these keywords) are tensors: the
+# losses' input and target (gated-state-spaces' ``F.cross_entropy(logits, labels)``), products.
+_TENSOR_PAIRS = frozenset({
+    *(f"torch.nn.functional.{loss}" for loss in (
+        "cross_entropy", "nll_loss", "mse_loss", "l1_loss", "smooth_l1_loss", "huber_loss",
+        "binary_cross_entropy", "binary_cross_entropy_with_logits", "kl_div",
+        "soft_margin_loss", "multilabel_soft_margin_loss", "poisson_nll_loss")),
+    "torch.matmul", "torch.bmm", "torch.mm", "torch.maximum", "torch.minimum",
+})
+_PAIR_KEYWORDS = frozenset({"input", "target"})
 
 
 def usage_type(method: MethodState, name: str, *, weak: bool = True) -> str | None:
@@ -79,6 +89,8 @@ def usage_type(method: MethodState, name: str, *, weak: bool = True) -> str | No
                     _bound_reads(bound, name) for bound in (element.slice.lower,
                                                             element.slice.upper)):
                 votes.append("int")
+    for choice in find_all(body, cst.IfExp):
+        votes.append(_fallback_type(method, choice, name))
     if not weak:
         return decide(votes)
     for comparison in find_all(body, cst.Comparison):
@@ -108,6 +120,27 @@ def usage_type(method: MethodState, name: str, *, weak: bool = True) -> str | No
     if not any(v is not None for v in votes) and _arithmetic_with_tensor(method, name):
         return TENSOR
     return decide(votes)
+
+
+def _fallback_type(method: MethodState, choice: cst.IfExp, name: str) -> str | None:
+    """``name if name is not None else x`` (``default(name, x)`` written out, hourglass'
+    ``default(context, x)``): name is of x's type, which both sides of the choice share."""
+    test = choice.test
+    if not (isinstance(test, cst.Comparison) and is_name(test.left, name)
+            and len(test.comparisons) == 1
+            and is_name(test.comparisons[0].comparator, "None")):
+        return None
+    operator = test.comparisons[0].operator
+    if isinstance(operator, cst.IsNot) and is_name(choice.body, name):
+        other = choice.orelse
+    elif isinstance(operator, cst.Is) and is_name(choice.orelse, name):
+        other = choice.body
+    else:
+        return None
+    kind = method.typer.type_of(other)
+    if kind is None and scripted_as_tensor(method, other):
+        return TENSOR
+    return kind if kind not in (None, "None") else None
 
 
 def _arithmetic_with_tensor(method: MethodState, name: str) -> bool:
@@ -187,9 +220,12 @@ def _call_votes(method: MethodState, call: cst.Call, name: str) -> list[str | No
         if declared is not None:
             votes.append(declared)
             continue
+        qualified = qualified_name(func, imports) or ""
         if arg.keyword is not None:
             keyword = arg.keyword.value
-            if keyword in INT_KEYWORDS:
+            if qualified in _TENSOR_PAIRS and keyword in _PAIR_KEYWORDS:
+                votes.append(TENSOR)
+            elif keyword in INT_KEYWORDS:
                 votes.append("int")
             elif keyword in FLOAT_KEYWORDS:
                 votes.append("float")
@@ -217,10 +253,10 @@ def _call_votes(method: MethodState, call: cst.Call, name: str) -> list[str | No
             elif receiver == TENSOR and called in ("masked_fill", "masked_fill_") and \
                     index == 1:
                 votes.append("float")
-        qualified = qualified_name(func, imports) or ""
-        if qualified.startswith("torch.") and index == 0 and \
-                qualified.rpartition(".")[2] not in TENSOR_CONSTRUCTORS and \
-                not qualified.rpartition(".")[2][:1].isupper():
+        last = qualified.rpartition(".")[2]
+        if (qualified in _TENSOR_PAIRS and index in (0, 1)) or (
+                qualified.startswith("torch.") and index == 0
+                and last not in TENSOR_CONSTRUCTORS and not last[:1].isupper()):
             votes.append(TENSOR)
     # torch.cat([a, name]) and friends: list elements are tensors.
     qualified = qualified_name(func, imports) or ""
