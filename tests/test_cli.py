@@ -864,7 +864,7 @@ def test_reason_headlines_group_alike_reasons_only() -> None:
     assert reason_headline("eager parity holds, but the class does not script before or after "
                            "this rewrite, for a reason it does not fix: RuntimeError: 'x' is "
                            "not defined (at a.py line 3) (the rewrite fails with: ...); one "
-                           "artifact holds in eager mode for 1 of 1") == (
+                           "artifact served 1 of 1 calls in eager mode") == (
         "eager parity holds, but the class does not script before or after this rewrite, for "
         "a reason it does not fix: RuntimeError: '...' is not defined")
     files = [FileResult(Path(f"{n}.py"), f"{n}.py", "changed", classes=[

@@ -146,7 +146,7 @@ def test_an_init_object_the_constructor_changes_is_fresh_for_every_build(
     scaler = verdicts["Scaler"]
     assert scaler.verdict == "unverified", scaler.reason
     assert scaler.reason.startswith(NOT_SCRIPTABLE_EITHER), scaler.reason
-    assert "one artifact holds in eager mode for 2 of 2" in scaler.reason
+    assert "one artifact served 2 of 2 calls in eager mode" in scaler.reason
 
 
 def test_a_config_dict_that_cannot_be_deep_copied_stays_its_own_class() -> None:

@@ -613,12 +613,12 @@ def test_the_model_line_names_each_round_and_why_the_loop_stopped() -> None:
                         False, "enc.py:22", "EncLayer.forward",
                         rewrites=["enc.py:EncLayer none-module-test"],
                         stopped="no rule offers a fix (an error tsfix does not know; every "
-                                "selected rule leave(s) EncLayer as it is)")
+                                "selected rule leaves EncLayer as it is)")
     assert stops.line() == (
         "enc.py:EncLayer: model does not script (did not script before tsfix) after 1 round "
         "(enc.py:EncLayer none-module-test) at enc.py:22 (EncLayer.forward): B is not defined "
         "in the false branch; no rule offers a fix (an error tsfix does not know; every "
-        "selected rule leave(s) EncLayer as it is)")
+        "selected rule leaves EncLayer as it is)")
     assert ModelRecord.from_json(json.loads(json.dumps(scripts.to_json()))) == scripts
     # Models alike but for their rounds are said once (without -v).
     alike = [ModelRecord(f"m.py:Net{k}", "scripts", "1 configuration(s): eager parity",

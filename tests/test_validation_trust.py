@@ -105,7 +105,7 @@ def test_eager_one_artifact_rejects_a_lift_of_a_class_that_does_not_script(
     assert verdict == "unverified", reason
     assert reason.startswith("eager parity holds, but the class does not script before or "
                              "after this rewrite")
-    assert reason.endswith("; one artifact holds in eager mode for 2 of 2")
+    assert reason.endswith("; one artifact served 2 of 2 calls in eager mode")
 
 
 # Outer builds Inner from the flag: init[1] differs from init[0] in inner.causal only because
@@ -342,7 +342,7 @@ def test_an_error_after_the_originals_is_no_regression_whichever_comes_first(
         "Tensor but is actually of type Tuple[Tensor, Tensor] (at the rewritten model.py line "
         "15) (the original fails with: RuntimeError: Previous return statement returned a "
         "value of type Tuple[Tensor, Tensor] but this return statement returns a value of "
-        "type Tensor (at model.py line 16)); one artifact holds in eager mode for 1 of 1")
+        "type Tensor (at model.py line 16)); one artifact served 1 of 1 calls in eager mode")
     assert verdict_top == "unverified", reason_top
     assert reason_top.startswith(
         "eager parity holds, but the class does not script before or after this rewrite: the "

@@ -63,7 +63,7 @@ def check_reached_class(case: ReachedCase) -> str:
     else:
         eager_checked = True
         served = serve(case, eager_copy, "one artifact (eager)", candidates)
-        eager_note = f"one artifact holds in eager mode for {len(served)} of {len(called)}"
+        eager_note = f"one artifact served {len(served)} of {len(called)} calls in eager mode"
     head = f"from model {case.model_label}: {len(called)} instance(s) on their real inputs: "
     if case.target == "export":
         from tsfix.codemods.validation.export import check_reached

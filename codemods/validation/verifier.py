@@ -402,7 +402,8 @@ def one_artifact_eager(case: ClassCase, rewritten_cls: type) -> None:
     case.first = built(rewritten_cls, case.configs[0], case)
     serve(case, case.first, "one artifact (eager)")
     served_calls = sum(len(case.configs[k].calls) for k in case.served)
-    case.eager_served = f"one artifact holds in eager mode for {served_calls} of {case.n_calls}"
+    case.eager_served = (f"one artifact served {served_calls} of {case.n_calls} calls in eager "
+                         "mode")
 
 
 def rescript_each(case: ClassCase) -> list[Any]:

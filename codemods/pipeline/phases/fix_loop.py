@@ -676,9 +676,10 @@ def _rewrite_site(loop: _ModelLoop, number: int, site: _Site) -> _Rewritten | st
     if done.text == loop_file.current or not any(c.class_name in site.owners
                                                  for c in done.classes):
         names = done.names or "no selected rule"
+        verb = "leave" if "," in names else "leaves"
         loop.rounds.append(f"round {number}: stops at {site.where} ({site.error}) in "
-                           f"{site.owner}: {names} leave(s) it as it is")
-        return (f"no rule offers a fix ({site.error}; {done.names or 'no rule'} leave(s) "
+                           f"{site.owner}: {names} {verb} it as it is")
+        return (f"no rule offers a fix ({site.error}; {done.names or 'no rule'} {verb} "
                 f"{site.owner} as it is)")
     return done
 
