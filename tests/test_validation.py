@@ -410,3 +410,25 @@ def test_a_reached_class_with_a_non_persistent_buffer_is_verified(tmp_path: Path
     blur = next(c for c in result.classes() if c.class_name == "Blur")
     assert blur.verdict == "verified", blur.reason
     assert "one artifact served 2 of 2" in blur.reason
+
+
+def test_a_scripted_call_that_raises_is_said_with_its_cause() -> None:
+    """hourglass-transformer: an unannotated `context=None` scripted as a Tensor; the scripted
+    call raised and the verdict said only "The following operation failed in the TorchScript
+    interpreter.", which blamed the rule whose rewrite was being checked. Measured message."""
+    from tsfix.codemods.validation.worker import short_error
+
+    raised = RuntimeError(
+        "The following operation failed in the TorchScript interpreter.\n"
+        "Traceback of TorchScript (most recent call last):\n"
+        '  File "/tmp/ctxt.py", line 6, in forward\n'
+        "    def forward(self, x, context=None):\n"
+        "        kv = context if context is not None else x\n"
+        "        return kv * 2\n"
+        "               ~~~~~~ <--- HERE\n"
+        "RuntimeError: Expected a proper Tensor but got None (or an undefined Tensor in C++) "
+        "for argument #0 'self'\n")
+    assert short_error(raised) == (
+        "RuntimeError: The following operation failed in the TorchScript interpreter. "
+        "RuntimeError: Expected a proper Tensor but got None (or an undefined Tensor in C++) "
+        "for argument #0 'self' (at ctxt.py line 6)")

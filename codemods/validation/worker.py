@@ -96,6 +96,9 @@ def unverified(reason: str) -> Verdict:
     return Verdict(UNVERIFIED, reason)
 
 
+_INTERPRETER_FAILED = "The following operation failed in the TorchScript interpreter."
+
+
 def short_error(exc: BaseException, rename: dict[str, str] | None = None) -> str:
     """One readable line: the message's first line and, for TorchScript, where it points."""
     text = str(exc).strip()
@@ -103,6 +106,10 @@ def short_error(exc: BaseException, rename: dict[str, str] | None = None) -> str
         text = text.replace(temp, real)
     lines = [line.strip() for line in text.splitlines() if line.strip() and line.strip() != ":"]
     first = lines[0].rstrip(":").rstrip() if lines else ""
+    if first.startswith(_INTERPRETER_FAILED) and len(lines) > 1:
+        # The cause is the last line ("RuntimeError: Expected a proper Tensor but got None
+        # ..."): the first says only that the scripted code raised.
+        first = f"{first} {lines[-1]}"
     message = f"{type(exc).__name__}: {first}" if first else type(exc).__name__
     location = re.search(r'File "([^"]+)", line (\d+)', text)
     if location and "line" not in first:
