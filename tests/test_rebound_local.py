@@ -362,10 +362,10 @@ def test_a_name_bound_only_under_a_none_test_merges_the_two_tests() -> None:
 
     assert result.text == HEADER + LANDMARKS_MERGED
     [fix] = result.fixes
-    assert (fix.code, fix.line) == ("TSF246", 13)
+    assert (fix.code, fix.line) == ("TSF246", 11)
     [change] = result.changes
     assert change.summary.startswith("landmarks bound only under `if mask is not None:` in "
-                                     "forward() at line 13: the two tests of that condition "
+                                     "forward() at line 11: the two tests of that condition "
                                      "merged into one if/else"), change.summary
 
 

@@ -137,6 +137,12 @@ class _Site:
     # the two tests are merged and nothing is renamed.
     unbound: bool = False
 
+    @property
+    def at(self) -> cst.CSTNode:
+        """Where the site is reported: the re-binding, or for an unbound name the first test,
+        where TorchScript says "x is not defined in the false branch"."""
+        return self.first if self.unbound else self.target
+
 
 class ReboundLocal(Rule):
     __doc__ = __doc__
@@ -262,23 +268,23 @@ class M(torch.nn.Module):
             for site in self._sites(facts, method, func, observed.get(method, {})):
                 where = site.message
                 if id(site.block) in done_blocks:
-                    self.skip(cls.name.value, site.target, f"{where}: another re-binding of the "
+                    self.skip(cls.name.value, site.at, f"{where}: another re-binding of the "
                               "same block is split first; run the rule again",
                               code=UNBOUND_CODE if site.unbound else CODE, message=where)
                     continue
                 try:
                     replacement, new_name = _split(site, func)
                 except _Refused as why:
-                    self.skip(cls.name.value, site.target, f"{where}: {why}; left as it is",
+                    self.skip(cls.name.value, site.at, f"{where}: {why}; left as it is",
                               code=UNBOUND_CODE if site.unbound else CODE, message=where)
                     continue
                 done_blocks.add(id(site.block))
                 new = cast(cst.FunctionDef, new.deep_replace(site.block, replacement))
-                self.fixed(site.target, UNBOUND_CODE if site.unbound else CODE, where)
+                self.fixed(site.at, UNBOUND_CODE if site.unbound else CODE, where)
                 if site.unbound:
                     parts.append(f"{site.name} bound only under `if "
                                  f"{short_source(site.first.test)}:` in {method}() at line "
-                                 f"{self.line_of(site.target)}: the two tests of that condition "
+                                 f"{self.line_of(site.at)}: the two tests of that condition "
                                  "merged into one if/else")
                     continue
                 parts.append(f"{site.name} re-bound to {with_article(site.assigned)} under `if "
