@@ -958,3 +958,44 @@ def test_functions_the_model_calls_are_repaired_where_the_compiler_names_them(
     assert model.repairs == ["pkg/halo.py:37 einops-to-torch (pkg/halo.py:relative_logits_1d())",
                              "pkg/halo.py:19 einops-to-torch+variable-arguments",
                              "pkg/halo.py:14 starred-args"], model.rounds
+
+
+PAIRS = textwrap.dedent("""\
+    import torch
+    from torch import nn
+
+
+    class Net(nn.Module):
+        def __init__(self, depth=2, no_ff=True):
+            super().__init__()
+            self.layers = nn.ModuleList([])
+            for _ in range(depth):
+                self.layers.append(nn.ModuleList([nn.Linear(4, 4),
+                                                  None if no_ff else nn.Linear(4, 4)]))
+
+        def forward(self, x):
+            for attn, ff in self.layers:
+                x = attn(x) + x
+                if ff is not None:
+                    x = ff(x) + x
+            return x
+""")
+
+
+@pytest.mark.slow
+def test_an_error_tsfix_does_not_know_takes_the_code_of_the_construct_on_its_line(
+        project: Project) -> None:
+    """rela-transformer: "module cannot be used as a tuple" is no message tsfix knows; the
+    round named it "an error tsfix does not know" while the explain line, reading the
+    construct on that line, said TSF216 (a module list's elements unpacked)."""
+    project.write("pkg/__init__.py", "")
+    project.write("pkg/pairs.py", PAIRS)
+    project.pyproject({"pkg/pairs.py:Net": {"inputs": ["randn(2, 4)"]}})
+
+    result = project.run("pkg/pairs.py", rules=["all"], jobs=1)
+
+    [model] = result.models()
+    assert not model.ok
+    assert model.rounds[0].startswith("round 1: stops at pkg/pairs.py:14 (TSF216) in Net"), \
+        model.rounds
+    assert "TSF216" in model.stopped and "does not know" not in model.stopped, model.stopped

@@ -592,6 +592,14 @@ def no_rule_words(code: str | None, owner: str, message: str = "", *,
     return f"{rule} rewrites this construct, and finds none left in {owner}'s methods ({where})"
 
 
+def code_on_line(text: str, display: str, line: int, target: str = "torchscript"
+                 ) -> str | None:
+    """The code of ``tsfix check``'s first finding on ``line`` of ``text``: what construct
+    stands where an error the message does not name points (the repair loop's round reads it
+    as ``tsfix explain`` does)."""
+    return next((f.code for f in _findings(text, display, target) if f.line == line), None)
+
+
 @functools.lru_cache(maxsize=4)
 def _findings(text: str, display: str, target: str) -> tuple[Finding, ...]:
     """``tsfix check`` of one text, once: a run explains every blocker of a file in turn, and

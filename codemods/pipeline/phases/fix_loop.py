@@ -545,6 +545,12 @@ def _site(loop: _ModelLoop, number: int, blocker: Blocker) -> _Site | str:
         text: str | None = _loop_file(path, tree.files, tree.overlay, tree.run_files).current
     except SourceError:
         text = None
+    if code is None and text is not None and blocker.line is not None:
+        # A message tsfix does not know ("module cannot be used as a tuple"): the construct
+        # on the line it points at says what it is, as in the explain line.
+        from tsfix.codemods.lint.explain import code_on_line
+
+        code = code_on_line(text, shown, blocker.line, target)
     typed = (typed_by_message(blocker.message, loop.outcome.result.reached, blocker, text)
              if target != "export" else None)
     if typed is not None:
