@@ -955,6 +955,9 @@ def test_functions_the_model_calls_are_repaired_where_the_compiler_names_them(
     assert "col_pad = torch.zeros((b, l, 1), device=x.device, dtype=x.dtype)" in text, text
     assert "return t.expand(expand_shape)" in text, text
     assert "rearrange(" not in text.split("def relative_logits_1d")[1], text
+    assert model.rounds[0].startswith("round 1: stops at pkg/halo.py:37 (TSF236) in "
+                                      "relative_logits_1d(), called there; rewritten by "
+                                      "einops-to-torch"), model.rounds
     assert model.repairs == ["pkg/halo.py:37 einops-to-torch (pkg/halo.py:relative_logits_1d())",
                              "pkg/halo.py:19 einops-to-torch+variable-arguments",
                              "pkg/halo.py:14 starred-args"], model.rounds

@@ -516,12 +516,19 @@ class _Site:
     # compiler met code outside the tree while compiling ``function``, the call of it may be
     # in any of them (TorchScript names the outermost function of the file it compiles).
     callees: frozenset[str] = frozenset()
+    called: bool = False                     # ``function`` is compiled from the blocker's line
 
     @property
     def owner(self) -> str:
         """The name the rewrite is reported under (a function's: function_change_name)."""
         return (self.class_name if self.class_name is not None
                 else function_change_name(str(self.function)))
+
+    @property
+    def placed(self) -> str:
+        """The owner as a round line names it: a function compiled from the blocker's line
+        (the call of it) says so, the line being the caller's."""
+        return f"{self.owner}, called there" if self.called else self.owner
 
     @property
     def owners(self) -> set[str]:
@@ -566,6 +573,7 @@ def _site(loop: _ModelLoop, number: int, blocker: Blocker) -> _Site | str:
     class_name: str | None = None
     function = None
     callees: frozenset[str] = frozenset()
+    called: str | None = None
     if typed is not None:
         function = typed.function
         class_name = typed.class_name if function is None else None
@@ -583,7 +591,8 @@ def _site(loop: _ModelLoop, number: int, blocker: Blocker) -> _Site | str:
         loop.rounds.append(f"round {number}: stops at {where}, outside any class or "
                            "module-level function")
         return "no rule offers a fix (outside any class or function)"
-    return _Site(path, where, code, typed, loop_file, class_name, function, callees)
+    return _Site(path, where, code, typed, loop_file, class_name, function, callees,
+                 called is not None)
 
 
 _FIRST_PLACE = re.compile(r'File "([^"]+)", line (\d+)')
@@ -684,7 +693,7 @@ def _rewrite_site(loop: _ModelLoop, number: int, site: _Site) -> _Rewritten | st
         names = done.names or "no selected rule"
         verb = "leave" if "," in names else "leaves"
         loop.rounds.append(f"round {number}: stops at {site.where} ({site.error}) in "
-                           f"{site.owner}: {names} {verb} it as it is")
+                           f"{site.placed}: {names} {verb} it as it is")
         return (f"no rule offers a fix ({site.error}; {done.names or 'no rule'} {verb} "
                 f"{site.owner} as it is)")
     return done
@@ -716,7 +725,7 @@ def _round(loop: _ModelLoop, number: int, blocker: Blocker) -> str:
     loop.outcome.repairs.append(f"{site.where} "
                                 f"{'+'.join(dict.fromkeys(c.rule for c in changed))}"
                                 f"{elsewhere}")
-    loop.rounds.append(f"round {number}: stops at {site.where} ({site.error}) in {site.owner};"
+    loop.rounds.append(f"round {number}: stops at {site.where} ({site.error}) in {site.placed};"
                        f" rewritten by {fixed_rules}; the model now {_now(loop, answer)}")
     return ""
 
