@@ -53,6 +53,7 @@ import ast
 import libcst as cst
 from tsfix.codemods.facts.prefilter import AstFile
 from tsfix.codemods.facts.syntax import (
+    ReplaceById,
     code_of,
     find_all,
     names_bound_in,
@@ -229,7 +230,7 @@ class M(nn.Module):
                 parts.append(f"line {self.line_of(name)}: `{name.value}` -> `{code_of(value)}`")
         if not replacements:
             return cls
-        rewritten = cls.visit(_Replace(replacements))
+        rewritten = cls.visit(ReplaceById(replacements))
         assert isinstance(rewritten, cst.ClassDef)
         self.changes.append(ClassChange(self.name, cls.name.value, self.span_of(cls),
                                         "; ".join(parts)))
@@ -252,12 +253,3 @@ def _bound_tighter(parent: cst.CSTNode | None, name: cst.Name, value: cst.BaseEx
                 or (isinstance(parent, cst.BinaryOperation)
                     and isinstance(parent.operator, cst.Power) and parent.left is name))
     return False
-
-
-class _Replace(cst.CSTTransformer):
-    def __init__(self, replacements: dict[int, cst.BaseExpression]) -> None:
-        self.replacements = replacements
-
-    def leave_Name(self, original_node: cst.Name, updated_node: cst.Name
-                   ) -> cst.BaseExpression:
-        return self.replacements.get(id(original_node), updated_node)
