@@ -80,8 +80,12 @@ def test_helpers_are_known_by_their_body_and_nested_calls_are_written_out() -> N
 
 @pytest.mark.parametrize(("call", "reason"), [
     ("default(mask, torch.ones_like(x))",
-     "the fallback `torch.ones_like(x)` would be evaluated only when mask is None, and it may "
-     "have an effect (a call)"),
+     "the fallback `torch.ones_like(x)` would be evaluated only when mask is None, and computing "
+     "it may have an effect or raise (it is not a name, an attribute, a literal or such a call)"),
+    # glom-pytorch: no call, and the words said "(a call)"
+    ("default(mask, self.levels * 2)",
+     "the fallback `self.levels * 2` would be evaluated only when mask is None, and computing "
+     "it may have an effect or raise (it is not a name, an attribute, a literal or such a call)"),
     ("default(self.masks[0], x)",
      "`self.masks[0]` is not a name or an attribute: written out, it would be evaluated twice"),
     ("default(mask, d=x)", "it is not called with 2 positional argument(s)"),

@@ -395,7 +395,8 @@ class M(nn.Module):
         fallback = call.args[1].value
         if not _without_effects(fallback, self.helpers):
             return (f"the fallback `{code_of(fallback)}` would be evaluated only when "
-                    f"{code_of(value)} is None, and it may have an effect (a call)")
+                    f"{code_of(value)} is None, and computing it may have an effect or "
+                    "raise (it is not a name, an attribute, a literal or such a call)")
         return None
 
 
