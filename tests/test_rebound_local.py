@@ -413,3 +413,55 @@ def test_the_merged_tests_script_with_the_originals_outputs(tmp_path: Path) -> N
         want = before.Landmarks()(*args)
         assert torch.equal(after.Landmarks()(*args), want)
         assert torch.equal(scripted(*args), want)
+
+
+# egnn-pytorch: "Variable 'valid_radius' previously had type float but is now being assigned to
+# a value of type int".
+RADIUS = """\
+class Radius(nn.Module):
+    def __init__(self, valid_radius=float("inf"), only_sparse_neighbors=False):
+        super().__init__()
+        self.valid_radius = valid_radius
+        self.only_sparse_neighbors = only_sparse_neighbors
+
+    def forward(self, feats, rel_dist):
+        valid_radius, sparse = self.valid_radius, self.only_sparse_neighbors
+        if sparse:
+            valid_radius = 0
+        return feats * (rel_dist <= valid_radius)
+"""
+
+
+def test_a_float_name_given_an_int_literal_gets_the_float_literal() -> None:
+    result = rewrite(RADIUS)
+
+    assert result.text == HEADER + RADIUS.replace("valid_radius = 0\n", "valid_radius = 0.0\n")
+    [fix] = result.fixes
+    assert (fix.code, fix.line) == ("TSF119", 17)
+    # Another value than a literal is no such site (a split, or its refusal, decides).
+    assert "valid_radius = 0.0" not in rewrite(RADIUS.replace("valid_radius = 0\n",
+                                                              "valid_radius = len(feats)\n")).text
+
+
+@pytest.mark.slow
+def test_the_widened_literal_scripts_with_the_originals_outputs(tmp_path: Path) -> None:
+    import torch
+
+    modules = []
+    for name, text in (("radius_before", HEADER + RADIUS), ("radius_after", rewrite(RADIUS).text)):
+        path = tmp_path / f"{name}.py"
+        path.write_text(text)
+        spec = importlib.util.spec_from_file_location(name, path)
+        assert spec is not None and spec.loader is not None
+        module = importlib.util.module_from_spec(spec)
+        sys.modules[name] = module
+        spec.loader.exec_module(module)
+        modules.append(module)
+    before, after = modules
+    with pytest.raises(RuntimeError, match="previously had type float"):
+        torch.jit.script(before.Radius())
+    feats, dist = torch.randn(3, 4), torch.rand(3, 4)
+    for init in ({}, {"only_sparse_neighbors": True}, {"valid_radius": 0.5}):
+        want = before.Radius(**init)(feats, dist)
+        assert torch.equal(after.Radius(**init)(feats, dist), want)
+        assert torch.equal(torch.jit.script(after.Radius(**init))(feats, dist), want)

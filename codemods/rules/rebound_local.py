@@ -29,6 +29,11 @@ What it does
     ``nonlocal``, ``del`` or walrus; ``x`` is read after the second ``if``, or the site is
     inside a loop (a later read, or the next iteration, would see the old value).
 
+    A name holding a float re-bound to an int literal anywhere in the method (egnn-pytorch's
+    ``valid_radius = 0`` under ``if only_sparse_neighbors:``, the name a float from
+    ``self.valid_radius``) gets the float literal instead (``0.0``): no split, the name keeps
+    its type.
+
     The same merge serves a name bound only at the top level of ``if c:`` (bound nowhere else
     in the method, not a parameter) and read under a later ``if c:`` of the same block
     (TSF246; nystrom-attention's ``mask_landmarks`` under ``if exists(mask):``, once
@@ -73,7 +78,10 @@ Example
             return output, hn
 
 Fix safety
-    The same statements run in the same order on each path: the test is evaluated once
+    ``0`` written ``0.0`` changes the value's type only: the same in comparisons and in
+    arithmetic with floats and tensors, not where an int is required (``range(x)``, an index),
+    which the name's float on its other path would not pass either; validation compares eager
+    outputs. The same statements run in the same order on each path: the test is evaluated once
     instead of twice, which changes nothing since it only compares names that nothing between
     the two tests binds with None (no call, no side effect); the new name holds the value
     ``x`` held, and ``x`` itself is not read afterwards with its old value standing in for the
@@ -103,7 +111,7 @@ from tsfix.codemods.facts.syntax import (
     short_source,
     target_names,
 )
-from tsfix.codemods.facts.type_flow import type_flow, with_article
+from tsfix.codemods.facts.type_flow import Rebinding, type_flow, with_article
 from tsfix.codemods.rules.base import ClassChange, Code, Example, Rule
 
 __all__ = ["ReboundLocal"]
@@ -265,6 +273,15 @@ class M(torch.nn.Module):
         for method, func in facts.compiled_methods():
             new = func
             done_blocks: set[int] = set()
+            for rebound, literal in _widened(facts, method):
+                # egnn-pytorch's `valid_radius = 0` where the name holds a float: written 0.0.
+                new = cast(cst.FunctionDef, new.deep_replace(
+                    literal, _float_literal(literal)))
+                self.fixed(rebound.target, CODE, f"'{rebound.name}' is a float from an "
+                           "enclosing block and is assigned an int here")
+                parts.append(f"{rebound.name} = {code_of(literal)} in {method}() at line "
+                             f"{self.line_of(rebound.target)} is written "
+                             f"{code_of(_float_literal(literal))}: the name holds a float")
             for site in self._sites(facts, method, func, observed.get(method, {})):
                 where = site.message
                 if id(site.block) in done_blocks:
@@ -310,7 +327,10 @@ class M(torch.nn.Module):
         ifs = {id(s.body): s for s in find_all(func.body, cst.If)}
         blocks = {id(s): b for b in find_all(func.body, cst.IndentedBlock) for s in b.body}
         seen: set[int] = set()
+        widened = {id(rebound.target) for rebound, _ in _widened(facts, method)}
         for rebound in type_flow(facts, method).rebindings:
+            if id(rebound.target) in widened:
+                continue
             first = ifs.get(id(rebound.block))
             statement = rebound.statement
             message = (f"'{rebound.name}' is {with_article(rebound.previous)} from an enclosing "
@@ -384,6 +404,31 @@ def _unbound_sites(func: cst.FunctionDef, ifs: Mapping[int, cst.If],
             else:
                 continue
             break
+
+
+def _widened(facts: ClassFacts, method: str) -> list[tuple[Rebinding, cst.BaseExpression]]:
+    """The re-bindings of a float name to an int literal (``x = 0``, ``x = -1``), and that
+    literal: written as a float literal, the name keeps its type."""
+    found: list[tuple[Rebinding, cst.BaseExpression]] = []
+    for rebound in type_flow(facts, method).rebindings:
+        statement = rebound.statement
+        if (rebound.previous != "float" or rebound.assigned != "int"
+                or not isinstance(statement, cst.SimpleStatementLine)
+                or len(statement.body) != 1 or not isinstance(statement.body[0], cst.Assign)
+                or len(statement.body[0].targets) != 1
+                or statement.body[0].targets[0].target is not rebound.target):
+            continue
+        value = statement.body[0].value
+        number = value.expression if isinstance(value, cst.UnaryOperation) else value
+        if isinstance(number, cst.Integer) and (number is value or isinstance(
+                value.operator, cst.Minus | cst.Plus)):  # type: ignore[attr-defined]
+            found.append((rebound, number))
+    return found
+
+
+def _float_literal(literal: cst.BaseExpression) -> cst.Float:
+    assert isinstance(literal, cst.Integer)
+    return cst.Float(f"{int(literal.value.replace('_', ''), 0)}.0")
 
 
 def _ast_names(target: ast.expr) -> list[str]:
