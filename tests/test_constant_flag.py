@@ -877,3 +877,52 @@ def test_the_cross_attention_fixture_fails_to_script_before_and_scripts_after() 
         with torch.no_grad():
             torch.testing.assert_close(scripted(x, context), original(x, context),
                                        rtol=1e-4, atol=1e-5)
+
+
+# glom-pytorch's ConsensusAttention: the buffer is registered only under the setting's test.
+REGISTERED = """\
+import torch
+from torch import nn
+
+
+class Consensus(nn.Module):
+    def __init__(self, radius=0):
+        super().__init__()
+        self.radius = radius
+        if self.radius > 0:
+            self.register_buffer("non_local_mask", torch.eye(3, dtype=torch.bool))
+
+    def forward(self, sim):
+        if self.radius > 0:
+            sim = sim.masked_fill(self.non_local_mask, -1e4)
+        return sim.softmax(dim=-1)
+"""
+
+
+def test_a_buffer_registered_only_under_a_test_is_guarded_by_a_constant() -> None:
+    result = rewrite(REGISTERED)
+
+    assert '    __constants__ = ["radius_gt_0"]\n' in result.text, result.text
+    assert "        self.radius_gt_0 = self.radius > 0\n" in result.text
+    assert "        if self.radius_gt_0:\n            sim = sim.masked_fill(" in result.text
+    assert [f.line for f in result.fixes if f.code == "TSF231"] == [13], result.fixes
+
+
+@pytest.mark.slow
+def test_the_guarded_buffer_scripts_in_both_configurations(tmp_path: Path) -> None:
+    import torch
+
+    modules = []
+    for name, text in (("consensus_before", REGISTERED),
+                       ("consensus_after", rewrite(REGISTERED).text)):
+        path = tmp_path / f"{name}.py"
+        path.write_text(text)
+        modules.append(load_module(path, name))
+    before, after = modules
+    sim = torch.randn(2, 3, 3)
+    for radius in (0, 1):
+        if radius == 0:
+            with pytest.raises(Exception, match="has no attribute 'non_local_mask'"):
+                torch.jit.script(before.Consensus(radius))
+        want = before.Consensus(radius)(sim)
+        assert torch.equal(torch.jit.script(after.Consensus(radius))(sim), want)

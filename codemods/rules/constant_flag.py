@@ -23,7 +23,8 @@ What it does
     other branch would unpack, or use as a tensor, a value of the wrong type.
 
     The same is done for an attribute ``__init__`` builds only under a test (``if pool_type ==
-    'avg': self.avg_pool = ...``, also per branch of an ``elif`` chain or with no ``else``) and
+    'avg': self.avg_pool = ...``, or registers there: ``self.register_buffer('mask', m)``, also
+    per branch of an ``elif`` chain or with no ``else``) and
     the compiled methods read under a test of settings (TSF231): the nearest enclosing ``if``
     (or ``x if t else y``) whose test reads only settings is made constant. A truth test of
     settings (``if self.use_bn:``, ``not``, ``and``/``or``, ``is None``) as above; any other
@@ -488,6 +489,25 @@ def _definite(block: cst.BaseSuite | cst.If | cst.Else | None, assigned: dict[in
     return frozenset(found)
 
 
+def _registrations(init: cst.FunctionDef) -> list[tuple[cst.SimpleStatementLine, str]]:
+    """Each line of ``__init__`` that registers a buffer, parameter or module under a literal
+    name (``self.register_buffer('mask', m)``), with that name."""
+    self_var = self_name(init) or "self"
+    found = []
+    for line in find_all(init.body, cst.SimpleStatementLine):
+        for small in line.body:
+            call = small.value if isinstance(small, cst.Expr) else None
+            if (isinstance(call, cst.Call) and call.args
+                    and self_attr(call.func, self_var) is not None
+                    and isinstance(call.func, cst.Attribute)
+                    and call.func.attr.value in ("register_buffer", "register_parameter",
+                                                 "add_module", "register_module")
+                    and isinstance(call.args[0].value, cst.SimpleString)
+                    and isinstance(call.args[0].value.evaluated_value, str)):
+                found.append((line, call.args[0].value.evaluated_value))
+    return found
+
+
 def _given_to_the_constructor(facts: ClassFacts, setting: str) -> bool:
     """``__init__`` stores the setting from a parameter or a literal only: one read from a
     config object (``self.x = self.config.x``, as lift-branch writes it) is left to the rules
@@ -828,7 +848,7 @@ def _stored(node: ast.AST, self_var: str | None = None) -> set[str]:
 def _maybe_built(file: AstFile, init: ast.FunctionDef) -> set[str]:
     """What _conditional_attributes and _none_in_some_configurations may find: the attributes
     __init__ assigns inside a block (or anywhere, when it may return early) or gives a value
-    holding None, less those it registers."""
+    holding None, and those it registers inside a block."""
     blocks = (ast.If, ast.For, ast.AsyncFor, ast.While, ast.Try, ast.TryStar, ast.Match,
               ast.With, ast.AsyncWith, ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)
     nodes = file.nodes_of(init)[1:]
@@ -842,7 +862,8 @@ def _maybe_built(file: AstFile, init: ast.FunctionDef) -> set[str]:
               for target in (node.targets if isinstance(node, ast.Assign) else [node.target])
               for attr in _stored(target)}
     self_var = file.self_var(init)
-    for node in nodes:      # what ClassFacts.registered leaves out
+    inside = {id(n) for node in nodes if isinstance(node, blocks) for n in ast.walk(node)}
+    for node in nodes:      # registered at the top level: built on every path
         if (isinstance(node, ast.Call) and isinstance(node.func, ast.Attribute)
                 and isinstance(node.func.value, ast.Name)
                 and node.func.value.id == self_var and node.args
@@ -852,7 +873,10 @@ def _maybe_built(file: AstFile, init: ast.FunctionDef) -> set[str]:
                 and isinstance(node.args[0].value, str)
                 and re.fullmatch(r"""[rRuU]?('[^'\\\n]*'|"[^"\\\n]*")""",
                                  file.segment(node.args[0]) or "")):
-            found.discard(node.args[0].value)
+            if id(node) in inside:
+                found.add(node.args[0].value)
+            else:
+                found.discard(node.args[0].value)
     return found
 
 
@@ -1395,11 +1419,15 @@ class Pool(nn.Module):
         for a in facts.assignments:
             if a.method == "__init__" and a.attr.isidentifier():
                 assigned.setdefault(id(a.statement), set()).add(a.attr)
+        # ``self.register_buffer('mask', ...)`` builds ``self.mask`` as an assignment would
+        # (glom-pytorch registers its non-local mask only under a setting test).
+        for registering, name in _registrations(init):
+            assigned.setdefault(id(registering), set()).add(name)
         maybe: dict[str, cst.CSTNode] = {}
         definite = _definite(init.body, assigned, maybe)
         if definite == _EVERYTHING:
             return {}
-        elsewhere = set(facts.assigned_outside_init) | set(facts.declared) | facts.registered
+        elsewhere = set(facts.assigned_outside_init) | set(facts.declared)
         if isinstance(cls.body, cst.IndentedBlock):
             for line in cls.body.body:
                 for target in find_all(line, cst.AssignTarget):
