@@ -14,7 +14,7 @@ from pathlib import Path
 from types import ModuleType
 
 import pytest
-from conftest import rule_rewriter
+from conftest import load_module, rule_rewriter
 from tsfix.codemods.lint.check import check_source
 from tsfix.codemods.rules.rebound_local import ReboundLocal
 
@@ -395,15 +395,8 @@ def test_the_merged_tests_script_with_the_originals_outputs(tmp_path: Path) -> N
     path.write_text(HEADER + LANDMARKS)
     after_path = tmp_path / "landmarks_after.py"
     after_path.write_text(rewrite(LANDMARKS).text)
-    modules = []
-    for name, file in (("landmarks_before", path), ("landmarks_after", after_path)):
-        spec = importlib.util.spec_from_file_location(name, file)
-        assert spec is not None and spec.loader is not None
-        module = importlib.util.module_from_spec(spec)
-        sys.modules[name] = module
-        spec.loader.exec_module(module)
-        modules.append(module)
-    before, after = modules
+    before = load_module(path, "landmarks_before")
+    after = load_module(after_path, "landmarks_after")
     with pytest.raises(RuntimeError, match="landmarks is not defined in the false branch"):
         torch.jit.script(before.Landmarks())
     scripted = torch.jit.script(after.Landmarks())
@@ -447,17 +440,10 @@ def test_a_float_name_given_an_int_literal_gets_the_float_literal() -> None:
 def test_the_widened_literal_scripts_with_the_originals_outputs(tmp_path: Path) -> None:
     import torch
 
-    modules = []
-    for name, text in (("radius_before", HEADER + RADIUS), ("radius_after", rewrite(RADIUS).text)):
-        path = tmp_path / f"{name}.py"
-        path.write_text(text)
-        spec = importlib.util.spec_from_file_location(name, path)
-        assert spec is not None and spec.loader is not None
-        module = importlib.util.module_from_spec(spec)
-        sys.modules[name] = module
-        spec.loader.exec_module(module)
-        modules.append(module)
-    before, after = modules
+    (tmp_path / "radius_before.py").write_text(HEADER + RADIUS)
+    (tmp_path / "radius_after.py").write_text(rewrite(RADIUS).text)
+    before = load_module(tmp_path / "radius_before.py", "radius_before")
+    after = load_module(tmp_path / "radius_after.py", "radius_after")
     with pytest.raises(RuntimeError, match="previously had type float"):
         torch.jit.script(before.Radius())
     feats, dist = torch.randn(3, 4), torch.rand(3, 4)
