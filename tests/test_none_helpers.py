@@ -82,10 +82,10 @@ def test_helpers_are_known_by_their_body_and_nested_calls_are_written_out() -> N
     ("default(mask, torch.ones_like(x))",
      "the fallback `torch.ones_like(x)` would be evaluated only when mask is None, and computing "
      "it may have an effect or raise (it is not a name, an attribute, a literal or such a call)"),
-    # glom-pytorch: no call, and the words said "(a call)"
-    ("default(mask, self.levels * 2)",
-     "the fallback `self.levels * 2` would be evaluated only when mask is None, and computing "
-     "it may have an effect or raise (it is not a name, an attribute, a literal or such a call)"),
+    ("default(mask, self.levels(x) * 2)",
+     "the fallback `self.levels(x) * 2` would be evaluated only when mask is None, and "
+     "computing it may have an effect or raise (it is not a name, an attribute, a literal or "
+     "such a call)"),
     ("default(self.masks[0], x)",
      "`self.masks[0]` is not a name or an attribute: written out, it would be evaluated twice"),
     ("default(mask, d=x)", "it is not called with 2 positional argument(s)"),
@@ -152,3 +152,15 @@ def test_check_reports_each_call_as_fixable() -> None:
         """), "m.py")
     assert [(f.code, f.line, f.fix) for f in findings if f.code == "TSF244"] == [
         ("TSF244", 19, "none-helpers")]
+
+
+def test_a_fallback_of_arithmetic_on_names_and_numbers_is_written_out() -> None:
+    """glom-pytorch: `iters = default(iters, self.levels * 2)`; left as a call, `default` was
+    compiled with `d: int` and a Tensor `val`, which does not script."""
+    result = rewrite(model("""\
+        def forward(self, x, iters=None):
+            iters = default(iters, self.levels * 2 + 1)
+            return x * iters
+        """, init="self.levels = 3"))
+    assert "        iters = iters if iters is not None else self.levels * 2 + 1\n" in \
+        result.text, result.text

@@ -48,10 +48,14 @@ Fix safety
     The expressions compute what the helper returned. ``default``'s value is evaluated twice
     (tested, then returned), so it must be a name or an attribute (``ctx``, ``self.depth``);
     its fallback is evaluated only when needed instead of before the call, so it must have no
-    effect of its own (a name, an attribute, a literal, a list or tuple of those): a call such
-    as ``default(noise, torch.randn_like(x))`` is left alone with the reason (skipping the
-    random draw would change every later one). Left alone too: a helper re-bound in the method
-    or file, a call with keywords or ``*args``, and a helper defined in another file.
+    effect of its own (a name, an attribute, a literal, a list or tuple of those, arithmetic of
+    those: glom-pytorch's ``default(iters, self.levels * 2)``): a call such as
+    ``default(noise, torch.randn_like(x))`` is left alone with the reason (skipping the random
+    draw would change every later one). Arithmetic that would raise (``None * 2``, tensors of
+    shapes that do not broadcast) raised before whatever the value; now only when the value is
+    None: a call that failed may work, none that worked fails or computes otherwise. Left
+    alone too: a helper re-bound in the method or file, a call with keywords or ``*args``, and
+    a helper defined in another file.
 """
 
 from __future__ import annotations
@@ -192,7 +196,16 @@ def _without_effects(expr: cst.BaseExpression, helpers: Mapping[str, Helper]) ->
             for a in expr.args)
     if isinstance(expr, cst.UnaryOperation) and isinstance(expr.operator, cst.Minus):
         return isinstance(expr.expression, cst.BaseNumber)
+    if isinstance(expr, cst.BinaryOperation) and isinstance(expr.operator, _ARITHMETIC):
+        return (_without_effects(expr.left, helpers)
+                and _without_effects(expr.right, helpers))
     return False
+
+
+# Operators whose result depends only on their operands (numbers and tensors have no effect
+# in them; what raises raised before too, see the docstring's Fix safety).
+_ARITHMETIC = (cst.Add, cst.Subtract, cst.Multiply, cst.Divide, cst.FloorDivide, cst.Modulo,
+               cst.Power)
 
 
 # Where a comparison or a conditional expression can stand without parentheses.
